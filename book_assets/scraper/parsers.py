@@ -1,0 +1,372 @@
+"""Pure parsers for books.toscrape.com pages: functions of ``(html, url)``, no I/O.
+
+Each page is parsed once with selectolax (Lexbor), which decodes entities (``&amp;`` -> ``&``) and tolerates
+the site's markup; every link is resolved against the page URL with ``urljoin`` because the site uses
+relative links whose base differs by page (``catalogue/x_1/index.html`` on the root, ``x_1/index.html`` on
+``catalogue/page-2.html``, ``../../../x_1/index.html`` on category pages).
+
+Required fields that are missing raise a ``ParseError`` subclass rather than producing a half-filled row:
+a truncated or error page must be retried, not stored.
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+from decimal import Decimal, InvalidOperation
+from urllib.parse import urljoin, urlsplit
+
+from selectolax.lexbor import LexborHTMLParser, LexborNode
+
+from book_assets.scraper.errors import NotABookPage, NotAListingPage, ParseError
+from book_assets.scraper.models import BookCard, BookDetail, ListingPage
+
+RATING_WORDS: dict[str, int] = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5}
+
+_PRICE_RE = re.compile(r"-?\d[\d,]*(?:\.\d+)?|-?\.\d+")
+_STOCK_RE = re.compile(r"\((\d[\d,]*)\s+available\)", re.IGNORECASE)
+_PAGE_OF_RE = re.compile(r"Page\s+(\d+)\s+of\s+(\d+)", re.IGNORECASE)
+_WS_RE = re.compile(r"\s+")
+# The all-books category ("Books") lists the same books as the root; the brief treats it as uncategorised.
+_ALL_BOOKS_CATEGORY_RE = re.compile(r"/category/books_1/(?:index\.html|page-\d+\.html)?$")
+
+
+# --------------------------------------------------------------------------- small pure helpers
+
+
+def parse_price(text: str) -> Decimal:
+    """Return the amount of a price text such as ``"£51.77"`` (currency signs and spaces ignored).
+
+    Raises:
+        ParseError: no number in ``text``.
+    """
+    match = _PRICE_RE.search(text)
+    if match is None:
+        raise ParseError(f"no price in {text!r}")
+    try:
+        return Decimal(match.group(0).replace(",", ""))
+    except InvalidOperation as exc:  # pragma: no cover - the regex only matches valid numbers
+        raise ParseError(f"bad price {text!r}") from exc
+
+
+def rating_from_word(word: str | None) -> int | None:
+    """Map a star-rating class word ("One".."Five", any case) to 1-5; None for anything else."""
+    if word is None:
+        return None
+    return RATING_WORDS.get(word.strip().lower())
+
+
+def parse_stock(text: str) -> int | None:
+    """Stock count from an availability text.
+
+    ``"In stock (22 available)"`` -> 22; ``"Out of stock"`` -> 0; ``"In stock"`` (no count, as on listing
+    cards) -> None.
+    """
+    match = _STOCK_RE.search(text)
+    if match is not None:
+        return int(match.group(1).replace(",", ""))
+    if re.search(r"\bout\s+of\s+stock\b", text, re.IGNORECASE):
+        return 0
+    return None
+
+
+def collapse_ws(text: str) -> str:
+    """Strip and collapse runs of whitespace to one space (template indentation is not content)."""
+    return _WS_RE.sub(" ", text).strip()
+
+
+# --------------------------------------------------------------------------- decoding
+
+
+def _lookup_codec(label: str | None) -> str | None:
+    """Python codec name for a charset label, or None if unknown.
+
+    Follows the WHATWG Encoding Standard in one respect that matters here: ``latin-1``/``iso-8859-1`` and
+    ``ascii`` labels mean windows-1252, which is what browsers decode them as.
+    """
+    if not label:
+        return None
+    label = label.strip().strip("\"'").lower()
+    if label in {"latin-1", "latin1", "iso-8859-1", "iso8859-1", "l1", "us-ascii", "ascii"}:
+        return "cp1252"
+    try:
+        return codecs.lookup(label).name
+    except LookupError:
+        return None
+
+
+_HEADER_CHARSET_RE = re.compile(r"charset\s*=\s*[\"']?([\w.:-]+)", re.IGNORECASE)
+_META_CHARSET_RE = re.compile(rb"<meta[^>]+charset\s*=\s*[\"']?\s*([\w.:-]+)", re.IGNORECASE)
+_BOMS: tuple[tuple[bytes, str], ...] = (
+    (codecs.BOM_UTF8, "utf-8-sig"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
+META_SNIFF_BYTES = 4096
+
+
+def detect_charset(body: bytes, content_type: str | None) -> str:
+    """The Python codec to decode ``body`` with; see ``decode_html`` for the order of precedence."""
+    for bom, codec in _BOMS:
+        if body.startswith(bom):
+            return codec
+    if content_type:
+        match = _HEADER_CHARSET_RE.search(content_type)
+        codec = _lookup_codec(match.group(1)) if match else None
+        if codec:
+            return codec
+    match = _META_CHARSET_RE.search(body[:META_SNIFF_BYTES])
+    if match:
+        codec = _lookup_codec(match.group(1).decode("ascii", "replace"))
+        # A document that declares UTF-16 in ASCII-compatible bytes cannot be UTF-16 (HTML spec rule).
+        if codec and not codec.startswith("utf-16"):
+            return codec
+    return "utf-8"
+
+
+def decode_html(body: bytes, content_type: str | None) -> str:
+    """Decode a served HTML body to text.
+
+    Precedence, as browsers do it: a byte-order mark; the ``charset`` of the Content-Type header; a
+    ``<meta charset>`` / ``<meta http-equiv="content-type">`` in the first 4 KiB; else UTF-8. The live site
+    sends ``Content-Type: text/html`` without a charset while its bodies are UTF-8, so falling back to
+    latin-1 (as some HTTP clients do) would turn "£" into "Â£"; we never do that.
+
+    Undecodable bytes become U+FFFD (``errors="replace"``) instead of raising: a stray bad byte must not
+    lose a whole page, and the replacement character is visible in stored text if it ever happens.
+    Unknown charset labels are ignored and the next source is tried.
+    """
+    return body.decode(detect_charset(body, content_type), errors="replace")
+
+
+# --------------------------------------------------------------------------- DOM helpers
+
+
+def _text(node: LexborNode | None) -> str | None:
+    """Stripped text of a node (entities decoded), or None when the node is absent."""
+    if node is None:
+        return None
+    return (node.text(deep=True, separator="", strip=False) or "").strip()
+
+
+def _rating_word(node: LexborNode | None) -> str | None:
+    """The rating word among a ``p.star-rating`` element's classes (e.g. "Three")."""
+    if node is None:
+        return None
+    classes = (node.attributes.get("class") or "").split()
+    for cls in classes:
+        if cls.lower() in RATING_WORDS:
+            return cls
+    return None
+
+
+def is_book_page(html: str) -> bool:
+    """True if ``html`` looks like a complete book page (product box with a title and a UPC row)."""
+    try:
+        parse_book(html, "http://book.invalid/")
+    except ParseError:
+        return False
+    return True
+
+
+# --------------------------------------------------------------------------- listing pages
+
+
+def _parse_card(article: LexborNode, url: str) -> BookCard:
+    link = article.css_first("h3 a[href]") or article.css_first("a[href]")
+    if link is None:
+        raise NotAListingPage("book card without a link")
+    href = (link.attributes.get("href") or "").strip()
+    title = link.attributes.get("title")
+    if title is None or not title.strip():
+        img = article.css_first("img[alt]")
+        title = (img.attributes.get("alt") if img is not None else None) or _text(link) or ""
+    title = title.strip()
+    if not href or not title:
+        raise NotAListingPage("book card without an href or title")
+    price_text = _text(article.css_first("p.price_color"))
+    if not price_text:
+        raise NotAListingPage(f"book card {href!r} without a price")
+    return BookCard(
+        url=urljoin(url, href),
+        title=title,
+        price=parse_price(price_text),
+        price_text=price_text,
+        rating=rating_from_word(_rating_word(article.css_first("p.star-rating"))),
+    )
+
+
+def _listing_category(tree: LexborHTMLParser, url: str) -> str | None:
+    """Category name on a category page; None on the root listing and the all-books category.
+
+    A category page's breadcrumb is Home > Books > <Category> (the active item); the root listing's is
+    Home > All products and the all-books category's is Home > Books, i.e. no ancestor link besides Home.
+    """
+    if "/category/" not in urlsplit(url).path or _ALL_BOOKS_CATEGORY_RE.search(urlsplit(url).path):
+        return None
+    heading = _text(tree.css_first("div.page-header h1"))
+    if not heading:
+        return None
+    crumbs = tree.css("ul.breadcrumb li")
+    if crumbs and len(crumbs) < 3:
+        return None
+    return heading
+
+
+def _result_numbers(tree: LexborHTMLParser) -> tuple[int | None, int | None, int | None]:
+    """(result_count, first, last) from "<b>1000</b> results - showing <b>1</b> to <b>20</b>."."""
+    form = tree.css_first("form.form-horizontal")
+    if form is None:
+        return None, None, None
+    numbers: list[int] = []
+    for strong in form.css("strong"):
+        text = (_text(strong) or "").replace(",", "")
+        if text.isdigit():
+            numbers.append(int(text))
+    if not numbers:
+        return None, None, None
+    if len(numbers) >= 3:
+        return numbers[0], numbers[1], numbers[2]
+    return numbers[0], None, None
+
+
+def parse_listing(html: str, url: str) -> ListingPage:
+    """Parse a listing page (root, ``catalogue/page-N.html``, category page) into a ``ListingPage``.
+
+    Cross-checks guard against storing a truncated page as if it were complete: the number of cards must
+    match the "showing X to Y" range when shown, and a page that is not the last ("Page 2 of 50") must
+    have a next link.
+
+    Raises:
+        NotAListingPage: not a listing (book page, error page, garbage) or visibly incomplete.
+    """
+    tree = LexborHTMLParser(html)
+    if tree.css_first("article.product_page") is not None:
+        raise NotAListingPage("is a book page")
+    articles = tree.css("ol.row article.product_pod") or tree.css("article.product_pod")
+    heading = tree.css_first("div.page-header h1")
+    if not articles and heading is None:
+        raise NotAListingPage("no book cards and no page header")
+    cards = [_parse_card(article, url) for article in articles]
+
+    page_number = page_count = None
+    current = _text(tree.css_first("ul.pager li.current"))
+    if current:
+        match = _PAGE_OF_RE.search(current)
+        if match:
+            page_number, page_count = int(match.group(1)), int(match.group(2))
+
+    next_link = tree.css_first("ul.pager li.next a[href]")
+    next_href = (next_link.attributes.get("href") or "").strip() if next_link is not None else ""
+    next_url = urljoin(url, next_href) if next_href else None
+
+    result_count, first, last = _result_numbers(tree)
+    if first is not None and last is not None and last - first + 1 != len(cards):
+        raise NotAListingPage(f"shows results {first}-{last} but has {len(cards)} cards (truncated?)")
+    if page_number is not None and page_count is not None and page_number < page_count and next_url is None:
+        raise NotAListingPage(f"page {page_number} of {page_count} has no next link (truncated?)")
+
+    return ListingPage(
+        url=url,
+        cards=cards,
+        next_url=next_url,
+        category=_listing_category(tree, url),
+        page_number=page_number,
+        page_count=page_count,
+        result_count=result_count,
+    )
+
+
+# --------------------------------------------------------------------------- book pages
+
+
+def _product_table(tree: LexborHTMLParser) -> dict[str, str]:
+    """Rows of the product information table keyed by lower-cased header ("upc", "price (excl. tax)")."""
+    rows: dict[str, str] = {}
+    for tr in tree.css("article.product_page table tr"):
+        th, td = tr.css_first("th"), tr.css_first("td")
+        key, value = _text(th), _text(td)
+        if key and value is not None:
+            rows[collapse_ws(key).lower()] = value
+    return rows
+
+
+def _required(rows: dict[str, str], key: str) -> str:
+    value = rows.get(key)
+    if not value:
+        raise NotABookPage(f"product table has no {key!r} row")
+    return value
+
+
+def _money(rows: dict[str, str], key: str) -> Decimal:
+    try:
+        return parse_price(_required(rows, key))
+    except NotABookPage:
+        raise
+    except ParseError as exc:
+        raise NotABookPage(f"{key!r} row is not a price: {exc}") from exc
+
+
+def parse_book(html: str, url: str) -> BookDetail:
+    """Parse a book page into a ``BookDetail``.
+
+    Raises:
+        NotABookPage: the page lacks the product box, its title or price, the breadcrumb category, or a
+            required table row (404 page, listing page, garbage, truncated HTML).
+    """
+    tree = LexborHTMLParser(html)
+    main = tree.css_first("article.product_page div.product_main")
+    if main is None:
+        raise NotABookPage("no div.product_main inside article.product_page")
+    title = _text(main.css_first("h1"))
+    if not title:
+        raise NotABookPage("product box has no title")
+    price_text = _text(main.css_first("p.price_color"))
+    if not price_text:
+        raise NotABookPage("product box has no price")
+    try:
+        price = parse_price(price_text)
+    except ParseError as exc:
+        raise NotABookPage(f"product price unreadable: {exc}") from exc
+
+    crumbs = tree.css("ul.breadcrumb li a")
+    category = _text(crumbs[2]) if len(crumbs) >= 3 else None
+    if not category:
+        raise NotABookPage("breadcrumb has no category (third link)")
+
+    rows = _product_table(tree)
+    upc = _required(rows, "upc")
+    product_type = _required(rows, "product type")
+    price_excl_tax = _money(rows, "price (excl. tax)")
+    price_incl_tax = _money(rows, "price (incl. tax)")
+    tax = _money(rows, "tax")
+    reviews_text = _required(rows, "number of reviews").replace(",", "")
+    if not reviews_text.isdigit():
+        raise NotABookPage(f"number of reviews is not a number: {reviews_text!r}")
+    availability = rows.get("availability") or collapse_ws(_text(main.css_first("p.availability")) or "")
+    if not availability:
+        raise NotABookPage("no availability")
+    availability = collapse_ws(availability)
+
+    description_node = tree.css_first("div#product_description + p")
+    description = _text(description_node) or None
+
+    rating_text = _rating_word(main.css_first("p.star-rating"))
+    return BookDetail(
+        url=url,
+        title=title,
+        category=category,
+        description=description,
+        upc=upc,
+        product_type=product_type,
+        price_excl_tax=price_excl_tax,
+        price_incl_tax=price_incl_tax,
+        tax=tax,
+        price=price,
+        price_text=price_text,
+        availability=availability,
+        stock=parse_stock(availability),
+        num_reviews=int(reviews_text),
+        rating=rating_from_word(rating_text),
+        rating_text=rating_text,
+    )

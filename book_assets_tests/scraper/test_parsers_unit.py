@@ -1,0 +1,274 @@
+"""Parsers on synthesized pages: category pages, error pages, truncated HTML, and the small helpers."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+
+from book_assets.scraper.errors import NotABookPage, NotAListingPage, ParseError
+from book_assets.scraper.parsers import (
+    is_book_page,
+    parse_book,
+    parse_listing,
+    parse_price,
+    parse_stock,
+    rating_from_word,
+)
+
+SITE = "https://books.toscrape.com/"
+MYSTERY = SITE + "catalogue/category/books/mystery_3/index.html"
+
+
+def _card(slug: str, title: str, price: str, rating: str) -> str:
+    # Attribute order and whitespace differ from the root listing on purpose.
+    return f"""
+    <li class="col-xs-6 col-sm-4 col-md-3 col-lg-3">
+      <article class="product_pod">
+        <div class="image_container">
+          <a href="../../../{slug}/index.html"><img src="../../../../media/cache/x.jpg" alt="{title}"
+             class="thumbnail"></a>
+        </div>
+        <p class="star-rating {rating}">
+          <i class="icon-star"></i>
+        </p>
+        <h3><a title="{title}"   href="../../../{slug}/index.html" >{title[:10]}...</a></h3>
+        <div class="product_price">
+          <p class="price_color">  {price}
+          </p>
+          <p class="instock availability"><i class="icon-ok"></i> In stock </p>
+        </div>
+      </article>
+    </li>"""
+
+
+def category_page(
+    name: str,
+    cards: list[str],
+    *,
+    results: str,
+    pager: str = "",
+    breadcrumb_ancestors: str = '<li><a href="../../books_1/index.html">Books</a></li>',
+) -> str:
+    """A category page shaped like the live site's ``catalogue/category/books/<slug>_<id>/`` pages."""
+    return f"""<!DOCTYPE html><html lang="en-us" class="no-js"><head>
+    <title>{name} | Books to Scrape - Sandbox</title>
+    <meta http-equiv="content-type" content="text/html; charset=UTF-8" /></head>
+    <body id="default" class="default"><div class="container-fluid page"><div class="page_inner">
+    <ul class="breadcrumb">
+      <li><a href="../../../../index.html">Home</a></li>
+      {breadcrumb_ancestors}
+      <li class="active">{name}</li>
+    </ul>
+    <div class="row"><div class="col-sm-8 col-md-9">
+      <div class="page-header action"><h1>{name}</h1></div>
+      <form method="get" class="form-horizontal"><div style="display:none"></div>{results}</form>
+      <section><div class="alert alert-warning" role="alert"><strong>Warning!</strong> demo</div>
+        <div><ol class="row">{"".join(cards)}</ol>
+        <div>{pager}</div></div>
+      </section>
+    </div></div></div></div><footer class="footer container-fluid"></footer></body></html>"""
+
+
+TWENTY = [
+    _card(f"book-{i}_{100 + i}", f"Mystery Book &amp; Co. {i}", f"£{10 + i}.50", "Four") for i in range(20)
+]
+MYSTERY_PAGER = """<ul class="pager"><li class="current">
+            Page 1 of 2
+        </li><li class="next"><a href="page-2.html">next</a></li></ul>"""
+
+
+def test_category_page_gives_category_and_resolves_parent_relative_links() -> None:
+    html = category_page(
+        "Mystery",
+        TWENTY,
+        results="<strong>32</strong> results - showing <strong>1</strong> to <strong>20</strong>.",
+        pager=MYSTERY_PAGER,
+    )
+    listing = parse_listing(html, MYSTERY)
+    assert listing.category == "Mystery"
+    assert len(listing.cards) == 20
+    assert listing.cards[0].url == SITE + "catalogue/book-0_100/index.html"
+    assert listing.cards[0].title == "Mystery Book & Co. 0"
+    assert listing.cards[0].price == Decimal("10.50")
+    assert listing.cards[0].price_text == "£10.50"
+    assert listing.cards[0].rating == 4
+    assert listing.next_url == SITE + "catalogue/category/books/mystery_3/page-2.html"
+    assert (listing.page_number, listing.page_count, listing.result_count) == (1, 2, 32)
+
+
+def test_single_page_category_has_no_pager_and_no_next() -> None:
+    cards = TWENTY[:3]
+    html = category_page("Poetry", cards, results="<strong>3</strong> results.")
+    listing = parse_listing(html, SITE + "catalogue/category/books/poetry_23/index.html")
+    assert listing.category == "Poetry"
+    assert listing.next_url is None
+    assert (listing.page_number, listing.page_count, listing.result_count) == (None, None, 3)
+    assert [c.url for c in listing.cards] == [
+        SITE + f"catalogue/book-{i}_{100 + i}/index.html" for i in range(3)
+    ]
+
+
+def test_all_books_category_counts_as_uncategorised() -> None:
+    html = category_page(
+        "Books",
+        TWENTY,
+        breadcrumb_ancestors="",
+        pager=MYSTERY_PAGER.replace("2", "50"),
+        results="<strong>1000</strong> results - showing <strong>1</strong> to <strong>20</strong>.",
+    )
+    listing = parse_listing(html, SITE + "catalogue/category/books_1/index.html")
+    assert listing.category is None
+    # ../../../ from catalogue/category/books_1/ climbs above the site root; urljoin clamps it there.
+    assert listing.cards[0].url == SITE + "book-0_100/index.html"
+
+
+def test_listing_with_fewer_cards_than_announced_is_rejected_as_truncated() -> None:
+    html = category_page(
+        "Mystery",
+        TWENTY[:7],
+        results="<strong>32</strong> results - showing <strong>1</strong> to <strong>20</strong>.",
+        pager=MYSTERY_PAGER,
+    )
+    with pytest.raises(NotAListingPage, match="truncated"):
+        parse_listing(html, MYSTERY)
+
+
+def test_listing_that_lost_its_next_link_is_rejected() -> None:
+    pager = '<ul class="pager"><li class="current">Page 1 of 2</li></ul>'
+    html = category_page("Mystery", TWENTY, results="<strong>32</strong> results.", pager=pager)
+    with pytest.raises(NotAListingPage, match="next link"):
+        parse_listing(html, MYSTERY)
+
+
+def test_last_listing_page_has_no_next_url() -> None:
+    pager = (
+        '<ul class="pager"><li class="previous"><a href="page-49.html">previous</a></li>'
+        '<li class="current">Page 50 of 50</li></ul>'
+    )
+    html = category_page("Mystery", TWENTY, results="", pager=pager)
+    listing = parse_listing(html, SITE + "catalogue/page-50.html")
+    assert listing.next_url is None
+    assert (listing.page_number, listing.page_count) == (50, 50)
+
+
+BOOK = """<html><body>
+<ul class="breadcrumb"><li><a href="../../index.html">Home</a></li>
+<li><a href="../category/books_1/index.html">Books</a></li>
+<li><a href="../category/books/poetry_23/index.html">Poetry &amp; Verse</a></li>
+<li class="active">X</li></ul>
+<article class="product_page"><div class="row"><div class="col-sm-6 product_main">
+<h1>  Tom &amp; Jerry: Ça va   </h1><p class="price_color">£1,051.07</p>
+<p class="instock availability"><i class="icon-ok"></i>
+   Out of stock
+</p>
+</div></div>
+<div id="product_description" class="sub-header"><h2>Product Description</h2></div>
+<p>  Café &lt;b&gt; crème  </p>
+<table class="table table-striped">
+<tr><th>UPC</th><td>abc</td></tr><tr><th>Product Type</th><td>Books</td></tr>
+<tr><th>Price (excl. tax)</th><td>£1,000.00</td></tr><tr><th>Price   (incl. tax)</th><td>£1,051.07</td></tr>
+<tr><th>Tax</th><td>£51.07</td></tr>
+<tr><th>Number of reviews</th><td>3</td></tr>
+</table></article></body></html>"""
+
+
+def test_book_page_without_rating_or_availability_row_still_parses() -> None:
+    book = parse_book(BOOK, SITE + "catalogue/x_1/index.html")
+    assert book.title == "Tom & Jerry: Ça va"
+    assert book.category == "Poetry & Verse"
+    assert book.description == "Café <b> crème"
+    assert book.price == Decimal("1051.07")
+    assert book.price_excl_tax == Decimal("1000.00")
+    assert book.tax == Decimal("51.07")
+    assert book.availability == "Out of stock"
+    assert book.stock == 0
+    assert book.num_reviews == 3
+    assert book.rating is None and book.rating_text is None
+
+
+NOT_FOUND = """<!DOCTYPE html><html><head><title>404 Not Found</title></head>
+<body><h1>Not Found</h1><p>The requested URL was not found on the server.</p></body></html>"""
+
+
+@pytest.mark.parametrize(
+    "html",
+    [
+        NOT_FOUND,
+        "",
+        "\x00\x01garbage<<<>>>",
+        "<html><body><p>hello</p></body></html>",
+        BOOK[: BOOK.index("<table")],  # truncated before the product table
+        BOOK.replace("<tr><th>UPC</th><td>abc</td></tr>", ""),
+        BOOK.replace("<h1>  Tom &amp; Jerry: Ça va   </h1>", "<h1> </h1>"),
+        BOOK.replace('<p class="price_color">£1,051.07</p>', ""),
+        BOOK.replace('<li><a href="../category/books/poetry_23/index.html">Poetry &amp; Verse</a></li>', ""),
+    ],
+    ids=["404", "empty", "garbage", "plain", "truncated", "no-upc", "blank-title", "no-price", "no-category"],
+)
+def test_non_book_html_raises_not_a_book_page(html: str) -> None:
+    with pytest.raises(NotABookPage):
+        parse_book(html, SITE)
+    assert not is_book_page(html)
+
+
+def test_is_book_page_accepts_a_book() -> None:
+    assert is_book_page(BOOK)
+
+
+@pytest.mark.parametrize("html", [NOT_FOUND, "", "garbage", BOOK])
+def test_non_listing_html_raises_not_a_listing_page(html: str) -> None:
+    with pytest.raises(NotAListingPage):
+        parse_listing(html, SITE)
+
+
+def test_not_a_book_page_message_is_one_line() -> None:
+    with pytest.raises(NotABookPage) as info:
+        parse_book(NOT_FOUND, SITE)
+    assert "\n" not in str(info.value)
+    assert isinstance(info.value, ParseError) and isinstance(info.value, ValueError)
+
+
+@pytest.mark.parametrize(
+    ("text", "amount"),
+    [("£51.77", "51.77"), ("  £0.00 ", "0.00"), ("£1,234.50", "1234.50"), ("51", "51"), ("€ 3.5", "3.5")],
+)
+def test_parse_price_reads_amount(text: str, amount: str) -> None:
+    assert parse_price(text) == Decimal(amount)
+
+
+def test_parse_price_without_number_raises() -> None:
+    with pytest.raises(ParseError):
+        parse_price("£")
+
+
+@pytest.mark.parametrize(
+    ("word", "value"),
+    [
+        ("One", 1),
+        ("two", 2),
+        ("THREE", 3),
+        ("Four", 4),
+        ("Five", 5),
+        ("Zero", None),
+        ("", None),
+        (None, None),
+    ],
+)
+def test_rating_from_word(word: str | None, value: int | None) -> None:
+    assert rating_from_word(word) == value
+
+
+@pytest.mark.parametrize(
+    ("text", "stock"),
+    [
+        ("In stock (22 available)", 22),
+        ("In stock (1 available)", 1),
+        ("  In stock\n   (1,200 available) ", 1200),
+        ("Out of stock", 0),
+        ("In stock", None),
+        ("", None),
+    ],
+)
+def test_parse_stock(text: str, stock: int | None) -> None:
+    assert parse_stock(text) == stock
