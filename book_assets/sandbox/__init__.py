@@ -1,0 +1,30 @@
+"""The sandbox: a faithful, deterministic local replica of books.toscrape.com with fault injection.
+
+Public surface::
+
+    from book_assets.sandbox import Catalogue, Faults, SandboxServer
+
+    with SandboxServer(seed=0, day=0, faults=Faults(error_rate=0.1)) as server:
+        ...  # crawl server.url, then compare with server.catalogue.ground_truth()
+"""
+
+from book_assets.sandbox.catalogue import BOOK_COUNT, CATEGORY_SIZES, PAGE_SIZE, Book, Catalogue, Category
+from book_assets.sandbox.faults import Action, Decision, Faults
+from book_assets.sandbox.pages import Site
+from book_assets.sandbox.server import SandboxApp, SandboxServer, SandboxStats
+
+__all__ = [
+    "BOOK_COUNT",
+    "CATEGORY_SIZES",
+    "PAGE_SIZE",
+    "Action",
+    "Book",
+    "Catalogue",
+    "Category",
+    "Decision",
+    "Faults",
+    "SandboxApp",
+    "SandboxServer",
+    "SandboxStats",
+    "Site",
+]

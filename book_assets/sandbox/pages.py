@@ -1,0 +1,605 @@
+"""HTML of the replica, copied from the live site's templates (Django Oscar) and its URL scheme.
+
+The markup follows the saved real pages in ``/work/shared/fixtures/real-site`` tag for tag where a scraper
+could look (head, header, breadcrumb, sidebar, ``article.product_pod``, pager, ``div.product_main``,
+``#product_description`` + ``p``, the striped table in the live site's row order), and every link is
+relative exactly as on the live site, because resolving those links is where crawlers go wrong.
+
+``Site`` maps a URL path to bytes. Pages are rendered on first request and cached, so a server built per
+test costs nothing up front and a benchmark measures serving, not templating.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from dataclasses import dataclass
+from decimal import Decimal
+
+from book_assets.sandbox.catalogue import PAGE_SIZE, Book, Catalogue, Category
+
+SITE_TITLE = "Books to Scrape - Sandbox"
+
+
+def escape(text: str) -> str:
+    """Django's ``escape``: the live site writes ``'`` as ``&#39;``, not Python's ``&#x27;``."""
+    return (
+        text.replace("&", "&amp;")
+        .replace("<", "&lt;")
+        .replace(">", "&gt;")
+        .replace('"', "&quot;")
+        .replace("'", "&#39;")
+    )
+
+
+def escape_text(text: str) -> str:
+    """Escape for text content only: the live description ``<p>`` keeps apostrophes raw."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def money(amount: Decimal) -> str:
+    return f"£{amount:.2f}"
+
+
+def truncate_words(text: str, words: int = 4) -> str:
+    """Django's ``truncatewords`` as the live listing uses it: "A Light in the ..." for longer titles."""
+    parts = text.split()
+    if len(parts) <= words:
+        return text
+    return " ".join(parts[:words]) + " ..."
+
+
+# --- shared page chrome ------------------------------------------------------------------------------------
+
+
+def _head(prefix: str, title: str, description: str) -> str:
+    return f"""
+
+<!DOCTYPE html>
+<!--[if lt IE 7]>      <html lang="en-us" class="no-js lt-ie9 lt-ie8 lt-ie7"> <![endif]-->
+<!--[if IE 7]>         <html lang="en-us" class="no-js lt-ie9 lt-ie8"> <![endif]-->
+<!--[if IE 8]>         <html lang="en-us" class="no-js lt-ie9"> <![endif]-->
+<!--[if gt IE 8]><!--> <html lang="en-us" class="no-js"> <!--<![endif]-->
+    <head>
+        <title>
+    {escape(title)} | {SITE_TITLE}
+</title>
+
+        <meta http-equiv="content-type" content="text/html; charset=UTF-8" />
+        <meta name="created" content="24th Jun 2016 09:29" />
+        <meta name="description" content="{description}" />
+        <meta name="viewport" content="width=device-width" />
+        <meta name="robots" content="NOARCHIVE,NOCACHE" />
+
+        <!-- Le HTML5 shim, for IE6-8 support of HTML elements -->
+        <!--[if lt IE 9]>
+        <script src="//html5shim.googlecode.com/svn/trunk/html5.js"></script>
+        <![endif]-->
+
+            <link rel="shortcut icon" href="{prefix}static/oscar/favicon.ico" />
+
+        <link rel="stylesheet" type="text/css" href="{prefix}static/oscar/css/styles.css" />
+    <link rel="stylesheet" href="{prefix}static/oscar/js/bootstrap-datetimepicker/bootstrap-datetimepicker.css" />
+    <link rel="stylesheet" type="text/css" href="{prefix}static/oscar/css/datetimepicker.css" />
+    </head>
+
+    <body id="default" class="default">
+
+    <header class="header container-fluid">
+        <div class="page_inner">
+            <div class="row">
+                <div class="col-sm-8 h1"><a href="{prefix}index.html">Books to Scrape</a><small> We love being scraped!</small>
+</div>
+            </div>
+        </div>
+    </header>
+
+        <div class="container-fluid page">
+            <div class="page_inner">
+"""  # noqa: E501
+
+
+def _foot(prefix: str, extra_init: str = "") -> str:
+    return f"""
+<footer class="footer container-fluid">
+</footer>
+
+            <!-- jQuery -->
+            <script src="http://ajax.googleapis.com/ajax/libs/jquery/1.9.1/jquery.min.js"></script>
+            <script>window.jQuery || document.write('<script src="{prefix}static/oscar/js/jquery/jquery-1.9.1.min.js"><\\/script>')</script>
+
+    <!-- Twitter Bootstrap -->
+    <script type="text/javascript" src="{prefix}static/oscar/js/bootstrap3/bootstrap.min.js"></script>
+    <!-- Oscar -->
+    <script src="{prefix}static/oscar/js/oscar/ui.js" type="text/javascript" charset="utf-8"></script>
+
+    <script src="{prefix}static/oscar/js/bootstrap-datetimepicker/bootstrap-datetimepicker.js" type="text/javascript" charset="utf-8"></script>
+    <script src="{prefix}static/oscar/js/bootstrap-datetimepicker/locales/bootstrap-datetimepicker.all.js" type="text/javascript" charset="utf-8"></script>
+
+        <script type="text/javascript">
+            $(function() {{
+    oscar.init();
+{extra_init}
+            }});
+        </script>
+
+        <!-- Version: N/A -->
+    </body>
+</html>
+"""  # noqa: E501
+
+
+def _breadcrumb(items: list[tuple[str, str | None]]) -> str:
+    """Breadcrumb items as (text, href); the last one (href None) is the active item."""
+    lines = ['<ul class="breadcrumb">']
+    for text, href in items:
+        if href is None:
+            lines.append(f'    <li class="active">{escape(text)}</li>')
+        else:
+            lines.append(f'    <li>\n        <a href="{href}">{escape(text)}</a>\n    </li>')
+    lines.append("</ul>")
+    return "\n".join(lines) + "\n"
+
+
+# --- listing pages -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Listing:
+    """What differs between listing pages: where they sit (``prefix`` back to the root, ``book_prefix`` to
+    the book pages), their heading and breadcrumb, and how their pager names pages."""
+
+    prefix: str
+    book_prefix: str
+    heading: str
+    breadcrumb: list[tuple[str, str | None]]
+    page_name: str  # format string for page N, relative to the page's own directory
+
+
+def _sidebar(prefix: str, categories: list[Category]) -> str:
+    def item(href: str, name: str) -> str:
+        return (
+            f'<a href="{href}">\n                            \n'
+            f"                                {escape(name)}\n"
+            "                            \n                        </a>"
+        )
+
+    lines = [
+        '<aside class="sidebar col-sm-4 col-md-3">',
+        '<div id="promotions_left">',
+        "</div>",
+        '<div class="side_categories">',
+        '<ul class="nav nav-list">',
+        "<li>",
+        item(f"{prefix}catalogue/category/books_1/index.html", "Books"),
+        "<ul>",
+    ]
+    for category in categories:
+        href = f"{prefix}catalogue/category/books/{category.key}/index.html"
+        lines += ["<li>", item(href, category.name), "</li>"]
+    lines += ["</ul></li>", "</ul>", "</div>", "</aside>"]
+    return "\n".join(lines) + "\n"
+
+
+def _product_pod(book: Book, listing: Listing) -> str:
+    href = f"{listing.book_prefix}{book.key}/index.html"
+    image = listing.prefix + book.image_path.lstrip("/")
+    title = escape(book.title)
+    stars = "\n".join(['            <i class="icon-star"></i>'] * 5)
+    return f"""
+        <li class="col-xs-6 col-sm-4 col-md-3 col-lg-3">
+
+<article class="product_pod">
+
+        <div class="image_container">
+                <a href="{href}"><img src="{image}" alt="{title}" class="thumbnail"></a>
+        </div>
+
+        <p class="star-rating {book.rating_word}">
+{stars}
+        </p>
+
+        <h3><a href="{href}" title="{title}">{escape(truncate_words(book.title))}</a></h3>
+
+        <div class="product_price">
+
+        <p class="price_color">{money(book.price)}</p>
+
+<p class="instock availability">
+    <i class="icon-ok"></i>
+
+        In stock
+
+</p>
+
+    <form>
+        <button type="submit" class="btn btn-primary btn-block" data-loading-text="Adding...">Add to basket</button>
+    </form>
+
+        </div>
+
+</article>
+
+        </li>
+"""  # noqa: E501
+
+
+def _result_count(total: int, start: int, end: int, pages: int) -> str:
+    """Oscar's count line: with a range only when the listing has more than one page."""
+    plural = "result" if total == 1 else "results"
+    if pages > 1:
+        return (
+            f"<strong>{total}</strong> {plural} - showing <strong>{start}</strong> to <strong>{end}</strong>."
+        )
+    return f"<strong>{total}</strong> {plural}."
+
+
+def _pager(number: int, pages: int, listing: Listing) -> str:
+    if pages <= 1:
+        return ""
+    lines = ["        <div>", '            <ul class="pager">']
+    if number > 1:
+        prev = listing.page_name.format(n=number - 1)
+        lines.append(f'                <li class="previous"><a href="{prev}">previous</a></li>')
+    lines.append(
+        '                <li class="current">\n            \n'
+        f"                Page {number} of {pages}\n            \n            </li>"
+    )
+    if number < pages:
+        nxt = listing.page_name.format(n=number + 1)
+        lines.append(f'                <li class="next"><a href="{nxt}">next</a></li>')
+    lines += ["            </ul>", "        </div>"]
+    return "\n".join(lines) + "\n"
+
+
+def render_listing(catalogue: Catalogue, books: list[Book], number: int, listing: Listing) -> str:
+    """One page (1-based ``number``) of a listing of ``books``; the caller checks ``number`` is in range."""
+    pages = max(1, -(-len(books) // PAGE_SIZE))
+    start = (number - 1) * PAGE_SIZE
+    chunk = books[start : start + PAGE_SIZE]
+    pods = "".join(_product_pod(book, listing) for book in chunk)
+    count = _result_count(len(books), start + 1, start + len(chunk), pages)
+    return (
+        _head(listing.prefix, listing.heading, "")
+        + _breadcrumb(listing.breadcrumb)
+        + f"""
+<div class="row">
+
+    {_sidebar(listing.prefix, catalogue.categories)}
+    <div class="col-sm-8 col-md-9">
+
+                <div class="page-header action">
+                    <h1>{escape(listing.heading)}</h1>
+                </div>
+
+<div id="messages">
+
+</div>
+
+<div id="promotions">
+
+</div>
+
+    <form method="get" class="form-horizontal">
+
+        <div style="display:none">
+
+        </div>
+
+                {count}
+
+    </form>
+
+            <section>
+                <div class="alert alert-warning" role="alert"><strong>Warning!</strong> This is a demo website for web scraping purposes. Prices and ratings here were randomly assigned and have no real meaning.</div>
+
+                <div>
+                    <ol class="row">
+{pods}
+                    </ol>
+
+{_pager(number, pages, listing)}
+                </div>
+
+            </section>
+
+    </div>
+
+</div><!-- /row -->
+
+            </div><!-- /page_inner -->
+        </div><!-- /container-fluid -->
+"""  # noqa: E501
+        + _foot(listing.prefix, "\n    oscar.search.init();\n")
+    )
+
+
+# --- book pages --------------------------------------------------------------------------------------------
+
+_BOOK_PREFIX = "../../"
+
+
+def _product_main_inner(book: Book) -> str:
+    stars = "\n".join(['        <i class="icon-star"></i>'] * 5)
+    return f"""
+
+            <h1>{escape(book.title)}</h1>
+
+        <p class="price_color">{money(book.price)}</p>
+
+<p class="instock availability">
+    <i class="icon-ok"></i>
+
+        {book.availability}
+
+</p>
+
+    <p class="star-rating {book.rating_word}">
+{stars}
+
+        <!-- <small><a href="/catalogue/{book.key}/reviews/">
+
+                    {book.num_reviews} customer reviews
+
+        </a></small>
+         -->&nbsp;
+
+</p>
+
+            <hr/>
+
+            <div class="alert alert-warning" role="alert"><strong>Warning!</strong> This is a demo website for web scraping purposes. Prices and ratings here were randomly assigned and have no real meaning.</div>
+
+        """  # noqa: E501
+
+
+def _description_block(book: Book) -> str:
+    if book.description is None:
+        return ""
+    return f"""
+        <div id="product_description" class="sub-header">
+            <h2>Product Description</h2>
+        </div>
+        <p>{escape_text(book.description)}</p>
+"""
+
+
+def _table_rows(book: Book) -> str:
+    return f"""
+        <tr>
+            <th>UPC</th><td>{book.upc}</td>
+        </tr>
+
+        <tr>
+            <th>Product Type</th><td>{book.product_type}</td>
+        </tr>
+
+            <tr>
+                <th>Price (excl. tax)</th><td>{money(book.price_excl_tax)}</td>
+            </tr>
+
+                <tr>
+                    <th>Price (incl. tax)</th><td>{money(book.price_incl_tax)}</td>
+                </tr>
+                <tr>
+                    <th>Tax</th><td>{money(book.tax)}</td>
+                </tr>
+
+            <tr>
+                <th>Availability</th>
+                <td>{book.availability}</td>
+            </tr>
+
+            <tr>
+                <th>Number of reviews</th>
+                <td>{book.num_reviews}</td>
+            </tr>
+
+    """
+
+
+def _js_builder(book: Book) -> str:
+    """The script of JavaScript mode: the product data travels base64-encoded, so neither a regex nor an
+    HTML parser over the raw response finds it, and the script writes the normal-mode markup into the
+    placeholders while the page parses (so it is there by ``DOMContentLoaded``)."""
+    payload = {
+        "main": _product_main_inner(book),
+        "description": _description_block(book) or None,
+        "table": _table_rows(book),
+    }
+    encoded = base64.b64encode(json.dumps(payload).encode("utf-8")).decode("ascii")
+    return f"""
+<script type="text/javascript">
+(function () {{
+    var bytes = Uint8Array.from(atob("{encoded}"), function (c) {{ return c.charCodeAt(0); }});
+    var data = JSON.parse(new TextDecoder("utf-8").decode(bytes));
+    document.querySelector("div.product_main").innerHTML = data.main;
+    document.querySelector("table.table-striped").innerHTML = data.table;
+    var slot = document.getElementById("product_description_slot");
+    if (data.description !== null) {{ slot.outerHTML = data.description; }} else {{ slot.remove(); }}
+}})();
+</script>
+"""
+
+
+def render_book(catalogue: Catalogue, book: Book, js_mode: bool = False) -> str:
+    """A book's page; in ``js_mode`` the product block, description and table are filled by a script."""
+    category = catalogue.category_of(book)
+    meta = f"\n    {escape(book.description)}\n" if book.description else "\n    \n"
+    main = "" if js_mode else _product_main_inner(book)
+    description = (
+        '\n        <div id="product_description_slot"></div>\n' if js_mode else _description_block(book)
+    )
+    rows = "\n    " if js_mode else _table_rows(book)
+    script = _js_builder(book) if js_mode else ""
+    image = _BOOK_PREFIX + book.image_path.lstrip("/")
+    return (
+        _head(_BOOK_PREFIX, book.title, meta)
+        + _breadcrumb(
+            [
+                ("Home", "../../index.html"),
+                ("Books", "../category/books_1/index.html"),
+                (category.name, f"../category/books/{category.key}/index.html"),
+                (book.title, None),
+            ]
+        )
+        + f"""
+
+<div id="messages">
+
+</div>
+
+                <div class="content">
+
+                    <div id="promotions">
+
+                    </div>
+
+                    <div id="content_inner">
+
+<article class="product_page"><!-- Start of product page -->
+
+    <div class="row">
+
+        <div class="col-sm-6">
+
+        <div id="product_gallery" class="carousel">
+            <div class="thumbnail">
+                <div class="carousel-inner">
+                    <div class="item active">
+
+                            <img src="{image}" alt="{escape(book.title)}" />
+
+                    </div>
+                </div>
+            </div>
+        </div>
+
+        </div>
+
+        <div class="col-sm-6 product_main">{main}</div><!-- /col-sm-6 -->
+
+    </div><!-- /row -->
+{description}
+    <div class="sub-header">
+        <h2>Product Information</h2>
+    </div>
+    <table class="table table-striped">{rows}</table>
+
+        <section>
+            <div id="reviews" class="sub-header">
+            </div>
+        </section>
+
+</article><!-- End of product page -->
+{script}
+</div>
+                </div>
+            </div>
+        </div>
+"""
+        + _foot(_BOOK_PREFIX)
+    )
+
+
+NOT_FOUND_HTML = (
+    "<html>\r\n<head><title>404 Not Found</title></head>\r\n<body>\r\n"
+    "<center><h1>404 Not Found</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n"
+)
+
+
+def error_html(status: int, reason: str) -> bytes:
+    return (
+        f"<html>\r\n<head><title>{status} {reason}</title></head>\r\n<body>\r\n"
+        f"<center><h1>{status} {reason}</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n"
+    ).encode()
+
+
+# --- routing -----------------------------------------------------------------------------------------------
+
+_BOOK_RE = re.compile(r"^/catalogue/([a-z0-9_-]+)/index\.html$")
+_PAGE_RE = re.compile(r"^/catalogue/page-(\d+)\.html$")
+_ALL_RE = re.compile(r"^/catalogue/category/books_1/(?:index|page-(\d+))\.html$")
+_CATEGORY_RE = re.compile(r"^/catalogue/category/books/([a-z0-9-]+_\d+)/(?:index|page-(\d+))\.html$")
+
+
+class Site:
+    """The replica's pages for one catalogue: ``get(path)`` returns the UTF-8 body or ``None`` for a 404.
+
+    Rendering is lazy and cached (bounded by the site's ~1,150 pages), so repeated hits cost a dict lookup.
+    """
+
+    def __init__(self, catalogue: Catalogue, js_mode: bool = False) -> None:
+        self.catalogue = catalogue
+        self.js_mode = js_mode
+        self._cache: dict[str, bytes | None] = {}
+        self._categories = {c.key: c for c in catalogue.categories}
+        self.not_found = NOT_FOUND_HTML.encode()
+
+    def get(self, path: str) -> bytes | None:
+        try:
+            return self._cache[path]
+        except KeyError:
+            pass
+        html = self._render(path)
+        body = html.encode("utf-8") if html is not None else None
+        self._cache[path] = body
+        return body
+
+    def _page_number(self, raw: str | None, pages: int, allow_index: bool) -> int | None:
+        number = 1 if raw is None else int(raw)
+        if raw is not None and raw != str(number):
+            return None
+        if number < 1 or number > pages or (raw is None and not allow_index):
+            return None
+        return number
+
+    def _render(self, path: str) -> str | None:
+        cat = self.catalogue
+        if path in ("/", "/index.html"):
+            crumbs: list[tuple[str, str | None]] = [("Home", "index.html"), ("All products", None)]
+            listing = Listing("", "catalogue/", "All products", crumbs, "catalogue/page-{n}.html")
+            return render_listing(cat, cat.books, 1, listing)
+        if match := _PAGE_RE.match(path):
+            number = self._page_number(match.group(1), cat.page_count, allow_index=False)
+            if number is None:
+                return None
+            crumbs = [("Home", "../index.html"), ("All products", None)]
+            listing = Listing("../", "", "All products", crumbs, "page-{n}.html")
+            return render_listing(cat, cat.books, number, listing)
+        if match := _ALL_RE.match(path):
+            pages = cat.page_count
+            number = self._page_number(match.group(1), pages, allow_index=True)
+            if number is None:
+                return None
+            crumbs = [("Home", "../../../index.html"), ("Books", None)]
+            listing = Listing("../../../", "../../", "Books", crumbs, "page-{n}.html")
+            return render_listing(cat, cat.books, number, listing)
+        if match := _CATEGORY_RE.match(path):
+            category = self._categories.get(match.group(1))
+            if category is None:
+                return None
+            books = cat.books_in(category)
+            pages = max(1, -(-len(books) // PAGE_SIZE))
+            raw = match.group(2)
+            if raw is not None and pages == 1:
+                return None
+            number = self._page_number(raw, pages, allow_index=True)
+            if number is None:
+                return None
+            listing = Listing(
+                "../../../../",
+                "../../../",
+                category.name,
+                [
+                    ("Home", "../../../../index.html"),
+                    ("Books", "../../books_1/index.html"),
+                    (category.name, None),
+                ],
+                "page-{n}.html",
+            )
+            return render_listing(cat, books, number, listing)
+        if _BOOK_RE.match(path) and (book := cat.book_by_path(path)) is not None:
+            return render_book(cat, book, self.js_mode)
+        return None

@@ -1,0 +1,481 @@
+"""The sandbox's HTTP/1.1 server: asyncio, keep-alive, pre-rendered bytes, and faults at the socket level.
+
+A hand-written asyncio server instead of ``http.server`` for two reasons: it must never be the bottleneck of
+a crawl benchmark (one event loop serving cached bytes does thousands of requests per second), and faults
+such as connection resets, truncated bodies and hangs need direct control of the socket, which higher-level
+frameworks hide.
+
+``SandboxApp`` is the asyncio server; ``SandboxServer`` runs one on a private event loop in a background
+thread so synchronous tests and the CLI can use it (``with SandboxServer() as s: httpx.get(s.url)``).
+
+Responses copy the live site's headers, in particular ``Content-Type: text/html`` with no charset over a
+UTF-8 body, so a client that trusts the header decodes "£" as "Â£" exactly as it would on the real site.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import socket
+import struct
+import threading
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from email.utils import formatdate
+from types import TracebackType
+from typing import Any
+
+from book_assets.sandbox.catalogue import Catalogue
+from book_assets.sandbox.faults import NO_FAULTS, Action, Faults
+from book_assets.sandbox.pages import Site, error_html
+
+CONTROL_PREFIX = "/__sandbox__/"
+SERVER_HEADER = "nginx/1.21.6"
+MAX_HEAD_BYTES = 64 * 1024
+_SERVER_LINE = f"Server: {SERVER_HEADER}\r\nDate: ".encode()
+
+_REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    404: "Not Found",
+    405: "Not Allowed",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+    503: "Service Temporarily Unavailable",
+}
+
+
+@dataclass
+class SandboxStats:
+    """A snapshot of what the server saw since the last reset (site pages only, not ``/__sandbox__/``).
+
+    Attributes:
+        hits: requests per path (query string removed).
+        total_requests: sum of ``hits``.
+        max_concurrency: the most site requests in progress at once (from the request line being read
+            to the last response byte written, or the connection being dropped).
+        in_flight: site requests in progress at snapshot time.
+        request_times: ``time.time()`` at which each request's head was read, in arrival order.
+        outcomes: how many requests met each fault (``"serve"``, ``"503"``, ``"reset"``, ...).
+    """
+
+    hits: dict[str, int] = field(default_factory=dict)
+    total_requests: int = 0
+    max_concurrency: int = 0
+    in_flight: int = 0
+    request_times: list[float] = field(default_factory=list)
+    outcomes: dict[str, int] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class _Recorder:
+    """Thread-safe counters: updated on the server's loop, read and reset from test threads."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.reset()
+
+    def reset(self) -> None:
+        with self._lock:
+            self._hits: Counter[str] = Counter()
+            self._outcomes: Counter[str] = Counter()
+            self._times: list[float] = []
+            self._in_flight = 0
+            self._max = 0
+
+    def begin(self, path: str, started: float) -> int:
+        """Count a request; returns how many requests for ``path`` came before it (its fault index)."""
+        with self._lock:
+            n = self._hits[path]
+            self._hits[path] = n + 1
+            self._times.append(started)
+            self._in_flight += 1
+            self._max = max(self._max, self._in_flight)
+            return n
+
+    def outcome(self, action: Action) -> None:
+        with self._lock:
+            self._outcomes[action.value] += 1
+
+    def end(self) -> None:
+        with self._lock:
+            # A reset while requests were in flight must not drive the gauge negative.
+            self._in_flight = max(0, self._in_flight - 1)
+
+    def snapshot(self) -> SandboxStats:
+        with self._lock:
+            return SandboxStats(
+                hits=dict(self._hits),
+                total_requests=sum(self._hits.values()),
+                max_concurrency=self._max,
+                in_flight=self._in_flight,
+                request_times=list(self._times),
+                outcomes=dict(self._outcomes),
+            )
+
+
+class _HttpDate:
+    """The ``Date`` header, formatted at most once per second."""
+
+    def __init__(self) -> None:
+        self._second = -1
+        self._value = b""
+
+    def get(self) -> bytes:
+        now = int(time.time())
+        if now != self._second:
+            self._second = now
+            self._value = formatdate(now, usegmt=True).encode()
+        return self._value
+
+
+def _abort_with_reset(writer: asyncio.StreamWriter) -> None:
+    """Drop the connection so the peer sees ECONNRESET: SO_LINGER 0 turns close() into a TCP RST."""
+    sock = writer.get_extra_info("socket")
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    writer.transport.abort()
+
+
+class SandboxApp:
+    """The asyncio server for one site; start with ``await app.start()``, stop with ``await app.close()``."""
+
+    def __init__(
+        self,
+        catalogue: Catalogue,
+        *,
+        faults: Faults = NO_FAULTS,
+        js_mode: bool = False,
+        seed: int | None = None,
+        keepalive_timeout_s: float = 5.0,
+    ) -> None:
+        self.catalogue = catalogue
+        self.site = Site(catalogue, js_mode=js_mode)
+        self.faults = faults
+        self.seed = catalogue.seed if seed is None else seed
+        self.keepalive_timeout_s = keepalive_timeout_s
+        self.recorder = _Recorder()
+        self._date = _HttpDate()
+        self._server: asyncio.Server | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._slots: asyncio.Semaphore | None = None
+        self.host = ""
+        self.port = 0
+
+    async def start(self, host: str = "127.0.0.1", port: int = 0) -> None:
+        if self.faults.max_connections is not None:
+            self._slots = asyncio.Semaphore(self.faults.max_connections)
+        self._server = await asyncio.start_server(
+            self._on_connection, host, port, limit=MAX_HEAD_BYTES, backlog=1024, reuse_address=True
+        )
+        self.host, self.port = self._server.sockets[0].getsockname()[:2]
+
+    async def close(self) -> None:
+        """Stop listening and drop every open connection, including ones that are hanging on purpose."""
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    # --- connection handling -------------------------------------------------------------------------------
+
+    async def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks.add(task)  # type: ignore[arg-type]
+        slots = self._slots
+        holding = False
+        try:
+            if slots is not None:
+                if self.faults.over_capacity == "refuse" and slots.locked():
+                    _abort_with_reset(writer)
+                    return
+                await slots.acquire()
+                holding = True
+            sock = writer.get_extra_info("socket")
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            await self._serve(reader, writer)
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError):
+            pass
+        finally:
+            if holding and slots is not None:
+                slots.release()
+            if not writer.transport.is_closing():
+                writer.transport.close()
+            self._tasks.discard(task)  # type: ignore[arg-type]
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Serve requests on one keep-alive connection until the client closes, idles or a fault ends it."""
+        while True:
+            try:
+                async with asyncio.timeout(self.keepalive_timeout_s):
+                    head = await reader.readuntil(b"\r\n\r\n")
+            except (TimeoutError, asyncio.IncompleteReadError):
+                return
+            started = time.time()
+            lines = head.decode("latin-1").split("\r\n")
+            parts = lines[0].split(" ")
+            if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
+                self._respond(writer, 400, error_html(400, "Bad Request"), keep_alive=False)
+                return
+            method, target, version = parts
+            headers: dict[str, str] = {}
+            for line in lines[1:]:
+                name, _, value = line.partition(":")
+                if name:
+                    headers[name.strip().lower()] = value.strip()
+            if length := int(headers.get("content-length", "0") or 0):
+                await reader.readexactly(length)
+            connection = headers.get("connection", "").lower()
+            keep_alive = connection != "close" if version == "HTTP/1.1" else connection == "keep-alive"
+            if "://" in target:  # absolute-form request target (proxy style)
+                target = "/" + target.split("://", 1)[1].partition("/")[2]
+            path = target.split("?", 1)[0].split("#", 1)[0] or "/"
+
+            if path.startswith(CONTROL_PREFIX):
+                self._control(writer, method, path, keep_alive)
+            else:
+                keep_alive = await self._site_request(writer, method, path, started) and keep_alive
+            if writer.transport.is_closing():
+                return
+            if writer.transport.get_write_buffer_size() > 256 * 1024:
+                await writer.drain()
+            if not keep_alive:
+                await writer.drain()
+                return
+
+    async def _site_request(
+        self, writer: asyncio.StreamWriter, method: str, path: str, started: float
+    ) -> bool:
+        """Answer one site request, faults included; returns whether the connection may be reused."""
+        recorder = self.recorder
+        n = recorder.begin(path, started)
+        try:
+            decision = self.faults.decide(self.seed, path, n)
+            recorder.outcome(decision.action)
+            if decision.delay_s:
+                await asyncio.sleep(decision.delay_s)
+            action = decision.action
+            if action is Action.RESET:
+                _abort_with_reset(writer)
+                return False
+            if action is Action.HANG:
+                await asyncio.sleep(self.faults.hang_s)
+                writer.transport.abort()
+                return False
+            if action is Action.ERROR_500 or action is Action.ERROR_503:
+                status = 500 if action is Action.ERROR_500 else 503
+                self._respond(
+                    writer, status, error_html(status, _REASONS[status]), head_only=method == "HEAD"
+                )
+                return True
+            if action is Action.RATE_LIMIT:
+                extra = f"Retry-After: {self.faults.retry_after_s}\r\n".encode()
+                body = error_html(429, _REASONS[429])
+                self._respond(writer, 429, body, head_only=method == "HEAD", extra=extra)
+                return True
+            if method not in ("GET", "HEAD"):
+                self._respond(writer, 405, error_html(405, "Not Allowed"), head_only=False)
+                return True
+            status, body, content_type = self._lookup(path)
+            if action is Action.TRUNCATE and method == "GET":
+                cut = int(len(body) * self.faults.truncate_fraction)
+                self._respond(writer, status, body, content_type=content_type, send_bytes=cut)
+                await writer.drain()
+                writer.transport.close()
+                return False
+            self._respond(writer, status, body, content_type=content_type, head_only=method == "HEAD")
+            return True
+        finally:
+            recorder.end()
+
+    def _lookup(self, path: str) -> tuple[int, bytes, bytes]:
+        if path == "/robots.txt" and self.faults.robots_txt is not None:
+            return 200, self.faults.robots_txt.encode("utf-8"), b"text/plain"
+        body = self.site.get(path)
+        if body is None:
+            return 404, self.site.not_found, b"text/html"
+        return 200, body, b"text/html"
+
+    def _control(self, writer: asyncio.StreamWriter, method: str, path: str, keep_alive: bool) -> None:
+        """The observability endpoint: never counted, never faulted."""
+        if path == CONTROL_PREFIX + "stats" and method in ("GET", "HEAD"):
+            payload: dict[str, Any] = self.recorder.snapshot().to_json()
+        elif path == CONTROL_PREFIX + "reset" and method in ("GET", "POST"):
+            self.recorder.reset()
+            payload = {"reset": True}
+        else:
+            self._respond(writer, 404, error_html(404, "Not Found"), keep_alive=keep_alive)
+            return
+        body = json.dumps(payload).encode()
+        self._respond(
+            writer,
+            200,
+            body,
+            content_type=b"application/json",
+            head_only=method == "HEAD",
+            keep_alive=keep_alive,
+        )
+
+    def _respond(
+        self,
+        writer: asyncio.StreamWriter,
+        status: int,
+        body: bytes,
+        *,
+        content_type: bytes = b"text/html",
+        head_only: bool = False,
+        keep_alive: bool = True,
+        extra: bytes = b"",
+        send_bytes: int | None = None,
+    ) -> None:
+        head = b"".join(
+            (
+                f"HTTP/1.1 {status} {_REASONS.get(status, 'Unknown')}\r\n".encode(),
+                _SERVER_LINE,
+                self._date.get(),
+                b"\r\nContent-Type: ",
+                content_type,
+                f"\r\nContent-Length: {len(body)}\r\n".encode(),
+                b"Connection: keep-alive\r\n" if keep_alive else b"Connection: close\r\n",
+                extra,
+                b"\r\n",
+            )
+        )
+        if head_only:
+            writer.write(head)
+        elif send_bytes is not None:
+            writer.write(head + body[:send_bytes])
+        else:
+            writer.write(head + body)
+
+
+class SandboxServer:
+    """The sandbox in a background thread with its own event loop: for tests, benchmarks and the CLI.
+
+    Args:
+        catalogue: the site's data; built from ``seed`` and ``day`` when omitted.
+        seed: catalogue seed (when no catalogue is given) and fault seed.
+        day: simulated day of the catalogue (see ``Catalogue``).
+        faults: fault injection for this run; none by default.
+        js_mode: serve book pages whose product data only a browser running JavaScript sees.
+        host: interface to bind; loopback by default so the sandbox is never exposed.
+        port: TCP port; 0 picks a free one (read it back from ``.port`` or ``.url``).
+        keepalive_timeout_s: idle time after which a keep-alive connection is closed.
+    """
+
+    def __init__(
+        self,
+        catalogue: Catalogue | None = None,
+        *,
+        seed: int = 0,
+        day: int = 0,
+        faults: Faults | None = None,
+        js_mode: bool = False,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        keepalive_timeout_s: float = 5.0,
+    ) -> None:
+        self.catalogue = catalogue if catalogue is not None else Catalogue(seed=seed, day=day)
+        self.app = SandboxApp(
+            self.catalogue,
+            faults=faults or NO_FAULTS,
+            js_mode=js_mode,
+            seed=seed,
+            keepalive_timeout_s=keepalive_timeout_s,
+        )
+        self._bind = (host, port)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+
+    @property
+    def faults(self) -> Faults:
+        return self.app.faults
+
+    @property
+    def host(self) -> str:
+        return self.app.host
+
+    @property
+    def port(self) -> int:
+        return self.app.port
+
+    @property
+    def url(self) -> str:
+        """Base URL without a trailing slash, e.g. ``http://127.0.0.1:41234``."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    def url_for(self, path: str) -> str:
+        return self.url + (path if path.startswith("/") else "/" + path)
+
+    def start(self) -> SandboxServer:
+        if self._thread is not None:
+            raise RuntimeError("server already started")
+        self._thread = threading.Thread(target=self._run, name="sandbox-server", daemon=True)
+        self._thread.start()
+        self._ready.wait()
+        if self._error is not None:
+            self._thread.join()
+            raise self._error
+        return self
+
+    def _run(self) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        try:
+            loop.run_until_complete(self.app.start(*self._bind))
+        except BaseException as exc:
+            self._error = exc
+            self._ready.set()
+            loop.close()
+            return
+        self._ready.set()
+        try:
+            loop.run_forever()
+        finally:
+            loop.run_until_complete(self.app.close())
+            loop.close()
+
+    def stop(self) -> None:
+        """Stop serving and join the thread; open and hanging connections are dropped. Idempotent."""
+        loop, thread = self._loop, self._thread
+        if loop is None or thread is None or not thread.is_alive():
+            return
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=10)
+
+    def wait(self) -> None:
+        """Block until the server thread ends (the CLI's foreground mode)."""
+        if self._thread is not None:
+            while self._thread.is_alive():
+                self._thread.join(timeout=0.5)
+
+    def stats(self) -> SandboxStats:
+        return self.app.recorder.snapshot()
+
+    def reset_stats(self) -> None:
+        """Clear hit counts, concurrency peak and times; scripted failures start over."""
+        self.app.recorder.reset()
+
+    def __enter__(self) -> SandboxServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()

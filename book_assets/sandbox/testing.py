@@ -1,0 +1,54 @@
+"""Pytest fixtures for the sandbox; register with ``pytest_plugins = ["book_assets.sandbox.testing"]``.
+
+- ``sandbox``: one fault-free server (seed 0, day 0) shared by the whole session. Tests that read its stats
+  should call ``sandbox.reset_stats()`` first, since other tests hit it too.
+- ``sandbox_factory``: builds servers with faults, another seed or day, or JavaScript mode; each is started
+  on a free port and stopped when the test ends, so no server outlives its test.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from book_assets.sandbox.catalogue import Catalogue
+from book_assets.sandbox.faults import Faults
+from book_assets.sandbox.server import SandboxServer
+
+SandboxFactory = Callable[..., SandboxServer]
+
+
+@pytest.fixture(scope="session")
+def sandbox() -> Iterator[SandboxServer]:
+    with SandboxServer() as server:
+        yield server
+
+
+@pytest.fixture
+def sandbox_factory() -> Iterator[SandboxFactory]:
+    servers: list[SandboxServer] = []
+
+    def make(
+        *,
+        faults: Faults | None = None,
+        seed: int = 0,
+        day: int = 0,
+        js_mode: bool = False,
+        catalogue: Catalogue | None = None,
+        keepalive_timeout_s: float = 5.0,
+    ) -> SandboxServer:
+        server = SandboxServer(
+            catalogue,
+            seed=seed,
+            day=day,
+            faults=faults,
+            js_mode=js_mode,
+            keepalive_timeout_s=keepalive_timeout_s,
+        )
+        servers.append(server)
+        return server.start()
+
+    yield make
+    for server in servers:
+        server.stop()
