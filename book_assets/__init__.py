@@ -1,0 +1,1 @@
+"""book-pipeline: crawl books.toscrape.com through a PostgreSQL task queue, orchestrated by Dagster."""

@@ -1,0 +1,145 @@
+"""The ``book-pipeline`` command line.
+
+Every command reads :class:`~book_assets.settings.Settings` (defaults, ``.env``, environment) and lets
+options override them. Expected failures — bad settings, an unreachable database, a schema from the
+future — end with one line on stderr naming the problem and a non-zero exit, never a traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from book_assets.db import embedded
+from book_assets.db.connection import Database, DatabaseUnavailable, mask_url, resolve_database_url
+from book_assets.db.migrations import SchemaTooNew, current_version, migrate
+from book_assets.settings import ConfigError, Settings, load_settings
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: Errors a user can fix; shown as one line, exit status 2.
+USER_ERRORS: tuple[type[Exception], ...] = (
+    ConfigError,
+    DatabaseUnavailable,
+    SchemaTooNew,
+    embedded.EmbeddedError,
+)
+
+
+def user_errors(fn: F) -> F:
+    """Turn expected failures into ``error: <one line>`` and exit status 2."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except USER_ERRORS as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(2)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def open_database(settings: Settings, *, migrate_schema: bool = True) -> Database:
+    """Connect to the configured database (starting the embedded one if needed) and migrate it."""
+    db = Database(resolve_database_url(settings))
+    if migrate_schema:
+        migrate(db)
+    return db
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="book-pipeline")
+def main() -> None:
+    """Crawl books.toscrape.com through a PostgreSQL task queue, orchestrated by Dagster."""
+
+
+@main.group()
+def db() -> None:
+    """The PostgreSQL database: embedded server, URL, schema."""
+
+
+@db.command("up")
+@user_errors
+def db_up() -> None:
+    """Start the embedded server (unless DATABASE_URL is set) and apply migrations."""
+    settings = load_settings()
+    database = open_database(settings)
+    click.echo(f"database ready: {mask_url(database.url)}")
+
+
+@db.command("down")
+@user_errors
+def db_down() -> None:
+    """Stop the embedded server (data is kept)."""
+    settings = load_settings()
+    if settings.database_url:
+        click.echo("DATABASE_URL is set: nothing embedded to stop")
+        return
+    was_running = embedded.down(settings.pg_dir)
+    click.echo("embedded PostgreSQL stopped" if was_running else "embedded PostgreSQL was not running")
+
+
+@db.command("url")
+@user_errors
+def db_url() -> None:
+    """Print a URL that psql and psycopg2 accept (starts the embedded server if needed)."""
+    click.echo(resolve_database_url(load_settings()))
+
+
+@db.command("migrate")
+@user_errors
+def db_migrate() -> None:
+    """Apply pending schema migrations (idempotent)."""
+    database = Database(resolve_database_url(load_settings()))
+    report = migrate(database)
+    applied = ", ".join(report.applied) or "nothing to apply"
+    click.echo(f"schema at version {report.current_version} ({applied})")
+
+
+@db.command("status")
+@user_errors
+def db_status() -> None:
+    """Server, schema version and row counts."""
+    settings = load_settings()
+    if settings.database_url:
+        click.echo(f"server:   external {mask_url(settings.database_url)}")
+    else:
+        state = embedded.status(settings.pg_dir)
+        where = f"127.0.0.1:{state.port}" if state.port else "-"
+        click.echo(f"server:   embedded PostgreSQL {embedded.POSTGRES_VERSION} at {where}, data {state.pgdata}")
+        click.echo(f"running:  {f'yes (pid {state.pid})' if state.running else 'no'}")
+        if not state.running:
+            return
+    database = Database(resolve_database_url(settings, start=False))
+    version = current_version(database)
+    click.echo(f"schema:   version {version}")
+    if version == 0:
+        return
+    for row in database.query("SELECT status, count(*) AS n FROM tasks GROUP BY status ORDER BY status"):
+        click.echo(f"tasks:    {row['status']:<12} {row['n']}")
+    books = database.query(
+        "SELECT count(*) AS total, count(DISTINCT url) AS unique_urls, count(raw_html) AS with_html FROM books"
+    )[0]
+    click.echo(
+        f"books:    total {books['total']}, unique URLs {books['unique_urls']}, with raw HTML {books['with_html']}"
+    )
+
+
+def _register_optional_commands() -> None:
+    """Subcommands that live beside the modules they drive."""
+    try:
+        from book_assets.sandbox.cli import sandbox
+    except ImportError:  # pragma: no cover - during development only
+        return
+    main.add_command(sandbox)
+
+
+_register_optional_commands()
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,171 @@
+"""One reused PostgreSQL connection per process, with reconnect and backoff.
+
+Every component (queue, storage, Dagster resources) talks to PostgreSQL through :class:`Database`: one
+connection per process, opened lazily, reopened after a fork or a lost server, and a ``run`` helper that
+retries a whole transaction with exponential backoff when the connection drops (a database restart in the
+middle of a crawl costs a pause, not a crash). The seed opened a new connection for every call.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from typing import Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg2
+import psycopg2.extensions
+import psycopg2.extras
+from tenacity import (
+    Retrying,
+    retry_if_exception,
+    retry_if_exception_type,
+    stop_after_delay,
+    wait_exponential_jitter,
+)
+
+from book_assets.settings import Settings
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+Cursor = psycopg2.extras.RealDictCursor
+
+#: Errors that mean "the connection is gone": retry the transaction on a new connection.
+CONNECTION_ERRORS = (psycopg2.OperationalError, psycopg2.InterfaceError)
+
+
+class DatabaseUnavailable(RuntimeError):
+    """The database cannot be reached; the message says where (password masked) and why."""
+
+
+def mask_url(url: str) -> str:
+    """The URL with its password replaced by ``***`` — the only form that may be printed or logged."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def resolve_database_url(settings: Settings, *, start: bool = True) -> str:
+    """``DATABASE_URL`` when set; otherwise the embedded cluster's URL (started and created on demand)."""
+    if settings.database_url:
+        return settings.database_url
+    from book_assets.db import embedded
+
+    state = embedded.up(settings.pg_dir) if start else embedded.status(settings.pg_dir)
+    if not state.running or state.port is None:
+        raise DatabaseUnavailable("embedded PostgreSQL is not running (start it with: book-pipeline db up)")
+    ensure_database(embedded.admin_url(state.port), settings.database_name)
+    return embedded.admin_url(state.port, settings.database_name)
+
+
+def ensure_database(admin_url: str, name: str) -> bool:
+    """Create database ``name`` through ``admin_url`` unless it exists; returns whether it was created."""
+    conn = psycopg2.connect(admin_url, connect_timeout=5)
+    try:
+        conn.autocommit = True
+        with conn.cursor() as cur:
+            cur.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,))
+            if cur.fetchone():
+                return False
+            cur.execute(f"CREATE DATABASE {psycopg2.extensions.quote_ident(name, cur)}")
+            return True
+    finally:
+        conn.close()
+
+
+class Database:
+    """A lazily opened, reused connection to one PostgreSQL database.
+
+    Args:
+        url: a ``postgresql://`` URL.
+        application_name: shown in ``pg_stat_activity``.
+        reconnect_for_s: how long :meth:`run` keeps retrying a transaction while the server is away.
+    """
+
+    def __init__(self, url: str, *, application_name: str = "book-pipeline", reconnect_for_s: float = 60.0):
+        self.url = url
+        self.application_name = application_name
+        self.reconnect_for_s = reconnect_for_s
+        self._conn: psycopg2.extensions.connection | None = None
+        self._pid = os.getpid()
+        self._ever_connected = False
+
+    def __repr__(self) -> str:
+        return f"Database({mask_url(self.url)!r})"
+
+    def connection(self) -> psycopg2.extensions.connection:
+        """The process's connection, (re)opened when missing, closed, or inherited through a fork."""
+        if self._pid != os.getpid():
+            self._conn = None  # the parent's socket: never use or close it from the child
+            self._pid = os.getpid()
+        if self._conn is None or self._conn.closed:
+            try:
+                self._conn = psycopg2.connect(
+                    self.url,
+                    connect_timeout=5,
+                    application_name=self.application_name,
+                    cursor_factory=Cursor,
+                    keepalives=1,
+                    keepalives_idle=10,
+                )
+            except psycopg2.OperationalError as exc:
+                reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                raise DatabaseUnavailable(f"cannot connect to {mask_url(self.url)}: {reason}") from None
+            self._ever_connected = True
+        return self._conn
+
+    @contextmanager
+    def transaction(self) -> Iterator[Cursor]:
+        """A cursor inside one transaction: committed on success, rolled back on error."""
+        conn = self.connection()
+        try:
+            with conn, conn.cursor() as cur:
+                yield cur
+        except CONNECTION_ERRORS:
+            self._discard()
+            raise
+
+    def run(self, fn: Callable[[Cursor], T]) -> T:
+        """Run ``fn(cursor)`` in a transaction, retrying it on a fresh connection while the server is away.
+
+        ``fn`` must be safe to run again after a rollback (all of the queue's and storage's statements are).
+        A database that was never reached fails at once: that is a configuration error, not an outage.
+        """
+        retrying = Retrying(
+            retry=retry_if_exception_type((*CONNECTION_ERRORS, DatabaseUnavailable))
+            & retry_if_exception(lambda _: self._ever_connected),
+            wait=wait_exponential_jitter(initial=0.1, max=5.0),
+            stop=stop_after_delay(self.reconnect_for_s),
+            reraise=True,
+            before_sleep=lambda rs: log.warning(
+                "database unavailable (%s); retrying", rs.outcome.exception() if rs.outcome else "?"
+            ),
+        )
+        for attempt in retrying:
+            with attempt, self.transaction() as cur:
+                return fn(cur)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def query(self, sql: str, params: Any = None) -> list[dict[str, Any]]:
+        """Rows of one statement, as dicts, run through :meth:`run`."""
+
+        def _q(cur: Cursor) -> list[dict[str, Any]]:
+            cur.execute(sql, params)
+            return [dict(r) for r in cur.fetchall()] if cur.description else []
+
+        return self.run(_q)
+
+    def _discard(self) -> None:
+        if self._conn is not None:
+            with suppress(Exception):
+                self._conn.close()
+        self._conn = None
+
+    def close(self) -> None:
+        if self._pid == os.getpid():
+            self._discard()
+        self._conn = None

@@ -1,0 +1,86 @@
+"""Versioned, idempotent schema migrations.
+
+Each ``book_assets/sql/migrations/NNNN_<name>.sql`` runs once, in its own transaction, recorded in
+``schema_migrations`` with a checksum. Concurrent migrators serialize on an advisory lock, so two workers
+starting together cannot both apply a file. A database whose schema is newer than this code is refused
+with a clear error instead of being written to by code that does not know its tables.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from book_assets.db.connection import Cursor, Database
+from book_assets.sql import migration_files
+
+# Any fixed 64-bit number; shared by every book-pipeline process migrating the same database.
+_LOCK_KEY = 0x626F6F6B5F706970
+
+
+class SchemaTooNew(RuntimeError):
+    """The database was migrated by a newer book-pipeline."""
+
+
+@dataclass(frozen=True)
+class MigrationReport:
+    applied: list[str]
+    current_version: int
+    latest_version: int
+
+
+def _checksum(sql: str) -> str:
+    return hashlib.sha256(sql.encode()).hexdigest()[:16]
+
+
+def current_version(db: Database) -> int:
+    """Highest applied migration version (0 for an empty database)."""
+
+    def _q(cur: Cursor) -> int:
+        cur.execute("SELECT to_regclass('schema_migrations') IS NOT NULL AS present")
+        row = cur.fetchone()
+        if not row or not row["present"]:
+            return 0
+        cur.execute("SELECT coalesce(max(version), 0) AS v FROM schema_migrations")
+        result = cur.fetchone()
+        return int(result["v"]) if result else 0
+
+    return db.run(_q)
+
+
+def migrate(db: Database) -> MigrationReport:
+    """Apply every pending migration; applying twice changes nothing."""
+    files = migration_files()
+    latest = files[-1][0] if files else 0
+    applied: list[str] = []
+
+    def _apply(cur: Cursor) -> int:
+        applied.clear()  # run() may retry this function after a lost connection
+        cur.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
+        cur.execute(
+            """CREATE TABLE IF NOT EXISTS schema_migrations (
+                   version INTEGER PRIMARY KEY, name TEXT NOT NULL, checksum TEXT NOT NULL,
+                   applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"""
+        )
+        cur.execute("SELECT version FROM schema_migrations")
+        done = {int(r["version"]) for r in cur.fetchall()}
+        newest = max(done, default=0)
+        if newest > latest:
+            raise SchemaTooNew(
+                f"database schema is at version {newest} but this book-pipeline knows only up to {latest}; "
+                "upgrade book-pipeline"
+            )
+        for version, name, sql in files:
+            if version in done:
+                continue
+            cur.execute(sql)
+            cur.execute(
+                "INSERT INTO schema_migrations (version, name, checksum) VALUES (%s, %s, %s)",
+                (version, name, _checksum(sql)),
+            )
+            applied.append(f"{version:04d}_{name}")
+            done.add(version)
+        return max(done, default=0)
+
+    version = db.run(_apply)
+    return MigrationReport(applied=applied, current_version=version, latest_version=latest)

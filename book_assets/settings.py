@@ -1,0 +1,155 @@
+"""Every setting of book-pipeline, with its default, in one place.
+
+Each field can be overridden from the environment as ``BOOK_PIPELINE_<NAME>`` (for example
+``BOOK_PIPELINE_CONCURRENCY=8``) or from a ``.env`` file in the working directory; the database is the
+one exception and reads the conventional ``DATABASE_URL``. CLI options and Dagster config override these
+per run. Invalid values raise :class:`ConfigError` with a one-line message that names the setting.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from pathlib import Path
+from typing import Literal
+from urllib.parse import urlsplit
+
+from pydantic import AliasChoices, Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+LIVE_SITE_URL = "https://books.toscrape.com/"
+
+
+class ConfigError(ValueError):
+    """A setting has an impossible value; the message names the setting."""
+
+
+def _default_data_dir() -> Path:
+    # In a checkout the data lives beside the code (git-ignored); installed elsewhere, in the working dir.
+    if (PROJECT_ROOT / "pyproject.toml").exists():
+        return PROJECT_ROOT / ".data"
+    return Path.cwd() / ".data"
+
+
+class Settings(BaseSettings):
+    """Defaults for every component. Field docs are the reference documentation of each setting."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="BOOK_PIPELINE_", env_file=".env", extra="ignore", validate_default=True
+    )
+
+    # --- storage -------------------------------------------------------------------------------
+    database_url: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("DATABASE_URL", "BOOK_PIPELINE_DATABASE_URL"),
+        description="PostgreSQL URL (postgresql://user:pass@host:port/db). Unset: the embedded server.",
+    )
+    data_dir: Path = Field(
+        default_factory=_default_data_dir,
+        description="Folder for the embedded PostgreSQL cluster, exports, snapshots and artifacts.",
+    )
+    database_name: str = Field(
+        default="bookpipeline", description="Database created on the embedded server for the pipeline."
+    )
+
+    # --- target site ---------------------------------------------------------------------------
+    base_url: str = Field(default=LIVE_SITE_URL, description="Where the crawl starts (root, listing or category page).")
+    allowed_domains: tuple[str, ...] = Field(
+        default=(), description="Hosts the crawler may fetch; empty means the start URL's host only."
+    )
+    rate: float = Field(default=1.0, ge=0, description="Minimum seconds between request starts per domain; 0 disables.")
+    max_in_flight_per_domain: int | None = Field(default=None, ge=1, description="Cap on tasks in flight per domain.")
+    max_pages: int | None = Field(default=None, ge=1, description="Limit on listing pages followed per start URL.")
+
+    # --- fetching ------------------------------------------------------------------------------
+    fetch_mode: Literal["browser", "http"] = Field(default="browser", description="browser (Playwright) or http.")
+    workers: int = Field(default=2, ge=1, le=64, description="Worker processes for a crawl (one per core).")
+    concurrency: int = Field(default=4, ge=1, le=64, description="Concurrent pages per worker process.")
+    timeout_s: float = Field(default=30.0, gt=0, description="Navigation / request timeout in seconds.")
+    chromium_path: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("BOOK_PIPELINE_CHROMIUM", "BOOK_PIPELINE_CHROMIUM_PATH"),
+        description="Chromium executable; unset: Playwright's own, then /usr/bin/chromium.",
+    )
+    block_resource_types: tuple[str, ...] = Field(
+        default=("image", "stylesheet", "font", "media"),
+        description="Resource types the browser never loads.",
+    )
+    block_url_patterns: tuple[str, ...] = Field(
+        default=(
+            r"google-analytics\.com",
+            r"googletagmanager\.com",
+            r"doubleclick\.net",
+            r"facebook\.(net|com)",
+            r"/ads?/",
+        ),
+        description="Regular expressions of URLs the browser never loads (analytics, ads).",
+    )
+    relaunch_after_pages: int = Field(default=500, ge=1, description="Restart Chromium after this many pages.")
+    max_body_bytes: int = Field(default=10_000_000, ge=1024, description="Pages larger than this fail permanently.")
+    user_agent: str = Field(
+        default="book-pipeline/0.1 (+https://github.com/book-pipeline/book-pipeline)",
+        description="User-Agent header sent by both fetch modes.",
+    )
+
+    # --- queue ---------------------------------------------------------------------------------
+    lease_s: float = Field(default=60.0, gt=0, description="How long a claimed task stays leased without heartbeat.")
+    max_attempts: int = Field(default=5, ge=1, description="Attempts before a task is dead-lettered as failed.")
+    backoff_base_s: float = Field(default=1.0, ge=0, description="First retry delay; doubles each attempt.")
+    backoff_max_s: float = Field(default=300.0, ge=0, description="Cap on a retry delay.")
+
+    # --- scheduling ----------------------------------------------------------------------------
+    weights_file: Path | None = Field(default=None, description="JSON/YAML file of category weights.")
+    weights: str | None = Field(default=None, description='Inline category weights, e.g. "Travel=3,Mystery=2,*=1".')
+    deep_budget: int | None = Field(default=None, ge=0, description="Detail pages per run; unset: all.")
+    interleave: int = Field(default=20, ge=1, description="Detail pages handed out after each listing page.")
+    snapshot_budget: int = Field(default=200, ge=1, description="Books in the category-balanced snapshot.")
+
+    # --- orchestration -------------------------------------------------------------------------
+    schedule_cron: str = Field(default="0 3 * * *", description="Cron of the daily full refresh (UTC).")
+    failed_tasks_threshold: int = Field(default=10, ge=1, description="Failed tasks that trigger a requeue run.")
+
+    @field_validator("database_url")
+    @classmethod
+    def _check_database_url(cls, value: str | None) -> str | None:
+        if value in (None, ""):
+            return None
+        parts = urlsplit(value)
+        if parts.scheme not in ("postgresql", "postgres", "postgresql+psycopg2"):
+            raise ValueError("must start with postgresql:// (for example postgresql://user:pass@host:5432/db)")
+        if not parts.path.strip("/") and "dbname=" not in parts.query:
+            raise ValueError("must name a database (postgresql://user:pass@host:5432/<database>)")
+        try:
+            parts.port  # noqa: B018 - raises on a malformed port
+        except ValueError as exc:
+            raise ValueError(f"has a bad port: {exc}") from None
+        return value
+
+    @field_validator("base_url")
+    @classmethod
+    def _check_base_url(cls, value: str) -> str:
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("must be an http(s) URL with a host, e.g. https://books.toscrape.com/")
+        return value
+
+    @cached_property
+    def pg_dir(self) -> Path:
+        return self.data_dir / "pg"
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Settings from defaults, ``.env``, the environment and ``overrides`` (None values are ignored)."""
+    clean = {k: v for k, v in overrides.items() if v is not None}
+    try:
+        return Settings(**clean)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        raise ConfigError(_one_line(exc)) from None
+
+
+def _one_line(exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    name = ".".join(str(p) for p in first["loc"]) or "settings"
+    env = "DATABASE_URL" if name == "database_url" else f"BOOK_PIPELINE_{name.upper()}"
+    msg = first["msg"].removeprefix("Value error, ")
+    return f"invalid setting {name} ({env}): {msg}"
