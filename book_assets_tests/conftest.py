@@ -1,0 +1,87 @@
+"""Shared fixtures: a real PostgreSQL database for every test that needs one.
+
+The database is the embedded server (started on demand) or the server ``DATABASE_URL`` names. Tests never
+touch the pipeline's own database: they get ``<name>_test``, dropped and re-created once per session and
+migrated, and every test that asks for ``db`` starts from empty tables.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg2
+import pytest
+
+from book_assets.db import embedded
+from book_assets.db.connection import Database
+from book_assets.db.migrations import migrate
+from book_assets.settings import load_settings
+
+pytest_plugins = ["book_assets.sandbox.testing"]
+
+
+def _with_database(url: str, name: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path=f"/{name}"))
+
+
+def _admin_and_name() -> tuple[str, str]:
+    settings = load_settings()
+    if settings.database_url:
+        base = settings.database_url
+        name = urlsplit(base).path.strip("/") or "bookpipeline"
+        return base, f"{name}_test"
+    state = embedded.up(settings.pg_dir)
+    assert state.port is not None
+    return embedded.admin_url(state.port), f"{settings.database_name}_test"
+
+
+def _recreate(admin_url: str, name: str) -> None:
+    conn = psycopg2.connect(admin_url, connect_timeout=10)
+    conn.autocommit = True
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            cur.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        conn.close()
+
+
+@pytest.fixture(scope="session")
+def database_url() -> Iterator[str]:
+    """URL of a freshly created and migrated test database (per xdist worker, if any)."""
+    admin, name = _admin_and_name()
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker:
+        name = f"{name}_{worker}"
+    _recreate(admin, name)
+    url = _with_database(admin, name)
+    database = Database(url)
+    migrate(database)
+    database.close()
+    yield url
+
+
+def truncate_all(database: Database) -> None:
+    """Empty every table but the migration record (and restart identities)."""
+
+    def _truncate(cur: psycopg2.extensions.cursor) -> None:
+        cur.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() AND tablename <> 'schema_migrations'"
+        )
+        tables = [r["tablename"] for r in cur.fetchall()]
+        if tables:
+            cur.execute("TRUNCATE " + ", ".join(f'"{t}"' for t in tables) + " RESTART IDENTITY CASCADE")
+
+    database.run(_truncate)
+
+
+@pytest.fixture
+def db(database_url: str) -> Iterator[Database]:
+    """A connection to the test database, with every table empty."""
+    database = Database(database_url, application_name="book-pipeline-tests")
+    truncate_all(database)
+    yield database
+    database.close()
