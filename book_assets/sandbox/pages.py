@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import json
+import posixpath
 import re
 from dataclasses import dataclass
 from decimal import Decimal
@@ -155,9 +156,16 @@ class Listing:
     heading: str
     breadcrumb: list[tuple[str, str | None]]
     page_name: str  # format string for page N, relative to the page's own directory
+    directory: str  # the page's directory from the site root, e.g. "catalogue/category/books/travel_2"
 
 
-def _sidebar(prefix: str, categories: list[Category]) -> str:
+def _relative(target: str, directory: str) -> str:
+    """The shortest relative link from a page in ``directory`` to ``target`` (both from the site root), as
+    the live site's mirror writes them: a category page links its siblings as ``../travel_2/index.html``."""
+    return posixpath.relpath(target, directory or ".")
+
+
+def _sidebar(directory: str, categories: list[Category]) -> str:
     def item(href: str, name: str) -> str:
         return (
             f'<a href="{href}">\n                            \n'
@@ -172,11 +180,11 @@ def _sidebar(prefix: str, categories: list[Category]) -> str:
         '<div class="side_categories">',
         '<ul class="nav nav-list">',
         "<li>",
-        item(f"{prefix}catalogue/category/books_1/index.html", "Books"),
+        item(_relative("catalogue/category/books_1/index.html", directory), "Books"),
         "<ul>",
     ]
     for category in categories:
-        href = f"{prefix}catalogue/category/books/{category.key}/index.html"
+        href = _relative(f"catalogue/category/books/{category.key}/index.html", directory)
         lines += ["<li>", item(href, category.name), "</li>"]
     lines += ["</ul></li>", "</ul>", "</div>", "</aside>"]
     return "\n".join(lines) + "\n"
@@ -222,16 +230,14 @@ def _product_pod(book: Book, listing: Listing) -> str:
 </article>
 
         </li>
-"""  # noqa: E501
+"""
 
 
 def _result_count(total: int, start: int, end: int, pages: int) -> str:
     """Oscar's count line: with a range only when the listing has more than one page."""
     plural = "result" if total == 1 else "results"
     if pages > 1:
-        return (
-            f"<strong>{total}</strong> {plural} - showing <strong>{start}</strong> to <strong>{end}</strong>."
-        )
+        return f"<strong>{total}</strong> {plural} - showing <strong>{start}</strong> to <strong>{end}</strong>."
     return f"<strong>{total}</strong> {plural}."
 
 
@@ -266,7 +272,7 @@ def render_listing(catalogue: Catalogue, books: list[Book], number: int, listing
         + f"""
 <div class="row">
 
-    {_sidebar(listing.prefix, catalogue.categories)}
+    {_sidebar(listing.directory, catalogue.categories)}
     <div class="col-sm-8 col-md-9">
 
                 <div class="page-header action">
@@ -428,9 +434,7 @@ def render_book(catalogue: Catalogue, book: Book, js_mode: bool = False) -> str:
     category = catalogue.category_of(book)
     meta = f"\n    {escape(book.description)}\n" if book.description else "\n    \n"
     main = "" if js_mode else _product_main_inner(book)
-    description = (
-        '\n        <div id="product_description_slot"></div>\n' if js_mode else _description_block(book)
-    )
+    description = '\n        <div id="product_description_slot"></div>\n' if js_mode else _description_block(book)
     rows = "\n    " if js_mode else _table_rows(book)
     script = _js_builder(book) if js_mode else ""
     image = _BOOK_PREFIX + book.image_path.lstrip("/")
@@ -559,14 +563,14 @@ class Site:
         cat = self.catalogue
         if path in ("/", "/index.html"):
             crumbs: list[tuple[str, str | None]] = [("Home", "index.html"), ("All products", None)]
-            listing = Listing("", "catalogue/", "All products", crumbs, "catalogue/page-{n}.html")
+            listing = Listing("", "catalogue/", "All products", crumbs, "catalogue/page-{n}.html", "")
             return render_listing(cat, cat.books, 1, listing)
         if match := _PAGE_RE.match(path):
             number = self._page_number(match.group(1), cat.page_count, allow_index=False)
             if number is None:
                 return None
             crumbs = [("Home", "../index.html"), ("All products", None)]
-            listing = Listing("../", "", "All products", crumbs, "page-{n}.html")
+            listing = Listing("../", "", "All products", crumbs, "page-{n}.html", "catalogue")
             return render_listing(cat, cat.books, number, listing)
         if match := _ALL_RE.match(path):
             pages = cat.page_count
@@ -574,7 +578,7 @@ class Site:
             if number is None:
                 return None
             crumbs = [("Home", "../../../index.html"), ("Books", None)]
-            listing = Listing("../../../", "../../", "Books", crumbs, "page-{n}.html")
+            listing = Listing("../../../", "../../", "Books", crumbs, "page-{n}.html", "catalogue/category/books_1")
             return render_listing(cat, cat.books, number, listing)
         if match := _CATEGORY_RE.match(path):
             category = self._categories.get(match.group(1))
@@ -598,6 +602,7 @@ class Site:
                     (category.name, None),
                 ],
                 "page-{n}.html",
+                f"catalogue/category/books/{category.key}",
             )
             return render_listing(cat, books, number, listing)
         if _BOOK_RE.match(path) and (book := cat.book_by_path(path)) is not None:
