@@ -1,10 +1,12 @@
-"""Shared fixtures for scraper tests: paths to the real-site pages."""
+"""Shared fixtures for scraper tests: the saved real-site pages and a local HTTP server."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from scraper_site import LocalSite, serve
 
 REAL_SITE = Path("/work/shared/fixtures/real-site")
 SITE = "https://books.toscrape.com/"
@@ -16,3 +18,10 @@ def real_site() -> Path:
     if not (REAL_SITE / "index.html").exists():
         pytest.skip(f"real-site fixtures not found at {REAL_SITE}")
     return REAL_SITE
+
+
+@pytest.fixture
+def local_site() -> Iterator[LocalSite]:
+    """A fresh local HTTP server per test (see ``scraper_site``)."""
+    with serve() as site:
+        yield site

@@ -1,0 +1,309 @@
+"""What every fetcher shares: settings, the result type, the protocol, and error classification.
+
+Both fetchers (``fetch_http.HttpFetcher`` and ``fetch_browser.BrowserFetcher``) return a ``FetchResult`` or
+raise a ``FetchError`` whose ``kind`` decides ``retryable``; the queue's retry policy only looks at
+``retryable`` and ``retry_after``. The classification lives here, as pure functions, so both fetchers
+agree on it and it can be unit-tested without a network.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from typing import Literal, Protocol, Self
+from urllib.parse import urlsplit
+
+from book_assets.scraper.errors import FetchError
+from book_assets.scraper.parsers import decode_html
+
+__all__ = [
+    "PERMANENT_KINDS",
+    "RETRYABLE_KINDS",
+    "FetchError",
+    "FetchResult",
+    "FetchSettings",
+    "Fetcher",
+    "build_result",
+    "error_for_status",
+    "fetch_error",
+    "host_allowed",
+    "parse_retry_after",
+    "truncation_error",
+]
+
+DEFAULT_USER_AGENT = "book-pipeline/0.1 (open-source crawler of books.toscrape.com; +book-pipeline)"
+DEFAULT_BLOCK_RESOURCE_TYPES: frozenset[str] = frozenset({"image", "stylesheet", "font", "media"})
+DEFAULT_BLOCK_URL_PATTERNS: tuple[str, ...] = (
+    r"google-analytics\.com",
+    r"googletagmanager\.com",
+    r"googlesyndication\.com",
+    r"doubleclick\.net",
+    r"facebook\.(com|net)",
+    r"connect\.facebook\.net",
+    r"hotjar\.com",
+    r"scorecardresearch\.com",
+    r"adservice\.google\.",
+)
+
+# Kinds after which trying again later can succeed (the server or network was having a bad moment).
+RETRYABLE_KINDS: frozenset[str] = frozenset(
+    {"timeout", "connection", "http_5xx", "http_429", "http_408", "truncated", "browser_crashed", "browser_error"}
+)
+# Kinds that will fail the same way every time; retrying only wastes the site's capacity.
+PERMANENT_KINDS: frozenset[str] = frozenset(
+    {
+        "http_404",
+        "http_4xx",
+        "http_3xx",
+        "http_other",
+        "offsite",
+        "offsite_redirect",
+        "redirect_loop",
+        "too_large",
+        "bad_url",
+        "download",
+    }
+)
+REDIRECT_STATUSES: frozenset[int] = frozenset({301, 302, 303, 307, 308})
+
+
+@dataclass(frozen=True, slots=True)
+class FetchSettings:
+    """Fetcher settings with their defaults; the project-wide settings module maps onto this.
+
+    Attributes:
+        mode: Which fetcher the crawler builds: "browser" (Playwright Chromium, sees JS-built DOM) or
+            "http" (httpx, faster, served HTML only).
+        concurrency: Requests in flight per fetcher (browser: pages in the pool). 4 keeps two cores busy
+            without making Chromium thrash.
+        timeout_s: Deadline for one fetch including redirects and reading the body.
+        block_resource_types: Playwright resource types the browser never downloads; the crawler only
+            needs the document, so images/CSS/fonts/media are wasted bandwidth on the site and on us.
+        block_url_patterns: Regexes (searched in the URL) of requests the browser aborts: analytics/ads.
+        allowed_domains: Hostnames the fetchers may contact; a URL or redirect elsewhere fails with a
+            permanent error and is never requested. An empty set allows every host.
+        max_body_bytes: Larger bodies fail with "too_large" (10 MB; real pages are ~50 KB).
+        max_redirects: Redirects followed per fetch before failing with "redirect_loop".
+        relaunch_after_pages: The browser is restarted after this many pages, bounding Chromium's memory
+            growth over a long crawl.
+        user_agent: Sent by both fetchers; identifies the project to the site's operators.
+        block_offsite_subresources: Browser only: abort scripts/XHR to hosts outside ``allowed_domains``
+            (the live site pulls jQuery from a CDN it does not need for content).
+    """
+
+    mode: Literal["browser", "http"] = "browser"
+    concurrency: int = 4
+    timeout_s: float = 30.0
+    block_resource_types: frozenset[str] = DEFAULT_BLOCK_RESOURCE_TYPES
+    block_url_patterns: tuple[str, ...] = DEFAULT_BLOCK_URL_PATTERNS
+    allowed_domains: frozenset[str] = field(default_factory=lambda: frozenset({"books.toscrape.com"}))
+    max_body_bytes: int = 10 * 1024 * 1024
+    max_redirects: int = 10
+    relaunch_after_pages: int = 500
+    user_agent: str = DEFAULT_USER_AGENT
+    block_offsite_subresources: bool = True
+
+    def __post_init__(self) -> None:
+        if self.concurrency < 1:
+            raise ValueError("concurrency must be >= 1")
+        if self.timeout_s <= 0:
+            raise ValueError("timeout_s must be > 0")
+        if self.max_body_bytes < 1:
+            raise ValueError("max_body_bytes must be >= 1")
+        if self.relaunch_after_pages < 1:
+            raise ValueError("relaunch_after_pages must be >= 1")
+        # Accept any iterable of hostnames; normalise so comparisons are case-insensitive.
+        object.__setattr__(self, "allowed_domains", frozenset(h.lower().rstrip(".") for h in self.allowed_domains))
+        object.__setattr__(self, "block_resource_types", frozenset(self.block_resource_types))
+        object.__setattr__(self, "block_url_patterns", tuple(self.block_url_patterns))
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResult:
+    """One successfully fetched page.
+
+    Attributes:
+        url: The URL requested.
+        final_url: The URL after redirects; parse links against this one.
+        status: HTTP status of the final response (2xx).
+        headers: Final response headers, lower-cased names.
+        body: The body exactly as served (after transfer/content decoding), never re-serialised.
+        html: ``body`` decoded with ``parsers.decode_html``: the served HTML, the same in both modes.
+        rendered_html: Browser mode only: ``page.content()`` after load, including JS-built DOM.
+        fetched_at: When the fetch started (UTC).
+        elapsed_s: Wall time of the whole fetch, redirects included.
+        content_hash: sha256 hex of ``body``: lets storage skip unchanged pages.
+    """
+
+    url: str
+    final_url: str
+    status: int
+    headers: dict[str, str]
+    body: bytes
+    html: str
+    rendered_html: str | None
+    fetched_at: datetime
+    elapsed_s: float
+    content_hash: str
+
+
+def build_result(
+    *,
+    url: str,
+    final_url: str,
+    status: int,
+    headers: dict[str, str],
+    body: bytes,
+    fetched_at: datetime,
+    elapsed_s: float,
+    rendered_html: str | None = None,
+) -> FetchResult:
+    """Assemble a ``FetchResult``, deriving ``html`` and ``content_hash`` from ``body``."""
+    return FetchResult(
+        url=url,
+        final_url=final_url,
+        status=status,
+        headers=headers,
+        body=body,
+        html=decode_html(body, headers.get("content-type")),
+        rendered_html=rendered_html,
+        fetched_at=fetched_at,
+        elapsed_s=elapsed_s,
+        content_hash=hashlib.sha256(body).hexdigest(),
+    )
+
+
+class Fetcher(Protocol):
+    """What the crawler needs from a fetcher: ``async with fetcher: await fetcher.fetch(url)``."""
+
+    async def __aenter__(self) -> Self: ...
+
+    async def __aexit__(self, *exc: object) -> None: ...
+
+    async def fetch(self, url: str) -> FetchResult:
+        """Fetch ``url``; raise ``FetchError`` on any failure."""
+        ...
+
+    async def close(self) -> None:
+        """Release connections/browsers; safe to call twice."""
+        ...
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """Counters since construction (pages_fetched, bytes_fetched, ...), a copy."""
+        ...
+
+
+# --------------------------------------------------------------------------- classification
+
+
+def fetch_error(
+    kind: str,
+    message: str,
+    *,
+    url: str,
+    status: int | None = None,
+    retry_after: float | None = None,
+) -> FetchError:
+    """Build a ``FetchError`` whose ``retryable`` follows from ``kind`` (unknown kinds are retryable)."""
+    return FetchError(
+        kind,
+        message,
+        url=url,
+        retryable=kind not in PERMANENT_KINDS,
+        status=status,
+        retry_after=retry_after,
+    )
+
+
+def host_allowed(url: str, allowed_domains: frozenset[str]) -> bool:
+    """True if ``url`` is http(s) and its hostname is in ``allowed_domains`` (empty set: any host)."""
+    try:
+        parts = urlsplit(url)
+        host = (parts.hostname or "").rstrip(".")
+    except ValueError:
+        return False
+    if parts.scheme not in ("http", "https") or not host:
+        return False
+    return not allowed_domains or host in allowed_domains
+
+
+def parse_retry_after(value: str | None, now: datetime | None = None) -> float | None:
+    """Seconds to wait from a Retry-After header: delta-seconds or an HTTP-date; None if absent/invalid.
+
+    Negative results (a date in the past) become 0.
+    """
+    if value is None or not value.strip():
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    now = now or datetime.now(UTC)
+    return max(0.0, (when - now).total_seconds())
+
+
+def error_for_status(url: str, status: int, headers: dict[str, str]) -> FetchError | None:
+    """The error for a final (non-redirect-followed) response status, or None for 2xx.
+
+    5xx, 408 and 429 are retryable (the Scrapy retry set, generalised to all 5xx); 404 and other 4xx are
+    permanent. Retry-After is read for 429 and 5xx (503 is the usual one).
+    """
+    if 200 <= status < 300:
+        return None
+    retry_after = parse_retry_after(headers.get("retry-after"))
+    if status == 404:
+        return fetch_error("http_404", "not found", url=url, status=status)
+    if status == 429:
+        return fetch_error("http_429", "too many requests", url=url, status=status, retry_after=retry_after)
+    if status == 408:
+        return fetch_error("http_408", "request timeout", url=url, status=status, retry_after=retry_after)
+    if 500 <= status < 600:
+        return fetch_error("http_5xx", f"server error {status}", url=url, status=status, retry_after=retry_after)
+    if 400 <= status < 500:
+        return fetch_error("http_4xx", f"client error {status}", url=url, status=status)
+    if 300 <= status < 400:
+        return fetch_error("http_3xx", f"redirect {status} without a usable Location", url=url, status=status)
+    return fetch_error("http_other", f"unexpected status {status}", url=url, status=status)
+
+
+def truncation_error(url: str, headers: dict[str, str], received: int) -> FetchError | None:
+    """A "truncated" error when Content-Length promises more bytes than ``received``, else None.
+
+    ``received`` must count bytes as they came off the wire when the response is content-encoded
+    (Content-Length is the encoded size); callers without that count skip encoded responses.
+    """
+    expected = declared_length(headers)
+    if expected is not None and received < expected:
+        return fetch_error("truncated", f"got {received} of {expected} bytes", url=url)
+    return None
+
+
+def too_large_error(url: str, size: int, limit: int) -> FetchError:
+    """The permanent error for a body over ``max_body_bytes``."""
+    return fetch_error("too_large", f"body of {size} bytes exceeds limit of {limit}", url=url)
+
+
+def declared_length(headers: dict[str, str]) -> int | None:
+    """Content-Length as an int, or None when absent or malformed."""
+    value = headers.get("content-length")
+    if value is None:
+        return None
+    try:
+        return int(value.split(",")[0].strip())
+    except ValueError:
+        return None
+
+
+def utc_now() -> datetime:
+    """Timezone-aware current UTC time (``FetchResult.fetched_at``)."""
+    return datetime.now(UTC)

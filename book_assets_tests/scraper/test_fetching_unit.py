@@ -1,0 +1,99 @@
+"""Pure error-classification helpers shared by both fetchers."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from book_assets.scraper.fetching import (
+    PERMANENT_KINDS,
+    RETRYABLE_KINDS,
+    FetchSettings,
+    error_for_status,
+    host_allowed,
+    parse_retry_after,
+    truncation_error,
+)
+
+URL = "https://books.toscrape.com/x"
+
+
+@pytest.mark.parametrize(
+    ("status", "kind", "retryable"),
+    [
+        (404, "http_404", False),
+        (403, "http_4xx", False),
+        (410, "http_4xx", False),
+        (408, "http_408", True),
+        (429, "http_429", True),
+        (500, "http_5xx", True),
+        (502, "http_5xx", True),
+        (503, "http_5xx", True),
+        (504, "http_5xx", True),
+        (304, "http_3xx", False),
+    ],
+)
+def test_status_classification(status: int, kind: str, retryable: bool) -> None:
+    error = error_for_status(URL, status, {})
+    assert error is not None
+    assert (error.kind, error.retryable, error.status) == (kind, retryable, status)
+
+
+@pytest.mark.parametrize("status", [200, 201, 204, 299])
+def test_success_statuses_are_not_errors(status: int) -> None:
+    assert error_for_status(URL, status, {}) is None
+
+
+def test_retry_after_seconds_and_http_date() -> None:
+    now = datetime(2024, 1, 1, 12, 0, 0, tzinfo=UTC)
+    assert parse_retry_after("120") == 120.0
+    assert parse_retry_after("Mon, 01 Jan 2024 12:00:30 GMT", now) == 30.0
+    assert parse_retry_after("Mon, 01 Jan 2024 11:00:00 GMT", now) == 0.0
+    assert parse_retry_after("soon") is None
+    assert parse_retry_after(None) is None
+    assert parse_retry_after("-5") == 0.0
+
+
+def test_503_carries_retry_after() -> None:
+    error = error_for_status(URL, 503, {"retry-after": "7"})
+    assert error is not None and error.retry_after == 7.0
+
+
+def test_truncation_only_when_fewer_bytes_than_declared() -> None:
+    assert truncation_error(URL, {"content-length": "100"}, 99) is not None
+    assert truncation_error(URL, {"content-length": "100"}, 100) is None
+    assert truncation_error(URL, {}, 0) is None
+    assert truncation_error(URL, {"content-length": "junk"}, 0) is None
+
+
+@pytest.mark.parametrize(
+    ("url", "allowed"),
+    [
+        ("https://books.toscrape.com/", True),
+        ("http://BOOKS.toscrape.com./catalogue/", True),
+        ("https://toscrape.com/", False),
+        ("https://evil.example/books.toscrape.com/", False),
+        ("https://books.toscrape.com.evil.example/", False),
+        ("ftp://books.toscrape.com/", False),
+        ("javascript:alert(1)", False),
+        ("not a url", False),
+    ],
+)
+def test_host_allowed(url: str, allowed: bool) -> None:
+    assert host_allowed(url, FetchSettings().allowed_domains) is allowed
+
+
+def test_empty_allowed_domains_allows_any_http_host() -> None:
+    assert host_allowed("https://example.org/", frozenset())
+    assert not host_allowed("file:///etc/passwd", frozenset())
+
+
+def test_every_kind_is_either_retryable_or_permanent() -> None:
+    assert not RETRYABLE_KINDS & PERMANENT_KINDS
+
+
+def test_settings_normalise_domains_and_reject_nonsense() -> None:
+    assert FetchSettings(allowed_domains=frozenset({"Books.ToScrape.com."})).allowed_domains == {"books.toscrape.com"}
+    with pytest.raises(ValueError):
+        FetchSettings(concurrency=0)
