@@ -30,11 +30,11 @@ def product_fields(html: str) -> dict[str, object]:
     assert main is not None
     h1, price = main.css_first("h1"), main.css_first("p.price_color")
     description = tree.css_first("#product_description + p")
+    rows = tree.css("table.table-striped tr")
     return {
         "title": h1.text(strip=True) if h1 else None,
         "price": price.text(strip=True) if price else None,
-        "rows": [tuple(cell.text(strip=True) for cell in r.css("th, td")) for r in tree.css("table.table-striped tr")],
-        ],  # fmt: skip
+        "rows": [tuple(cell.text(strip=True) for cell in row.css("th, td")) for row in rows],
         "description": description.text(strip=True) if description else None,
     }
 
