@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -128,6 +129,59 @@ def db_status() -> None:
     click.echo(
         f"books:    total {books['total']}, unique URLs {books['unique_urls']}, with raw HTML {books['with_html']}"
     )
+
+
+def _dagster_env(settings: Settings) -> dict[str, str]:
+    import os
+
+    from book_assets.dagster_instance import dagster_environment
+
+    env = dict(os.environ)
+    env.update(dagster_environment(settings))
+    return env
+
+
+@main.command("ui")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address the web UI binds.")
+@click.option("--port", default=3000, show_default=True, type=click.IntRange(1, 65535))
+@click.option("--daemon/--no-daemon", default=True, show_default=True, help="Also run the schedule/sensor daemon.")
+@user_errors
+def ui(host: str, port: int, daemon: bool) -> None:
+    """Start the Dagster web UI (and daemon) on the project's instance."""
+    import subprocess
+
+    from book_assets.settings import PROJECT_ROOT
+
+    env = _dagster_env(load_settings())
+    bindir = Path(sys.executable).parent
+    workspace = str(PROJECT_ROOT / "workspace.yaml")
+    daemon_proc = (
+        subprocess.Popen([str(bindir / "dagster-daemon"), "run", "-w", workspace], env=env) if daemon else None
+    )
+    click.echo(f"Dagster UI on http://{host}:{port} (Ctrl-C to stop)")
+    try:
+        subprocess.run(
+            [str(bindir / "dagster-webserver"), "-h", host, "-p", str(port), "-w", workspace], env=env, check=False
+        )
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if daemon_proc is not None:
+            daemon_proc.terminate()
+            daemon_proc.wait(timeout=30)
+
+
+@main.command("daemon")
+@user_errors
+def daemon_cmd() -> None:
+    """Run the Dagster daemon (schedules, sensors, run queue) on the project's instance."""
+    import subprocess
+
+    from book_assets.settings import PROJECT_ROOT
+
+    env = _dagster_env(load_settings())
+    bindir = Path(sys.executable).parent
+    subprocess.run([str(bindir / "dagster-daemon"), "run", "-w", str(PROJECT_ROOT / "workspace.yaml")], env=env)
 
 
 def _register_optional_commands() -> None:

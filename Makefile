@@ -1,0 +1,39 @@
+# Quick start: `make demo` (the whole pipeline, end to end) and `make test` (every test).
+# Both bootstrap whatever is missing: uv, the locked virtualenv, Chromium, the embedded PostgreSQL.
+SHELL := /bin/bash
+VENV := .venv/bin
+export DAGSTER_HOME ?= $(CURDIR)
+
+.PHONY: setup demo test ui chaos lint bench db-up db-down clean
+
+setup:
+	@bash scripts/bootstrap.sh
+
+demo: setup
+	$(VENV)/book-pipeline demo
+
+test: setup
+	$(VENV)/pytest
+
+chaos: setup
+	$(VENV)/pytest -m chaos
+
+ui: setup
+	$(VENV)/book-pipeline ui
+
+lint: setup
+	$(VENV)/ruff check . && $(VENV)/ruff format --check .
+
+bench: setup
+	$(VENV)/python benchmarks/sandbox_bench.py
+	$(VENV)/python benchmarks/queue_bench.py
+	$(VENV)/python benchmarks/crawl_bench.py
+
+db-up: setup
+	$(VENV)/book-pipeline db up
+
+db-down:
+	$(VENV)/book-pipeline db down
+
+clean: db-down
+	rm -rf .data

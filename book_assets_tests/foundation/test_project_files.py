@@ -1,0 +1,65 @@
+"""Project files a user or CI meets first: compose file, Dagster definitions, quick start."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _compose_command() -> list[str] | None:
+    if shutil.which("docker"):
+        probe = subprocess.run(["docker", "compose", "version"], capture_output=True, text=True)
+        if probe.returncode == 0:
+            return ["docker", "compose"]
+    if shutil.which("docker-compose"):
+        return ["docker-compose"]
+    return None
+
+
+def test_compose_file_is_valid_for_the_compose_client() -> None:
+    command = _compose_command()
+    if command is None:
+        pytest.skip("no docker compose client on this machine")
+    result = subprocess.run([*command, "config", "--quiet"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+
+
+def test_compose_file_has_the_seed_database_and_a_scalable_worker() -> None:
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    services = compose["services"]
+    db = services["db"]
+    assert db["image"] == "postgres:16"
+    assert "pg_isready" in " ".join(db["healthcheck"]["test"])
+    assert any(v.startswith("pgdata:") for v in db["volumes"]) and "pgdata" in compose["volumes"]
+    assert "scraper_pass" in db["environment"]["POSTGRES_PASSWORD"]  # the seed's default, overridable
+    worker = services["worker"]
+    # A service that scales cannot pin a container name or a host port.
+    assert "container_name" not in worker and "ports" not in worker
+    assert {"dagster-webserver", "dagster-daemon"} <= set(services)
+    for published in services["dagster-webserver"].get("ports", []):
+        assert published.startswith("127.0.0.1:")
+
+
+def test_dagster_yaml_uses_psycopg2_scheme_and_postgres_storage() -> None:
+    config = yaml.safe_load((ROOT / "dagster.yaml").read_text())
+    pg = config["storage"]["postgres"]["postgres_db"]
+    assert pg["scheme"] == "postgresql+psycopg2"
+
+
+def test_definitions_load() -> None:
+    from book_assets.definitions import defs
+
+    repo = defs.get_repository_def()
+    assert repo is not None
+
+
+def test_ci_runs_make_test_and_readme_shows_the_two_commands() -> None:
+    assert "make test" in (ROOT / ".ci" / "run").read_text()
+    readme = (ROOT / "README.md").read_text()
+    assert "make demo" in readme and "make test" in readme

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Idempotent set-up for `make demo` / `make test`: uv, the locked virtualenv, and a Chromium.
+# The database is brought up by the commands themselves (embedded PostgreSQL unless DATABASE_URL is set).
+# A second run does no work beyond a few existence checks.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+UV_VERSION=0.13.8
+say() { printf 'bootstrap: %s\n' "$*" >&2; }
+
+# 1. uv (pinned), from PyPI.
+if ! command -v uv >/dev/null 2>&1 && [ ! -x "$HOME/.local/bin/uv" ]; then
+  say "installing uv $UV_VERSION"
+  python3 -m pip install --quiet --disable-pip-version-check --user "uv==$UV_VERSION" 2>/dev/null \
+    || python3 -m pip install --quiet --disable-pip-version-check "uv==$UV_VERSION"
+fi
+UV=$(command -v uv || echo "$HOME/.local/bin/uv")
+
+# 2. The virtualenv, exactly as locked (a no-op in well under a second when already in sync).
+"$UV" sync --frozen --quiet
+
+# 3. A Chromium for Playwright: an explicit path, Playwright's own build, or the system's.
+chromium_ok() {
+  if [ -n "${BOOK_PIPELINE_CHROMIUM:-}" ]; then
+    [ -x "$BOOK_PIPELINE_CHROMIUM" ] || { say "BOOK_PIPELINE_CHROMIUM=$BOOK_PIPELINE_CHROMIUM is not an executable"; exit 1; }
+    return 0
+  fi
+  compgen -G "${PLAYWRIGHT_BROWSERS_PATH:-$HOME/.cache/ms-playwright}/chromium*-*/chrome-linux*/chrome" >/dev/null && return 0
+  for c in /usr/bin/chromium /usr/bin/chromium-browser /usr/bin/google-chrome; do [ -x "$c" ] && return 0; done
+  return 1
+}
+if ! chromium_ok; then
+  say "no Chromium found; trying Playwright's own build"
+  if ! timeout 300 .venv/bin/playwright install chromium >/tmp/book-pipeline-playwright-install.log 2>&1; then
+    say "playwright install failed (no download access?); trying the system package"
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+      apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+    elif command -v sudo >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
+      sudo apt-get update -qq >/dev/null && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+    fi
+  fi
+  chromium_ok || { say "no Chromium: install one (apt-get install -y chromium) or set BOOK_PIPELINE_CHROMIUM=/path/to/chrome"; exit 1; }
+fi
