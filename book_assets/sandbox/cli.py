@@ -40,34 +40,20 @@ def sandbox() -> None:
 
 
 @sandbox.command()
-@click.option(
-    "--host", default="127.0.0.1", show_default=True, help="Interface to bind (loopback by default)."
-)
-@click.option(
-    "--port", type=click.IntRange(0, 65535), default=8800, show_default=True, help="0 picks a free port."
-)
+@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to bind (loopback by default).")
+@click.option("--port", type=click.IntRange(0, 65535), default=8800, show_default=True, help="0 picks a free port.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Catalogue and fault seed.")
-@click.option(
-    "--day", type=click.IntRange(min=0), default=0, show_default=True, help="Simulated day (changes)."
-)
-@click.option(
-    "--js-mode", is_flag=True, help="Book pages carry their data only in a script (needs a browser)."
-)
+@click.option("--day", type=click.IntRange(min=0), default=0, show_default=True, help="Simulated day (changes).")
+@click.option("--js-mode", is_flag=True, help="Book pages carry their data only in a script (needs a browser).")
 @click.option("--latency", type=_SECONDS, default=0.0, show_default=True, help="Fixed delay per page (s).")
-@click.option(
-    "--jitter", type=_SECONDS, default=0.0, show_default=True, help="Extra random delay up to this (s)."
-)
+@click.option("--jitter", type=_SECONDS, default=0.0, show_default=True, help="Extra random delay up to this (s).")
 @click.option("--error-rate", type=_RATE, default=0.0, show_default=True, help="Probability of 500/503.")
 @click.option("--rate-limit-rate", type=_RATE, default=0.0, show_default=True, help="Probability of 429.")
-@click.option(
-    "--retry-after", type=click.IntRange(min=0), default=1, show_default=True, help="429 Retry-After."
-)
+@click.option("--retry-after", type=click.IntRange(min=0), default=1, show_default=True, help="429 Retry-After.")
 @click.option("--reset-rate", type=_RATE, default=0.0, show_default=True, help="Probability of a TCP reset.")
 @click.option("--hang-rate", type=_RATE, default=0.0, show_default=True, help="Probability of a hang.")
 @click.option("--hang-seconds", type=_SECONDS, default=30.0, show_default=True, help="Length of a hang.")
-@click.option(
-    "--truncate-rate", type=_RATE, default=0.0, show_default=True, help="Probability of a cut body."
-)
+@click.option("--truncate-rate", type=_RATE, default=0.0, show_default=True, help="Probability of a cut body.")
 @click.option(
     "--script",
     "scripts",
@@ -140,9 +126,7 @@ def serve(
         stopping.set()
 
     previous = signal.signal(signal.SIGTERM, on_signal)
-    click.echo(
-        f"Sandbox serving {len(server.catalogue)} books (seed {seed}, day {day}) at {server.url}/", err=False
-    )
+    click.echo(f"Sandbox serving {len(server.catalogue)} books (seed {seed}, day {day}) at {server.url}/", err=False)
     click.echo(f"Stats: {server.url}/__sandbox__/stats  Reset: {server.url}/__sandbox__/reset", err=True)
     try:
         while not stopping.wait(0.5):

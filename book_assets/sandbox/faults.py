@@ -118,9 +118,7 @@ class Faults:
         if self.over_capacity not in ("wait", "refuse"):
             raise ValueError("over_capacity must be 'wait' or 'refuse'")
         # Validate and normalise the scripts once, so a typo fails at start-up, not mid-crawl.
-        normalised = {
-            path: tuple(parse_action(step) for step in steps) for path, steps in self.scripted.items()
-        }
+        normalised = {path: tuple(parse_action(step) for step in steps) for path, steps in self.scripted.items()}
         object.__setattr__(self, "scripted", normalised)
 
     @property

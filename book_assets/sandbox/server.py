@@ -253,9 +253,7 @@ class SandboxApp:
                 await writer.drain()
                 return
 
-    async def _site_request(
-        self, writer: asyncio.StreamWriter, method: str, path: str, started: float
-    ) -> bool:
+    async def _site_request(self, writer: asyncio.StreamWriter, method: str, path: str, started: float) -> bool:
         """Answer one site request, faults included; returns whether the connection may be reused."""
         recorder = self.recorder
         n = recorder.begin(path, started)
@@ -274,9 +272,7 @@ class SandboxApp:
                 return False
             if action is Action.ERROR_500 or action is Action.ERROR_503:
                 status = 500 if action is Action.ERROR_500 else 503
-                self._respond(
-                    writer, status, error_html(status, _REASONS[status]), head_only=method == "HEAD"
-                )
+                self._respond(writer, status, error_html(status, _REASONS[status]), head_only=method == "HEAD")
                 return True
             if action is Action.RATE_LIMIT:
                 extra = f"Retry-After: {self.faults.retry_after_s}\r\n".encode()
