@@ -131,6 +131,132 @@ def db_status() -> None:
     )
 
 
+# --------------------------------------------------------------------------- crawling
+
+
+def _crawl_options(fn: F) -> F:
+    options = [
+        click.option("--base-url", help="Start URL: the site's root, a listing page or a category page."),
+        click.option("--max-pages", type=click.IntRange(min=1), help="Listing pages followed per category."),
+        click.option("--categories", help="Comma-separated category names (or slugs) to crawl; default all."),
+        click.option("--workers", type=click.IntRange(min=1, max=64), help="Worker processes."),
+        click.option("--concurrency", type=click.IntRange(min=1, max=64), help="Pages in flight per worker."),
+        click.option("--rate", type=click.FloatRange(min=0), help="Seconds between request starts per domain."),
+        click.option("--fetch", "fetch_mode", type=click.Choice(["browser", "http"]), help="Fetch mode."),
+        click.option("--weights", "weights_file", type=click.Path(dir_okay=False), help="Category weights file."),
+        click.option("--deep-budget", type=click.IntRange(min=0), help="At most N detail pages this run."),
+        click.option("--interleave", type=click.IntRange(min=1), help="Detail pages per listing page."),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def _crawl_config(settings_overrides: dict[str, Any]) -> tuple[str, Any]:
+    from book_assets.crawl.config import CrawlConfig
+    from book_assets.scheduling.weights import resolve_weights
+
+    categories = settings_overrides.pop("categories", None)
+    settings = load_settings(**settings_overrides)
+    weights = resolve_weights(settings)
+    config = CrawlConfig.from_settings(
+        settings,
+        categories=tuple(c.strip() for c in categories.split(",") if c.strip()) if categories else None,
+        weights=weights.explicit(),
+        default_weight=weights.default,
+    )
+    database = open_database(settings)
+    url = database.url
+    database.close()
+    return url, config
+
+
+@main.command("crawl")
+@_crawl_options
+@click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar.")
+@user_errors
+def crawl_cmd(progress: bool, **options: Any) -> None:
+    """Seed the queue from the start URL and drain it to completion, then print a summary."""
+    from book_assets.crawl.pipeline import crawl
+
+    url, config = _crawl_config(options)
+    click.echo(
+        f"crawling {config.base_url} with {config.workers} worker(s) x {config.fetch.concurrency} pages "
+        f"({config.fetch.mode} mode), {config.rate}s between requests per domain",
+        err=True,
+    )
+    report = crawl(url, config, progress=progress)
+    for line in report.summary_lines():
+        click.echo(line)
+    if report.quotas:
+        click.echo("deep budget quotas: " + ", ".join(f"{k} {v}" for k, v in sorted(report.quotas.items()) if v))
+
+
+@main.command("work")
+@_crawl_options
+@user_errors
+def work_cmd(**options: Any) -> None:
+    """Run one long-lived worker (scale out by starting more); SIGTERM finishes or releases its pages."""
+    import asyncio
+
+    from book_assets.crawl.worker import Worker
+
+    url, config = _crawl_config(options)
+    stats = asyncio.run(Worker(url, config, until_drained=False).run())
+    click.echo(f"worker stopped: {stats.pages} pages, {stats.books_stored} books, released {stats.released}")
+
+
+@main.command("status")
+@user_errors
+def status_cmd() -> None:
+    """Queue and book counts."""
+    from book_assets.crawl.config import TASK_TYPES
+    from book_assets.crawl.storage import book_counts
+    from book_assets.queue import TaskQueue
+
+    database = open_database(load_settings())
+    stats = TaskQueue(database, task_types=TASK_TYPES).stats()
+    for row in stats.by_status:
+        click.echo(f"tasks   {row['task_type']:<8} {row['status']:<12} {row['count']}")
+    click.echo(
+        f"oldest pending: {stats.oldest_pending_s or 0:.0f}s; last minute: {stats.completed_last_minute} done"
+    )
+    for row in stats.top_errors:
+        click.echo(f"failed  {row['count']:>5}  {row['error'][:100]}")
+    c = book_counts(database)
+    click.echo(
+        f"books   total {c['total']} / unique URLs {c['unique_urls']} / with raw HTML {c['with_html']}; "
+        f"versions {c['versions']}"
+    )
+
+
+@main.command("export")
+@click.option("--format", "fmt", type=click.Choice(["jsonl", "csv", "parquet"]), default="jsonl", show_default=True)
+@click.option("--output", type=click.Path(dir_okay=False, path_type=Path), help="Default: .data/exports/books.<fmt>")
+@click.option("--with-html", is_flag=True, help="Include raw_html.")
+@user_errors
+def export_cmd(fmt: str, output: Path | None, with_html: bool) -> None:
+    """Write the stored books (all structured fields) to a file."""
+    from book_assets.crawl.export import export_books
+
+    settings = load_settings()
+    target = output or settings.data_dir / "exports" / f"books.{fmt}"
+    n = export_books(open_database(settings), fmt, target, with_html=with_html)  # type: ignore[arg-type]
+    click.echo(f"wrote {n} books to {target}")
+
+
+@main.command("reextract")
+@user_errors
+def reextract_cmd() -> None:
+    """Parse every stored raw HTML page again into the structured columns (no network)."""
+    from book_assets.crawl.storage import reextract
+
+    report = reextract(open_database(load_settings()))
+    click.echo(f"re-extracted {report.scanned} books: {report.changed} changed, {report.unparseable} unparseable")
+    for line in report.errors:
+        click.echo(f"  {line}", err=True)
+
+
 def _dagster_env(settings: Settings) -> dict[str, str]:
     import os
 

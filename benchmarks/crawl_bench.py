@@ -1,0 +1,142 @@
+"""Crawl benchmark: a full sandbox crawl's pages/s and peak RSS (worker + Chromium).
+
+Runs browser mode at concurrency 1, 4 and 8 and http mode, each a full crawl of the 1000-book sandbox
+(about 1,080 pages) with politeness off, in a scratch database, one worker process. Peak RSS is sampled
+every 100 ms over the worker process and all its children (Chromium's processes). Prints one JSON object:
+
+    {"browser": {"1": {"pages_per_s": N, "peak_rss_mb": N}, "4": {...}, "8": {...}},
+     "http": {"pages_per_s": N, "peak_rss_mb": N}, "seed_pages_per_s": 3.3}
+
+Usage: python benchmarks/crawl_bench.py [--modes browser:1,browser:4,browser:8,http:8] [--categories ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+import psycopg2
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from book_assets.crawl.config import CrawlConfig
+from book_assets.crawl.pipeline import crawl
+from book_assets.db.connection import resolve_database_url
+from book_assets.sandbox import SandboxServer
+from book_assets.settings import load_settings
+
+BENCH_DB = "bookpipeline_bench_crawl"
+
+
+def _scratch_database() -> str:
+    base = resolve_database_url(load_settings())
+    admin = base.rsplit("/", 1)[0] + "/postgres"
+    conn = psycopg2.connect(admin)
+    conn.autocommit = True
+    with conn.cursor() as cur:
+        cur.execute(f'DROP DATABASE IF EXISTS "{BENCH_DB}" WITH (FORCE)')
+        cur.execute(f'CREATE DATABASE "{BENCH_DB}"')
+    conn.close()
+    return base.rsplit("/", 1)[0] + f"/{BENCH_DB}"
+
+
+def _reset(url: str) -> None:
+    conn = psycopg2.connect(url)
+    conn.autocommit = True
+    with conn.cursor() as cur:
+        cur.execute("SELECT to_regclass('books') IS NOT NULL")
+        if cur.fetchone()[0]:
+            cur.execute("TRUNCATE books, book_versions, tasks RESTART IDENTITY CASCADE")
+    conn.close()
+
+
+def _run(url: str, base_url: str, mode: str, concurrency: int, result: dict[str, Any]) -> None:
+    settings = load_settings(fetch_mode=mode, concurrency=concurrency, rate=0.0, workers=1, timeout_s=30)
+    config = CrawlConfig.from_settings(settings, base_url=base_url)
+    report = crawl(url, config)
+    result["pages"] = report.stats.pages
+    result["books"] = report.counts["total"]
+    result["elapsed_s"] = report.elapsed_s
+
+
+def measure(url: str, base_url: str, mode: str, concurrency: int) -> dict[str, Any]:
+    """One full crawl in a child process; RSS summed over it and its descendants."""
+    _reset(url)
+    manager = multiprocessing.Manager()
+    shared = manager.dict()
+    ctx = multiprocessing.get_context("spawn")
+    proc = ctx.Process(target=_run, args=(url, base_url, mode, concurrency, shared))
+    started = time.monotonic()
+    proc.start()
+    peak = 0
+    parent = psutil.Process(proc.pid)
+    while proc.is_alive():
+        try:
+            rss = parent.memory_info().rss + sum(
+                c.memory_info().rss for c in parent.children(recursive=True) if c.is_running()
+            )
+            peak = max(peak, rss)
+        except psutil.Error:
+            pass
+        time.sleep(0.1)
+    proc.join()
+    elapsed = time.monotonic() - started
+    pages = shared.get("pages", 0)
+    return {
+        "pages_per_s": round(pages / shared.get("elapsed_s", elapsed), 1) if pages else 0.0,
+        "peak_rss_mb": round(peak / 1e6, 1),
+        "pages": pages,
+        "books": shared.get("books", 0),
+        "wall_s": round(elapsed, 1),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--modes", default="browser:1,browser:4,browser:8,http:8")
+    args = parser.parse_args()
+    url = _scratch_database()
+    out: dict[str, Any] = {"browser": {}, "seed_pages_per_s": 3.3}
+    # The sandbox runs in its own process so it never competes with the crawler's event loop.
+    server = SandboxServer(port=0)
+    threading_server = os.environ.get("BENCH_SANDBOX_IN_THREAD") == "1"
+    if threading_server:
+        server.start()
+        base_url = server.url
+    else:
+        import subprocess
+
+        sandbox = subprocess.Popen(
+            [sys.executable, "-m", "book_assets.cli", "sandbox", "serve", "--port", "0"],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        line = sandbox.stdout.readline() if sandbox.stdout else ""
+        base_url = next(tok for tok in line.split() if tok.startswith("http"))
+    try:
+        for spec in args.modes.split(","):
+            mode, _, conc = spec.partition(":")
+            figures = measure(url, base_url, mode, int(conc or 8))
+            if mode == "browser":
+                out["browser"][conc] = figures
+            else:
+                out["http"] = figures
+            print(json.dumps({spec: figures}), file=sys.stderr)
+    finally:
+        if threading_server:
+            server.stop()
+        else:
+            sandbox.terminate()
+            sandbox.wait(10)
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,83 @@
+"""One crawl's configuration: settings plus per-run overrides, picklable for worker processes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from urllib.parse import urlsplit
+
+from book_assets.scraper.fetching import FetchSettings
+from book_assets.settings import ConfigError, Settings
+
+LISTING = "listing"
+DETAIL = "detail"
+TASK_TYPES = (LISTING, DETAIL)
+#: Listing pages are discovery: ahead of details inside their own class, interleaved across classes.
+LISTING_PRIORITY = 10
+DETAIL_PRIORITY = 5
+
+
+@dataclass(frozen=True)
+class CrawlConfig:
+    """Everything a worker needs to crawl; built by :meth:`from_settings`."""
+
+    base_url: str
+    allowed_domains: frozenset[str]
+    fetch: FetchSettings
+    workers: int = 2
+    max_pages: int | None = None
+    categories: tuple[str, ...] | None = None
+    rate: float = 1.0
+    max_in_flight_per_domain: int | None = None
+    lease_s: float = 60.0
+    max_attempts: int = 5
+    backoff_base_s: float = 1.0
+    backoff_max_s: float = 300.0
+    weights: dict[str, float] = field(default_factory=dict)
+    default_weight: float = 1.0
+    deep_budget: int | None = None
+    interleave: int = 20
+    chromium_path: str | None = None
+
+    @classmethod
+    def from_settings(cls, settings: Settings, **overrides: object) -> CrawlConfig:
+        base_url = str(overrides.pop("base_url", None) or settings.base_url)
+        host = (urlsplit(base_url).hostname or "").lower()
+        if not host:
+            raise ConfigError(f"invalid setting base_url: {base_url!r} has no host")
+        domains = frozenset(d.lower() for d in (settings.allowed_domains or (host,)))
+        if host not in domains:
+            raise ConfigError(f"invalid setting allowed_domains: the start URL's host {host} is not allowed")
+        fetch = FetchSettings(
+            mode=settings.fetch_mode,
+            concurrency=settings.concurrency,
+            timeout_s=settings.timeout_s,
+            block_resource_types=frozenset(settings.block_resource_types),
+            block_url_patterns=tuple(settings.block_url_patterns),
+            allowed_domains=domains,
+            max_body_bytes=settings.max_body_bytes,
+            relaunch_after_pages=settings.relaunch_after_pages,
+            user_agent=settings.user_agent,
+        )
+        config = cls(
+            base_url=base_url,
+            allowed_domains=domains,
+            fetch=fetch,
+            workers=settings.workers,
+            max_pages=settings.max_pages,
+            rate=settings.rate,
+            max_in_flight_per_domain=settings.max_in_flight_per_domain,
+            lease_s=settings.lease_s,
+            max_attempts=settings.max_attempts,
+            backoff_base_s=settings.backoff_base_s,
+            backoff_max_s=settings.backoff_max_s,
+            deep_budget=settings.deep_budget,
+            interleave=settings.interleave,
+            chromium_path=settings.chromium_path,
+        )
+        fetch_overrides = {k: overrides.pop(k) for k in ("mode", "concurrency", "timeout_s") if k in overrides}
+        if fetch_overrides:
+            try:
+                config = replace(config, fetch=replace(config.fetch, **fetch_overrides))
+            except ValueError as exc:
+                raise ConfigError(f"invalid setting: {exc}") from None
+        return replace(config, **overrides) if overrides else config

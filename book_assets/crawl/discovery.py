@@ -1,0 +1,84 @@
+"""The shallow pass as pure functions: from a parsed listing page to the tasks it creates.
+
+Discovery is category-first so that every detail task knows its category (its fairness group) before
+the book page is fetched: a start page that is not a category page (the root, ``catalogue/page-N.html``,
+the all-books category) contributes its sidebar's categories — filtered by ``--categories`` — and each
+category chain is followed through ``li.next`` with no hard-coded page count, up to ``max_pages`` pages.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from book_assets.crawl.config import DETAIL, DETAIL_PRIORITY, LISTING, LISTING_PRIORITY, CrawlConfig
+from book_assets.scraper.fetching import host_allowed
+from book_assets.scraper.models import ListingPage
+from book_assets.scraper.parsers import parse_category_links
+
+
+@dataclass(frozen=True)
+class NewTask:
+    """A task to enqueue: type, payload (with ``url``), priority and fairness group."""
+
+    task_type: str
+    payload: dict[str, Any]
+    priority: int
+    group: str | None = None
+
+
+@dataclass
+class ListingOutcome:
+    tasks: list[NewTask] = field(default_factory=list)
+    cards: int = 0
+    categories: int = 0
+    offsite_skipped: int = 0
+
+
+def start_task(config: CrawlConfig) -> NewTask:
+    """The listing task a crawl is seeded with."""
+    return NewTask(LISTING, {"url": config.base_url, "depth": 1, "start": True}, LISTING_PRIORITY)
+
+
+def _wanted(name: str, picked: tuple[str, ...] | None) -> bool:
+    if not picked:
+        return True
+    lowered = {p.strip().lower() for p in picked}
+    return name.lower() in lowered or name.lower().replace(" ", "-") in lowered
+
+
+def listing_tasks(payload: dict[str, Any], page: ListingPage, html: str, config: CrawlConfig) -> ListingOutcome:
+    """Tasks created by one fetched listing page."""
+    outcome = ListingOutcome()
+    depth = int(payload.get("depth", 1))
+    category = page.category or payload.get("category")
+
+    if category is None and payload.get("start"):
+        for name, url in parse_category_links(html, page.url):
+            if not host_allowed(url, config.allowed_domains):
+                outcome.offsite_skipped += 1
+                continue
+            if _wanted(name, config.categories):
+                outcome.categories += 1
+                outcome.tasks.append(NewTask(LISTING, {"url": url, "depth": 1, "category": name}, LISTING_PRIORITY))
+        if outcome.categories or config.categories:
+            return outcome  # the books arrive through their categories
+
+    if category is not None and not _wanted(category, config.categories):
+        return outcome
+    for card in page.cards:
+        if not host_allowed(card.url, config.allowed_domains):
+            outcome.offsite_skipped += 1
+            continue
+        outcome.cards += 1
+        listing = {"title": card.title, "price": str(card.price), "rating": card.rating}
+        outcome.tasks.append(
+            NewTask(DETAIL, {"url": card.url, "category": category, "listing": listing}, DETAIL_PRIORITY, category)
+        )
+    if page.next_url and (config.max_pages is None or depth < config.max_pages):
+        if host_allowed(page.next_url, config.allowed_domains):
+            nxt = {"url": page.next_url, "depth": depth + 1, "category": category}
+            outcome.tasks.append(NewTask(LISTING, nxt, LISTING_PRIORITY))
+        else:
+            outcome.offsite_skipped += 1
+    return outcome

@@ -1,0 +1,51 @@
+"""Export stored books as JSON Lines, CSV or Parquet (structured fields; raw HTML only when asked)."""
+
+from __future__ import annotations
+
+import csv
+import json
+from datetime import datetime
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, Literal
+
+from book_assets.db.connection import Database
+from book_assets.sql import load_queries
+
+Format = Literal["jsonl", "csv", "parquet"]
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return value
+
+
+def export_books(db: Database, fmt: Format, output: Path, *, with_html: bool = False) -> int:
+    """Write every stored book to ``output``; returns the number of rows."""
+    rows = db.query(load_queries("books")["export_books"], {"with_html": with_html})
+    if not with_html:
+        for row in rows:
+            row.pop("raw_html", None)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    if fmt == "jsonl":
+        with output.open("w", encoding="utf-8") as fh:
+            for row in rows:
+                fh.write(json.dumps({k: _plain(v) for k, v in row.items()}, ensure_ascii=False) + "\n")
+    elif fmt == "csv":
+        with output.open("w", encoding="utf-8", newline="") as fh:
+            if rows:
+                writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+                writer.writeheader()
+                writer.writerows({k: _plain(v) for k, v in row.items()} for row in rows)
+    else:
+        import pandas as pd
+
+        frame = pd.DataFrame(rows)
+        for column in ("price", "price_excl_tax", "price_incl_tax", "tax"):
+            if column in frame:
+                frame[column] = frame[column].astype("float64")
+        frame.to_parquet(output, index=False)
+    return len(rows)

@@ -1,0 +1,191 @@
+"""Storing parsed book pages: insert, detect changes, keep history, re-extract from stored HTML.
+
+``books`` always holds a book's latest state; ``book_versions`` holds every distinct state (version 1 at
+first sight, one more row each time a re-crawl finds any extracted field changed), so a price change is
+recorded instead of silently overwritten. Rows are written only from a validated ``BookDetail``: an error
+page can never reach this module, because parsing it raises before.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any, Literal
+
+import psycopg2.extras
+
+from book_assets.db.connection import Cursor, Database
+from book_assets.scraper.errors import ParseError
+from book_assets.scraper.fetching import FetchResult
+from book_assets.scraper.models import BookDetail
+from book_assets.scraper.parsers import parse_book
+from book_assets.sql import load_queries
+
+Q = load_queries("books")
+StoreOutcome = Literal["new", "changed", "unchanged"]
+
+#: Extracted fields compared between crawls; a difference in any of them makes a new version.
+TRACKED_FIELDS = (
+    "title",
+    "category",
+    "description",
+    "upc",
+    "product_type",
+    "price_amount",
+    "price_excl_tax",
+    "price_incl_tax",
+    "tax",
+    "availability",
+    "stock",
+    "num_reviews",
+    "rating_value",
+)
+
+
+def book_fields(detail: BookDetail) -> dict[str, Any]:
+    """Column values for a parsed book: the seed's text columns and the typed ones."""
+    return {
+        "title": detail.title,
+        "price": detail.price_text,
+        "rating": detail.rating_text,
+        "category": detail.category,
+        "availability": detail.availability,
+        "upc": detail.upc,
+        "description": detail.description,
+        "price_amount": detail.price,
+        "price_excl_tax": detail.price_excl_tax,
+        "price_incl_tax": detail.price_incl_tax,
+        "tax": detail.tax,
+        "rating_value": detail.rating,
+        "stock": detail.stock,
+        "num_reviews": detail.num_reviews,
+        "product_type": detail.product_type,
+    }
+
+
+def _jsonable(fields: dict[str, Any]) -> dict[str, Any]:
+    return {k: (str(v) if isinstance(v, Decimal) else v) for k, v in fields.items()}
+
+
+def _normalise(value: Any) -> Any:
+    return str(value) if isinstance(value, Decimal) else value
+
+
+@dataclass(frozen=True)
+class StoredBook:
+    book_id: int
+    version: int
+    outcome: StoreOutcome
+    changed: tuple[str, ...] = ()
+
+
+def store_book(db: Database, detail: BookDetail, fetch: FetchResult) -> StoredBook:
+    """Insert or update one book from a validated page, recording a version when anything changed."""
+    fields = book_fields(detail)
+    rendered = fetch.rendered_html if fetch.rendered_html and fetch.rendered_html != fetch.html else None
+    params = {
+        **fields,
+        "url": detail.url,
+        "raw_html": fetch.html,
+        "rendered_html": rendered,
+        "content_hash": fetch.content_hash,
+        "http_status": fetch.status,
+        "fetched_at": fetch.fetched_at,
+    }
+
+    def _store(cur: Cursor) -> StoredBook:
+        cur.execute(Q["insert_book"], params)
+        row = cur.fetchone()
+        if row is not None:
+            _record_version(cur, row["id"], 1, detail.url, fields, (), fetch)
+            return StoredBook(row["id"], 1, "new")
+        cur.execute(Q["lock_book"], {"url": detail.url})
+        current = cur.fetchone()
+        assert current is not None  # the insert conflicted, so the row exists
+        changed = tuple(f for f in TRACKED_FIELDS if _normalise(current[f]) != _normalise(fields[f]))
+        if not changed:
+            cur.execute(Q["touch_book"], {"id": current["id"], "fetched_at": fetch.fetched_at})
+            return StoredBook(current["id"], current["version"], "unchanged")
+        cur.execute(Q["update_book"], {**params, "id": current["id"]})
+        version = cur.fetchone()["version"]
+        _record_version(cur, current["id"], version, detail.url, fields, changed, fetch)
+        return StoredBook(current["id"], version, "changed", changed)
+
+    return db.run(_store)
+
+
+def _record_version(
+    cur: Cursor,
+    book_id: int,
+    version: int,
+    url: str,
+    fields: dict[str, Any],
+    changed: tuple[str, ...],
+    fetch: FetchResult,
+) -> None:
+    cur.execute(
+        Q["insert_version"],
+        {
+            "book_id": book_id,
+            "version": version,
+            "url": url,
+            "fields": psycopg2.extras.Json(_jsonable(fields)),
+            "changed": list(changed),
+            "content_hash": fetch.content_hash,
+            "fetched_at": fetch.fetched_at,
+        },
+    )
+
+
+@dataclass(frozen=True)
+class ReextractReport:
+    scanned: int
+    changed: int
+    unparseable: int
+    errors: tuple[str, ...]
+
+
+def reextract(db: Database, *, batch_size: int = 200) -> ReextractReport:
+    """Parse every stored page again into the structured columns, without touching the network.
+
+    Pages built by JavaScript are parsed from their stored rendered DOM, the rest from ``raw_html``.
+    Rows whose stored HTML no longer parses are left as they are and reported.
+    """
+    after, scanned, changed, unparseable = 0, 0, 0, 0
+    errors: list[str] = []
+    while True:
+        rows = db.query(Q["books_for_reextract"], {"after": after, "limit": batch_size})
+        if not rows:
+            break
+        updates = []
+        for row in rows:
+            after = row["id"]
+            scanned += 1
+            try:
+                detail = parse_book(row["rendered_html"] or row["raw_html"], row["url"])
+            except ParseError as exc:
+                unparseable += 1
+                if len(errors) < 20:
+                    errors.append(f"{row['url']}: {exc}")
+                continue
+            updates.append({**book_fields(detail), "id": row["id"]})
+
+        def _apply(cur: Cursor, batch: list[dict[str, Any]] = updates) -> int:
+            n = 0
+            for params in batch:
+                cur.execute(Q["reextract_book"], params)
+                n += cur.rowcount
+            return n
+
+        changed += db.run(_apply)
+    return ReextractReport(scanned=scanned, changed=changed, unparseable=unparseable, errors=tuple(errors))
+
+
+def book_counts(db: Database) -> dict[str, int]:
+    """The seed's check: total, unique URLs, with raw HTML (and versions)."""
+    return {k: int(v) for k, v in db.query(Q["book_counts"])[0].items()}
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, default=str)

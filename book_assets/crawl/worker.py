@@ -1,0 +1,294 @@
+"""A crawl worker: one process, one browser (or HTTP client), C pages in flight, one DB connection.
+
+The loop claims as many tasks as it has free page slots (fairly scheduled by the queue), sleeps until each
+task's politeness slot, fetches, validates, stores, and finishes the task. Every database call runs on a
+single dedicated thread so the process's one connection is never shared between threads, while the event
+loop keeps the browser busy. On SIGTERM/SIGINT it stops claiming, lets in-flight pages finish for a grace
+period, and hands back (releases) whatever is left — nothing stays in progress without a live lease.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import socket
+import time
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from book_assets.crawl.config import DETAIL, LISTING, TASK_TYPES, CrawlConfig
+from book_assets.crawl.discovery import NewTask, listing_tasks
+from book_assets.crawl.storage import store_book
+from book_assets.db.connection import Database
+from book_assets.queue import Task, TaskQueue
+from book_assets.scraper.errors import FetchError, ParseError
+from book_assets.scraper.fetch_browser import BrowserFetcher
+from book_assets.scraper.fetch_http import HttpFetcher
+from book_assets.scraper.fetching import FetchResult
+from book_assets.scraper.parsers import parse_book, parse_listing
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+@dataclass
+class WorkerStats:
+    """What one worker did; summed across workers by the pipeline (Scrapy-style stats)."""
+
+    worker_id: str = ""
+    pages: int = 0
+    listing_pages: int = 0
+    books_found: int = 0
+    new_detail_tasks: int = 0
+    books_new: int = 0
+    books_changed: int = 0
+    books_unchanged: int = 0
+    retried: int = 0
+    failed: int = 0
+    released: int = 0
+    lost_leases: int = 0
+    errors: Counter[str] = field(default_factory=Counter)
+    by_category: Counter[str] = field(default_factory=Counter)
+    fetcher: dict[str, int] = field(default_factory=dict)
+    elapsed_s: float = 0.0
+
+    def merge(self, other: WorkerStats) -> None:
+        for name in (
+            "pages",
+            "listing_pages",
+            "books_found",
+            "new_detail_tasks",
+            "books_new",
+            "books_changed",
+            "books_unchanged",
+            "retried",
+            "failed",
+            "released",
+            "lost_leases",
+        ):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.errors.update(other.errors)
+        self.by_category.update(other.by_category)
+        for key, value in other.fetcher.items():
+            self.fetcher[key] = self.fetcher.get(key, 0) + value
+        self.elapsed_s = max(self.elapsed_s, other.elapsed_s)
+
+    @property
+    def books_stored(self) -> int:
+        return self.books_new + self.books_changed + self.books_unchanged
+
+
+def make_queue(db: Database, config: CrawlConfig) -> TaskQueue:
+    """The crawl's queue, with its task types, lease, retry policy and politeness defaults."""
+    from book_assets.queue import Backoff
+
+    return TaskQueue(
+        db,
+        task_types=TASK_TYPES,
+        lease_s=config.lease_s,
+        max_attempts=config.max_attempts,
+        backoff=Backoff(base_s=config.backoff_base_s, max_s=config.backoff_max_s),
+        default_interval_s=config.rate,
+    )
+
+
+class Worker:
+    """Drain the queue with one fetcher and ``config.fetch.concurrency`` pages in flight."""
+
+    def __init__(
+        self,
+        database_url: str,
+        config: CrawlConfig,
+        *,
+        worker_id: str | None = None,
+        until_drained: bool = True,
+        task_types: tuple[str, ...] = TASK_TYPES,
+        max_tasks: int | None = None,
+        grace_s: float = 10.0,
+    ) -> None:
+        self.config = config
+        self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}"
+        self.until_drained = until_drained
+        self.task_types = task_types
+        self.max_tasks = max_tasks
+        self.grace_s = grace_s
+        self.db = Database(database_url, application_name=f"book-pipeline worker {self.worker_id}")
+        self.queue = make_queue(self.db, config)
+        self.stats = WorkerStats(worker_id=self.worker_id)
+        self._db_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="db")
+        self._stopping = asyncio.Event()
+        self._in_flight: dict[int, Task] = {}
+        self._claimed = 0
+
+    async def _db(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._db_thread, lambda: fn(*args, **kwargs))
+
+    def stop(self) -> None:
+        """Stop claiming; in-flight pages finish (or are released after the grace period)."""
+        self._stopping.set()
+
+    def _fetcher(self) -> BrowserFetcher | HttpFetcher:
+        if self.config.fetch.mode == "http":
+            return HttpFetcher(self.config.fetch)
+        return BrowserFetcher(self.config.fetch, executable_path=self.config.chromium_path)
+
+    async def run(self) -> WorkerStats:
+        started = time.monotonic()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # not the main thread
+                loop.add_signal_handler(sig, self.stop)
+        running: set[asyncio.Task[None]] = set()
+        try:
+            async with self._fetcher() as fetcher:
+                await self._loop(fetcher, running)
+                self.stats.fetcher = dict(fetcher.stats())
+        finally:
+            if running:
+                await self._shutdown(running)
+            self._db_thread.shutdown(wait=True)
+            self.db.close()
+            self.stats.elapsed_s = time.monotonic() - started
+        return self.stats
+
+    async def _loop(self, fetcher: BrowserFetcher | HttpFetcher, running: set[asyncio.Task[None]]) -> None:
+        capacity = self.config.fetch.concurrency
+        heartbeat_every = max(1.0, self.config.lease_s / 3)
+        last_heartbeat = time.monotonic()
+        while not self._stopping.is_set():
+            wait_s = 0.5
+            free = capacity - len(running)
+            if self.max_tasks is not None:
+                free = min(free, self.max_tasks - self._claimed)
+            if free > 0:
+                result = await self._db(
+                    self.queue.claim,
+                    self.worker_id,
+                    free,
+                    task_types=self.task_types,
+                    scheduled=True,
+                    interleave={LISTING: 1, DETAIL: self.config.interleave},
+                )
+                for task in result.tasks:
+                    self._claimed += 1
+                    self._in_flight[task.id] = task
+                    job = asyncio.create_task(self._process(fetcher, task))
+                    running.add(job)
+                if result.retry_in_s is not None:
+                    wait_s = min(max(result.retry_in_s, 0.01), 1.0)
+                if result.tasks and len(running) < capacity:
+                    continue  # there may be more claimable right now
+            if not running:
+                if self.max_tasks is not None and self._claimed >= self.max_tasks:
+                    return
+                if self.until_drained and await self._db(self.queue.is_drained, self.task_types):
+                    return
+                await self._sleep(wait_s)
+                continue
+            done, _ = await asyncio.wait(running, timeout=wait_s, return_when=asyncio.FIRST_COMPLETED)
+            running.difference_update(done)
+            if time.monotonic() - last_heartbeat > heartbeat_every and self._in_flight:
+                await self._db(self.queue.heartbeat_many, list(self._in_flight.values()))
+                last_heartbeat = time.monotonic()
+
+    async def _sleep(self, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), timeout=seconds)
+
+    async def _shutdown(self, running: set[asyncio.Task[None]]) -> None:
+        """Let in-flight pages finish for ``grace_s``, then release the rest to the queue."""
+        _done, pending = await asyncio.wait(running, timeout=self.grace_s)
+        for job in pending:
+            job.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        leftover = list(self._in_flight.values())
+        if leftover:
+            released = await self._db(self.queue.release, leftover)
+            self.stats.released += int(released)
+            self._in_flight.clear()
+
+    async def _process(self, fetcher: BrowserFetcher | HttpFetcher, task: Task) -> None:
+        try:
+            await self._wait_for_slot(task)
+            url = task.payload["url"]
+            try:
+                fetched = await fetcher.fetch(url)
+            except FetchError as exc:
+                await self._fail(task, f"{exc.kind}: {exc}", retryable=exc.retryable, retry_after_s=exc.retry_after)
+                return
+            self.stats.pages += 1
+            try:
+                if task.task_type == LISTING:
+                    await self._handle_listing(task, fetched)
+                else:
+                    await self._handle_detail(task, fetched)
+            except ParseError as exc:
+                kind = "not_a_book_page" if task.task_type == DETAIL else "not_a_listing_page"
+                await self._fail(task, f"{kind}: {exc}", retryable=False)
+                return
+            if await self._db(self.queue.complete, task):
+                pass
+            else:
+                self.stats.lost_leases += 1
+            self._in_flight.pop(task.id, None)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a bug or an outage: record it on the task, keep the worker alive
+            log.exception("task %s (%s) failed unexpectedly", task.id, task.payload.get("url"))
+            await self._fail(task, f"internal: {type(exc).__name__}: {exc}", retryable=True)
+
+    async def _wait_for_slot(self, task: Task) -> None:
+        if task.slot_at is None:
+            return
+        delay = (task.slot_at - datetime.now(UTC)).total_seconds()
+        if delay > 0:
+            await asyncio.sleep(delay)
+
+    async def _fail(self, task: Task, error: str, *, retryable: bool, retry_after_s: float | None = None) -> None:
+        kind = error.split(":", 1)[0]
+        self.stats.errors[kind] += 1
+        outcome = await self._db(self.queue.fail, task, error[:2000], retryable=retryable, retry_after_s=retry_after_s)
+        if outcome == "retry":
+            self.stats.retried += 1
+        elif outcome == "dead":
+            self.stats.failed += 1
+        else:
+            self.stats.lost_leases += 1
+        self._in_flight.pop(task.id, None)
+
+    async def _handle_listing(self, task: Task, fetched: FetchResult) -> None:
+        html = fetched.rendered_html or fetched.html
+        page = parse_listing(html, fetched.final_url)
+        outcome = listing_tasks(task.payload, page, html, self.config)
+        self.stats.listing_pages += 1
+        self.stats.books_found += outcome.cards
+        if outcome.tasks:
+            created = await self._db(self._enqueue, outcome.tasks)
+            self.stats.new_detail_tasks += created
+
+    def _enqueue(self, tasks: list[NewTask]) -> int:
+        results = self.queue.enqueue_many(
+            [{"task_type": t.task_type, "payload": t.payload, "priority": t.priority, "group": t.group} for t in tasks]
+        )
+        return sum(1 for t, r in zip(tasks, results, strict=True) if r.created and t.task_type == DETAIL)
+
+    async def _handle_detail(self, task: Task, fetched: FetchResult) -> None:
+        html = fetched.rendered_html or fetched.html
+        url = task.payload["url"]
+        detail = parse_book(html, url)
+        stored = await self._db(store_book, self.db, detail, fetched)
+        if stored.outcome == "new":
+            self.stats.books_new += 1
+        elif stored.outcome == "changed":
+            self.stats.books_changed += 1
+        else:
+            self.stats.books_unchanged += 1
+        self.stats.by_category[detail.category] += 1

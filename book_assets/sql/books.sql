@@ -1,0 +1,78 @@
+-- lock_book --
+-- The stored state of one book, locked for the rest of the transaction (NULL row: not stored yet).
+SELECT id, version, title, price, price_amount, price_excl_tax, price_incl_tax, tax, rating, rating_value,
+       category, availability, stock, num_reviews, upc, product_type, description
+FROM books WHERE url = %(url)s FOR UPDATE;
+
+-- insert_book --
+-- First sight of a book; a concurrent insert of the same URL wins and this one returns nothing.
+INSERT INTO books (url, title, price, rating, category, availability, upc, description, raw_html,
+                   price_amount, price_excl_tax, price_incl_tax, tax, rating_value, stock, num_reviews,
+                   product_type, content_hash, http_status, fetched_at, rendered_html, scraped_at)
+VALUES (%(url)s, %(title)s, %(price)s, %(rating)s, %(category)s, %(availability)s, %(upc)s, %(description)s,
+        %(raw_html)s, %(price_amount)s, %(price_excl_tax)s, %(price_incl_tax)s, %(tax)s, %(rating_value)s,
+        %(stock)s, %(num_reviews)s, %(product_type)s, %(content_hash)s, %(http_status)s, %(fetched_at)s,
+        %(rendered_html)s, now())
+ON CONFLICT (url) DO NOTHING
+RETURNING id;
+
+-- update_book --
+-- A changed book: new field values, new raw HTML, next version.
+UPDATE books SET title = %(title)s, price = %(price)s, rating = %(rating)s, category = %(category)s,
+       availability = %(availability)s, upc = %(upc)s, description = %(description)s, raw_html = %(raw_html)s,
+       price_amount = %(price_amount)s, price_excl_tax = %(price_excl_tax)s, price_incl_tax = %(price_incl_tax)s,
+       tax = %(tax)s, rating_value = %(rating_value)s, stock = %(stock)s, num_reviews = %(num_reviews)s,
+       product_type = %(product_type)s, content_hash = %(content_hash)s, http_status = %(http_status)s,
+       fetched_at = %(fetched_at)s, rendered_html = %(rendered_html)s, scraped_at = now(), updated_at = now(),
+       version = version + 1
+WHERE id = %(id)s
+RETURNING version;
+
+-- touch_book --
+-- An unchanged book was seen again: only the time of the last fetch moves.
+UPDATE books SET fetched_at = %(fetched_at)s WHERE id = %(id)s;
+
+-- insert_version --
+-- One row of a book's history.
+INSERT INTO book_versions (book_id, version, url, fields, changed, content_hash, fetched_at)
+VALUES (%(book_id)s, %(version)s, %(url)s, %(fields)s, %(changed)s, %(content_hash)s, %(fetched_at)s)
+ON CONFLICT (book_id, version) DO NOTHING;
+
+-- books_for_reextract --
+-- Stored pages to parse again, in id order, a batch after a given id (keyset pagination).
+SELECT id, url, raw_html, rendered_html FROM books WHERE id > %(after)s AND raw_html IS NOT NULL
+ORDER BY id LIMIT %(limit)s;
+
+-- reextract_book --
+-- New structured fields from re-parsed stored HTML; returns a row only if something changed.
+UPDATE books SET title = %(title)s, price = %(price)s, rating = %(rating)s, category = %(category)s,
+       availability = %(availability)s, upc = %(upc)s, description = %(description)s,
+       price_amount = %(price_amount)s, price_excl_tax = %(price_excl_tax)s, price_incl_tax = %(price_incl_tax)s,
+       tax = %(tax)s, rating_value = %(rating_value)s, stock = %(stock)s, num_reviews = %(num_reviews)s,
+       product_type = %(product_type)s, updated_at = now()
+WHERE id = %(id)s AND (title, price, rating, category, availability, upc, description, price_amount,
+       price_excl_tax, price_incl_tax, tax, rating_value, stock, num_reviews, product_type)
+      IS DISTINCT FROM (%(title)s, %(price)s, %(rating)s, %(category)s, %(availability)s, %(upc)s,
+       %(description)s, %(price_amount)s::numeric, %(price_excl_tax)s::numeric, %(price_incl_tax)s::numeric,
+       %(tax)s::numeric, %(rating_value)s::smallint, %(stock)s::int, %(num_reviews)s::int, %(product_type)s)
+RETURNING id;
+
+-- book_counts --
+-- The seed's check, plus versions.
+SELECT count(*) AS total, count(DISTINCT url) AS unique_urls, count(raw_html) AS with_html,
+       (SELECT count(*) FROM book_versions) AS versions
+FROM books;
+
+-- books_by_category --
+-- Stored books per category.
+SELECT category, count(*) AS books, round(avg(price_amount), 2) AS mean_price,
+       round(avg(rating_value), 2) AS mean_rating
+FROM books GROUP BY category ORDER BY category;
+
+-- export_books --
+-- Every stored book's structured fields (raw HTML only when asked), in id order.
+SELECT id, url, title, category, price_amount AS price, price_excl_tax, price_incl_tax, tax,
+       rating_value AS rating, availability, stock, num_reviews, upc, product_type, description,
+       content_hash, http_status, fetched_at, scraped_at, version,
+       CASE WHEN %(with_html)s THEN raw_html END AS raw_html
+FROM books ORDER BY id;
