@@ -1,0 +1,23 @@
+"""A PostgreSQL task queue: leases with fencing, retries with backoff, politeness per domain, fair scheduling.
+
+A library: it imports nothing from scraping, the sandbox or Dagster. Start with :class:`TaskQueue`.
+"""
+
+from book_assets.queue.errors import LeaseLost, QueueError
+from book_assets.queue.models import ClaimResult, EnqueueResult, NewTask, QueueStats, Task
+from book_assets.queue.queue import CHANNEL, TaskQueue, domain_of
+from book_assets.queue.retry import Backoff
+
+__all__ = [
+    "CHANNEL",
+    "Backoff",
+    "ClaimResult",
+    "EnqueueResult",
+    "LeaseLost",
+    "NewTask",
+    "QueueError",
+    "QueueStats",
+    "Task",
+    "TaskQueue",
+    "domain_of",
+]

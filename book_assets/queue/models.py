@@ -1,0 +1,107 @@
+"""Value objects of the task queue: what goes in, what a claim hands out, what stats report."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+
+@dataclass(frozen=True)
+class NewTask:
+    """One task to enqueue (see :meth:`TaskQueue.enqueue` for the meaning of each field)."""
+
+    task_type: str
+    payload: dict[str, Any]
+    priority: int = 0
+    group: str | None = None
+    run_at: datetime | float | None = None
+    max_attempts: int | None = None
+
+
+@dataclass(frozen=True)
+class EnqueueResult:
+    """The live task for a URL and whether this call created it (False: deduplicated).
+
+    ``id`` is None only in the rare race where the duplicate was committed by another process after this
+    statement's snapshot was taken.
+    """
+
+    id: int | None
+    created: bool
+
+
+@dataclass(frozen=True)
+class Task:
+    """A leased task. ``lease_token`` fences the lease: only its holder can complete, fail or extend it."""
+
+    id: int
+    task_type: str
+    payload: dict[str, Any]
+    priority: int
+    domain: str
+    group: str | None
+    attempt: int
+    max_attempts: int
+    lease_token: int
+    lease_expires_at: datetime
+    slot_at: datetime | None
+
+    @property
+    def url(self) -> str:
+        return str(self.payload["url"])
+
+    def seconds_until_slot(self, now: float | None = None) -> float:
+        """How long to sleep before starting the request (0 when there is no politeness slot or it passed).
+
+        Slots are database times; this compares them with this host's clock, so hosts must keep their
+        clocks in sync (NTP) for slots to hold across hosts.
+        """
+        if self.slot_at is None:
+            return 0.0
+        return max(0.0, self.slot_at.timestamp() - (time.time() if now is None else now))
+
+    def wait_for_slot(self) -> None:
+        """Sleep until this task's politeness slot."""
+        delay = self.seconds_until_slot()
+        if delay > 0:
+            time.sleep(delay)
+
+
+@dataclass(frozen=True)
+class ClaimResult:
+    """Tasks handed out, in pick order, and, when none could be, when to ask again.
+
+    ``retry_in_s`` is set when every domain with work is waiting for its next politeness slot: sleep that
+    long (or until :meth:`TaskQueue.wait_for_work` wakes up) instead of polling.
+    """
+
+    tasks: list[Task]
+    next_slot_at: datetime | None = None
+    retry_in_s: float | None = None
+
+    def __bool__(self) -> bool:
+        return bool(self.tasks)
+
+    def __len__(self) -> int:
+        return len(self.tasks)
+
+
+@dataclass(frozen=True)
+class QueueStats:
+    """A snapshot of the queue for logs, the CLI and Dagster metadata."""
+
+    counts: dict[str, dict[str, int]] = field(default_factory=dict)  # task_type -> status -> n
+    oldest_pending_s: float | None = None
+    completed_last_minute: int = 0
+    expired_leases: int = 0
+    top_failures: list[tuple[str, int]] = field(default_factory=list)
+
+    def total(self, status: str) -> int:
+        return sum(by_status.get(status, 0) for by_status in self.counts.values())
+
+    @property
+    def throughput_per_s(self) -> float:
+        """Tasks completed per second over the last minute."""
+        return self.completed_last_minute / 60.0

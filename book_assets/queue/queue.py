@@ -1,0 +1,580 @@
+"""TaskQueue: a PostgreSQL task queue with leases, fencing, politeness per domain and fair scheduling.
+
+Design (why it looks like this):
+
+* **No broker.** Tasks are rows; a claim is ``SELECT ... FOR UPDATE SKIP LOCKED`` (PostgreSQL manual, "The
+  Locking Clause"): concurrent claimers skip each other's rows instead of queueing behind them, so N workers
+  never receive the same task and never wait for one another on the hot path.
+* **One round trip per claim.** The claim is the plpgsql function ``queue_claim`` (migration 0002). It
+  first reclaims expired leases (a dead worker's tasks come back with the next claim: no janitor), then
+  hands out request-start *slots* per throttled domain, then leases the chosen rows in one ``UPDATE``.
+* **Leases with fencing tokens.** Every claim draws a new ``lease_token`` from a sequence; complete, fail,
+  heartbeat and release match ``id AND lease_token``. A worker whose lease expired and whose task was
+  reclaimed gets ``False`` / ``'lost'`` back instead of overwriting the new holder's result (Kleppmann,
+  "How to do distributed locking", 2016). A late call whose lease expired but that nobody reclaimed yet is
+  still accepted: the work was done and nobody else holds the task.
+* **Politeness in the database.** ``domains.next_slot_at`` is the next allowed request start; a claim
+  reserves slots ``next, next + interval, ...`` up to ``slot_horizon_s`` ahead and returns each task's
+  ``slot_at``: the worker sleeps until then (:meth:`Task.wait_for_slot`). Because the slot counter is one
+  row locked by the claim, the interval holds across processes and hosts. ``max_in_flight`` caps the
+  domain's live leases. A 429's Retry-After pushes the next slot (:meth:`push_domain`,
+  ``fail(retry_after_s=...)``). When nothing can be handed out the claim says when the next slot opens.
+* **Fair scheduling.** ``scheduled=True`` hands out tasks of one type by smooth weighted round-robin over
+  their groups; ``interleave={type: weight}`` does the same over task types. See :meth:`TaskQueue.claim`.
+
+The queue is a library: it imports only :mod:`book_assets.db`, :mod:`book_assets.sql`, the standard
+library and psycopg2.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import select
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any, Final
+from urllib.parse import urlsplit
+
+import psycopg2
+import psycopg2.errors
+
+from book_assets.db.connection import CONNECTION_ERRORS, Cursor, Database
+from book_assets.queue.errors import LeaseLost
+from book_assets.queue.models import ClaimResult, EnqueueResult, NewTask, QueueStats, Task
+from book_assets.queue.retry import Backoff
+from book_assets.sql import load_queries
+
+log = logging.getLogger(__name__)
+
+#: Channel notified when tasks become claimable (enqueue, release, requeue).
+CHANNEL: Final = "book_pipeline_tasks"
+#: Rows per enqueue statement: one round trip per chunk, bounded statement size.
+ENQUEUE_CHUNK: Final = 10_000
+
+
+class _Unset:
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET: Final = _Unset()
+
+
+def _q() -> dict[str, str]:
+    return load_queries("queue")
+
+
+def domain_of(url: object) -> str:
+    """The politeness domain of a task URL: its host (and port, when one is given), lower-cased.
+
+    Raises:
+        ValueError: the URL is missing, empty, not http(s) or has no host.
+    """
+    if not isinstance(url, str) or not url.strip():
+        raise ValueError(f"task payload needs a non-empty 'url' string, got {url!r}")
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port
+    except ValueError as exc:
+        raise ValueError(f"malformed task URL {url!r}: {exc}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"malformed task URL {url!r}: expected http(s)://host/...")
+    return parts.hostname.lower() + (f":{port}" if port is not None else "")
+
+
+def _check_number(name: str, value: float, *, allow_zero: bool = True) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    if value < 0 or (value == 0 and not allow_zero):
+        raise ValueError(f"{name} must be {'>= 0' if allow_zero else '> 0'}, got {value!r}")
+    return float(value)
+
+
+class TaskQueue:
+    """The task queue over one :class:`~book_assets.db.connection.Database` (one connection per process).
+
+    Args:
+        db: the process's database.
+        task_types: the task types this queue accepts; anything else is rejected with ``ValueError``.
+        lease_s: how long a claim holds a task without a heartbeat.
+        max_attempts: default attempts before a task is dead-lettered (per task: ``enqueue(max_attempts=)``).
+        backoff: retry delays of retryable failures.
+        default_interval_s: politeness interval given to a domain the first time a task names it.
+        slot_horizon_s: how far ahead one claim reserves politeness slots (capped at half the lease, so a
+            task's lease never runs out while its worker waits for the slot).
+    """
+
+    def __init__(
+        self,
+        db: Database,
+        *,
+        task_types: Collection[str],
+        lease_s: float = 60.0,
+        max_attempts: int = 5,
+        backoff: Backoff | None = None,
+        default_interval_s: float = 1.0,
+        slot_horizon_s: float = 2.0,
+    ) -> None:
+        if not task_types or any(not isinstance(t, str) or not t for t in task_types):
+            raise ValueError(f"task_types must be non-empty strings, got {task_types!r}")
+        self.db = db
+        self.task_types: tuple[str, ...] = tuple(sorted(set(task_types)))
+        self.lease_s = _check_number("lease_s", lease_s, allow_zero=False)
+        if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
+            raise ValueError(f"max_attempts must be an integer >= 1, got {max_attempts!r}")
+        self.max_attempts = max_attempts
+        self.backoff = backoff or Backoff()
+        self.default_interval_s = _check_number("default_interval_s", default_interval_s)
+        self.slot_horizon_s = min(_check_number("slot_horizon_s", slot_horizon_s), self.lease_s / 2)
+        self._listening_on: object | None = None
+
+    # --- validation --------------------------------------------------------------------------------------
+
+    def _check_type(self, task_type: str) -> str:
+        if task_type not in self.task_types:
+            raise ValueError(f"unknown task type {task_type!r}; this queue accepts {list(self.task_types)}")
+        return task_type
+
+    def _row(self, ord_: int, item: NewTask) -> dict[str, Any]:
+        self._check_type(item.task_type)
+        if not isinstance(item.payload, Mapping):
+            raise ValueError(f"payload must be a dict with a 'url', got {type(item.payload).__name__}")
+        domain = domain_of(item.payload.get("url"))
+        if isinstance(item.priority, bool) or not isinstance(item.priority, int) or item.priority < 0:
+            raise ValueError(f"priority must be an integer >= 0, got {item.priority!r}")
+        max_attempts = self.max_attempts if item.max_attempts is None else item.max_attempts
+        if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
+            raise ValueError(f"max_attempts must be an integer >= 1, got {max_attempts!r}")
+        if item.group is not None and not isinstance(item.group, str):
+            raise ValueError(f"group must be a string or None, got {item.group!r}")
+        run_at: str | None = None
+        delay_s: float | None = None
+        if isinstance(item.run_at, datetime):
+            if item.run_at.tzinfo is None:
+                raise ValueError("run_at must be timezone-aware (e.g. datetime.now(timezone.utc))")
+            run_at = item.run_at.isoformat()
+        elif item.run_at is not None:
+            delay_s = _check_number("run_at (seconds from now)", item.run_at)
+        return {
+            "ord": ord_,
+            "task_type": item.task_type,
+            "payload": dict(item.payload),
+            "priority": item.priority,
+            "domain": domain,
+            "task_group": item.group or "",
+            "delay_s": delay_s,
+            "run_at": run_at,
+            "max_attempts": max_attempts,
+        }
+
+    # --- enqueue -----------------------------------------------------------------------------------------
+
+    def enqueue(
+        self,
+        task_type: str,
+        payload: Mapping[str, Any],
+        *,
+        priority: int = 0,
+        group: str | None = None,
+        run_at: datetime | float | None = None,
+        max_attempts: int | None = None,
+    ) -> EnqueueResult:
+        """Add one task unless its URL already has a live (pending or in-progress) task.
+
+        Args:
+            task_type: one of the queue's task types.
+            payload: JSON-able dict with a non-empty http(s) ``url``; its host is the politeness domain.
+                Keep it small: page bodies belong in storage, never in the tasks table.
+            priority: >= 0; higher is claimed first.
+            group: fairness group (e.g. a book category) for scheduled claims.
+            run_at: earliest start, as an aware datetime or seconds from now.
+            max_attempts: overrides the queue's default for this task.
+        """
+        return self.enqueue_many([NewTask(task_type, dict(payload), priority, group, run_at, max_attempts)])[0]
+
+    def enqueue_many(self, items: Iterable[NewTask]) -> list[EnqueueResult]:
+        """Enqueue a batch in one statement per :data:`ENQUEUE_CHUNK` rows; results in input order.
+
+        Everything is validated before anything is written. A URL repeated inside the batch is created
+        once; its later copies report ``created=False`` with the first copy's id.
+        """
+        rows: list[dict[str, Any]] = []
+        first_of: dict[str, int] = {}
+        duplicate_of: dict[int, int] = {}
+        for index, item in enumerate(items):
+            row = self._row(index, item)
+            url = str(row["payload"]["url"])
+            if url in first_of:
+                duplicate_of[index] = first_of[url]
+            else:
+                first_of[url] = index
+                rows.append(row)
+        results: dict[int, EnqueueResult] = {}
+        for start in range(0, len(rows), ENQUEUE_CHUNK):
+            chunk = rows[start : start + ENQUEUE_CHUNK]
+            params = {"rows": json.dumps(chunk), "interval_s": self.default_interval_s}
+            for r in self.db.query(_q()["enqueue_many"], params):
+                results[int(r["ord"])] = EnqueueResult(r["id"], bool(r["created"]))
+        for index, first in duplicate_of.items():
+            results[index] = EnqueueResult(results[first].id, False)
+        return [results[i] for i in sorted(results)]
+
+    # --- claim -------------------------------------------------------------------------------------------
+
+    def claim(
+        self,
+        worker_id: str,
+        n: int = 1,
+        *,
+        task_types: Collection[str] | None = None,
+        scheduled: bool = False,
+        interleave: Mapping[str, float] | None = None,
+    ) -> ClaimResult:
+        """Lease up to ``n`` claimable tasks, atomically, in one round trip.
+
+        Claimable: pending with ``run_at`` passed, or in progress with an expired lease (reclaimed here:
+        the expired attempt counts; a task out of attempts is dead-lettered instead). Each task gets
+        ``attempt`` + 1, a new ``lease_token`` and a lease of ``lease_s`` counted from its politeness slot.
+
+        Plain claims take tasks by ``priority DESC, id`` (oldest first). ``scheduled=True`` (one task type,
+        or with ``interleave``) takes them by **smooth weighted round-robin** over the type's groups,
+        nginx's algorithm: each eligible group (weight > 0, budget left, claimable work) adds its weight to
+        its ``current``; the largest ``current`` wins (ties: smallest name) and loses the total weight of
+        the eligible groups. Inside the winning group, priority then age decide. The state lives in
+        ``queue_members`` and claimers lock the scope row, so all workers share one sequence.
+
+        Guarantee (all groups backlogged, weights fixed): after any prefix of m picks, group i has been
+        picked ``c_i`` times with ``m·w_i/W - (k-1) < c_i < m·w_i/W + 1`` (W: total weight, k: number of
+        groups) — never a whole pick ahead of its share, and behind it by less than k−1 ≤ one cycle of W
+        picks (``current_i = m·w_i − c_i·W`` stays in ``(−W, (k−1)·W)`` because the currents sum to 0);
+        every cycle of W picks serves each group exactly ``w_i`` times (integer weights), so a weight-1
+        group among weight-100 ones is served once per cycle. A group without claimable work is skipped
+        without losing its place (its ``current`` is left as is); one that comes back after having been
+        idle restarts at ``current = 0``: it neither bursts with credit nor pays old debt.
+
+        ``interleave={"listing": 1, "detail": K}`` applies the same algorithm to task types: with both
+        backlogged each listing task is followed by exactly K detail tasks; a type without work is skipped,
+        so neither starves. Scheduling budgets (:meth:`set_group_budgets`) stop a group at 0.
+
+        Returns:
+            The tasks in pick order; when none can be handed out because every domain with work waits for
+            its next politeness slot, ``retry_in_s`` says how long to sleep.
+        """
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"n must be an integer >= 1, got {n!r}")
+        if not worker_id:
+            raise ValueError("worker_id must be a non-empty string")
+        interleave_json: str | None = None
+        if interleave is not None:
+            if not interleave:
+                raise ValueError("interleave needs at least one task type")
+            for name, weight in interleave.items():
+                self._check_type(name)
+                _check_number(f"interleave weight of {name!r}", weight)
+            types = sorted(interleave)
+            if task_types is not None and set(task_types) != set(types):
+                raise ValueError("with interleave, the task types are the interleave's keys")
+            interleave_json = json.dumps({k: float(v) for k, v in interleave.items()})
+        else:
+            types = sorted({self._check_type(t) for t in task_types}) if task_types else list(self.task_types)
+            if scheduled and len(types) != 1:
+                raise ValueError("a scheduled claim needs exactly one task type (or interleave=...)")
+        params = {
+            "worker": worker_id,
+            "n": n,
+            "types": types,
+            "lease_s": self.lease_s,
+            "horizon_s": self.slot_horizon_s,
+            "scheduled": scheduled,
+            "interleave": interleave_json,
+        }
+        rows = self.db.query(_q()["claim"], params)
+        tasks = [_task(r) for r in rows if r["id"] is not None]
+        if tasks:
+            return ClaimResult(tasks)
+        next_at = rows[0]["next_at"] if rows else None
+        retry_in = None
+        if next_at is not None:
+            retry_in = max(0.0, next_at.timestamp() - datetime.now(next_at.tzinfo).timestamp())
+        return ClaimResult([], next_slot_at=next_at, retry_in_s=retry_in)
+
+    # --- leases ------------------------------------------------------------------------------------------
+
+    def heartbeat(self, task: Task, extend_s: float | None = None) -> bool:
+        """Extend the lease to now + ``extend_s`` (default: the lease length); False if the lease is lost."""
+        extend = self.lease_s if extend_s is None else _check_number("extend_s", extend_s, allow_zero=False)
+        rows = self.db.query(_q()["heartbeat"], {"id": task.id, "token": task.lease_token, "extend_s": extend})
+        return bool(rows)
+
+    def complete(self, task: Task, *, strict: bool = False) -> bool:
+        """Mark the task done. False (or :class:`LeaseLost` when ``strict``) if the caller lost its lease."""
+        done = self.complete_many([task]) == 1
+        if not done and strict:
+            raise LeaseLost(f"task {task.id}: lease {task.lease_token} is no longer held")
+        return done
+
+    def complete_many(self, tasks: Sequence[Task]) -> int:
+        """Complete several tasks in one statement; returns how many were still held (the rest are lost)."""
+        if not tasks:
+            return 0
+        params = {"ids": [t.id for t in tasks], "tokens": [t.lease_token for t in tasks]}
+        return len(self.db.query(_q()["complete_many"], params))
+
+    def fail(self, task: Task, error: str, *, retryable: bool, retry_after_s: float | None = None) -> str:
+        """Record a failed attempt.
+
+        Returns:
+            ``'retry'``: pending again after the backoff (and after ``retry_after_s``, which also pushes the
+            domain's next slot); ``'dead'``: failed for good (permanent error or out of attempts), with
+            ``error`` kept for inspection and :meth:`requeue`; ``'lost'``: the caller no longer holds the
+            lease, nothing was changed.
+        """
+        if retry_after_s is not None:
+            retry_after_s = _check_number("retry_after_s", retry_after_s)
+        params = {
+            "id": task.id,
+            "token": task.lease_token,
+            "retryable": bool(retryable),
+            "delay_s": self.backoff.delay(max(task.attempt, 1)),
+            "retry_after_s": retry_after_s,
+            "error": str(error)[:10_000],
+        }
+        rows = self.db.query(_q()["fail"], params)
+        if not rows:
+            return "lost"
+        return "retry" if rows[0]["status"] == "pending" else "dead"
+
+    def release(self, tasks: Sequence[Task]) -> int:
+        """Give held tasks back without counting the attempt (graceful shutdown); returns how many."""
+        if not tasks:
+            return 0
+        params = {"ids": [t.id for t in tasks], "tokens": [t.lease_token for t in tasks]}
+        return int(self.db.query(_q()["release"], params)[0]["released"])
+
+    def requeue(self, task_type: str | None = None, domain: str | None = None, error_like: str | None = None) -> int:
+        """Move failed tasks back to pending with attempts reset; returns how many moved.
+
+        Filters combine with AND; ``error_like`` is a SQL LIKE pattern. A failed task whose URL has a live
+        task again (re-enqueued meanwhile) is skipped, as is every older failed copy of the same URL: the
+        partial unique index allows one live task per URL. Skips are logged.
+        """
+        if task_type is not None:
+            self._check_type(task_type)
+        params = {"task_type": task_type, "domain": domain, "error_like": error_like}
+        for attempt in range(3):
+            try:
+                row = self.db.query(_q()["requeue"], params)[0]
+                break
+            except psycopg2.errors.UniqueViolation:
+                # A concurrent enqueue made one of the URLs live between our check and our update.
+                if attempt == 2:
+                    raise
+        if row["skipped"]:
+            log.info("requeue: %s failed task(s) skipped (their URL has a live task)", row["skipped"])
+        return int(row["requeued"])
+
+    # --- politeness --------------------------------------------------------------------------------------
+
+    def set_domain_policy(
+        self,
+        domain: str,
+        *,
+        min_interval_s: float | None = None,
+        max_in_flight: int | _Unset | None = UNSET,
+    ) -> None:
+        """Set a domain's minimum interval between request starts (0 disables) and/or in-flight cap.
+
+        ``None`` interval keeps the current one; ``max_in_flight=None`` removes the cap, leaving it out
+        keeps it.
+        """
+        if not domain:
+            raise ValueError("domain must be a non-empty string")
+        if min_interval_s is not None:
+            min_interval_s = _check_number("min_interval_s", min_interval_s)
+        if (
+            not isinstance(max_in_flight, _Unset)
+            and max_in_flight is not None
+            and (isinstance(max_in_flight, bool) or not isinstance(max_in_flight, int) or max_in_flight < 1)
+        ):
+            raise ValueError(f"max_in_flight must be an integer >= 1 or None, got {max_in_flight!r}")
+        params = {
+            "domain": domain.lower(),
+            "interval_s": min_interval_s,
+            "default_interval_s": self.default_interval_s,
+            "max_in_flight": None if isinstance(max_in_flight, _Unset) else max_in_flight,
+            "set_max_in_flight": not isinstance(max_in_flight, _Unset),
+        }
+        self.db.query(_q()["set_domain_policy"], params)
+
+    def push_domain(self, domain: str, seconds: float) -> datetime:
+        """No request to ``domain`` starts before now + ``seconds`` (e.g. a 429's Retry-After).
+
+        Slots already handed out are not revoked; returns the domain's next slot.
+        """
+        params = {
+            "domain": domain.lower(),
+            "seconds": _check_number("seconds", seconds),
+            "default_interval_s": self.default_interval_s,
+        }
+        return self.db.query(_q()["push_domain"], params)[0]["next_slot_at"]
+
+    def domain_policy(self, domain: str) -> dict[str, Any] | None:
+        """The stored politeness of ``domain`` (min_interval_s, max_in_flight, next_slot_at), if known."""
+        rows = self.db.query(_q()["domain_policy"], {"domain": domain.lower()})
+        return rows[0] if rows else None
+
+    # --- fair scheduling ---------------------------------------------------------------------------------
+
+    def set_group_weights(
+        self, task_type: str, weights: Mapping[str, float], default_weight: float | None = None
+    ) -> None:
+        """Replace the round-robin weights of ``task_type``'s groups and restart the round-robin.
+
+        Weights are numbers >= 0 (0: never served). Groups not listed get the default weight: the ``"*"``
+        entry of ``weights``, else ``default_weight``, else 1.
+        """
+        self._check_type(task_type)
+        entries = dict(weights)
+        default = entries.pop("*", None)
+        if default is None:
+            default = 1.0 if default_weight is None else default_weight
+        default = _check_number("default weight", default)
+        for group, weight in entries.items():
+            _check_number(f"weight of group {group!r}", weight)
+        self._set_scope_weights(f"groups:{task_type}", entries, default)
+
+    def _set_scope_weights(self, scope: str, weights: Mapping[str, float], default: float) -> None:
+        queries = _q()
+
+        def _set(cur: Cursor) -> None:
+            cur.execute(queries["lock_scope"], {"scope": scope})
+            cur.execute(
+                queries["set_scope_weights"],
+                {
+                    "scope": scope,
+                    "default_weight": default,
+                    "members": list(weights),
+                    "weights": [float(w) for w in weights.values()],
+                },
+            )
+
+        self.db.run(_set)
+
+    def set_group_budgets(self, task_type: str, budgets: Mapping[str, int]) -> None:
+        """Let each listed group of ``task_type`` be claimed at most ``n`` more times (scheduled claims)."""
+        self._check_type(task_type)
+        for group, budget in budgets.items():
+            if isinstance(budget, bool) or not isinstance(budget, int) or budget < 0:
+                raise ValueError(f"budget of group {group!r} must be an integer >= 0, got {budget!r}")
+        scope = f"groups:{task_type}"
+        queries = _q()
+
+        def _set(cur: Cursor) -> None:
+            cur.execute(queries["lock_scope"], {"scope": scope})
+            cur.execute(
+                queries["set_scope_budgets"],
+                {"scope": scope, "members": list(budgets), "budgets": list(budgets.values())},
+            )
+
+        self.db.run(_set)
+
+    def clear_group_budgets(self, task_type: str) -> None:
+        """Remove every group budget of ``task_type``."""
+        self._check_type(task_type)
+        scope = f"groups:{task_type}"
+        queries = _q()
+
+        def _clear(cur: Cursor) -> None:
+            cur.execute(queries["lock_scope"], {"scope": scope})
+            cur.execute(queries["clear_scope_budgets"], {"scope": scope})
+
+        self.db.run(_clear)
+
+    def group_state(self, task_type: str) -> list[dict[str, Any]]:
+        """The round-robin state of ``task_type``'s groups (member, weight, current, budget, idle)."""
+        return self.db.query(_q()["scope_state"], {"scope": f"groups:{self._check_type(task_type)}"})
+
+    # --- waiting -----------------------------------------------------------------------------------------
+
+    def wait_for_work(self, timeout_s: float) -> bool:
+        """Sleep until tasks are enqueued/released/requeued (NOTIFY) or ``timeout_s`` passes.
+
+        Uses ``select()`` on the process's connection, so waiting costs no queries. Returns whether a
+        wake-up arrived (a stale one may: the next claim will tell). Pass :attr:`ClaimResult.retry_in_s`
+        as the timeout when a claim came back empty because of politeness.
+        """
+        timeout = _check_number("timeout_s", timeout_s)
+        try:
+            conn = self.db.connection()
+            if self._listening_on is not conn:
+                self.db.run(lambda cur: cur.execute(_q()["listen"]))
+                conn = self.db.connection()
+                self._listening_on = conn
+            if conn.notifies:
+                conn.notifies.clear()
+                return True
+            readable, _, _ = select.select([conn], [], [], timeout)
+            if not readable:
+                return False
+            conn.poll()
+            woke = bool(conn.notifies)
+            conn.notifies.clear()
+            return woke
+        except CONNECTION_ERRORS:
+            self._listening_on = None
+            return False
+
+    # --- stats and housekeeping --------------------------------------------------------------------------
+
+    def stats(self, *, top_failures: int = 5) -> QueueStats:
+        """Counts by type and status, oldest pending age, throughput over the last minute, top errors."""
+        queries = _q()
+
+        def _collect(cur: Cursor) -> QueueStats:
+            cur.execute(queries["stats_counts"])
+            counts: dict[str, dict[str, int]] = {}
+            for r in cur.fetchall():
+                counts.setdefault(r["task_type"], {})[r["status"]] = int(r["n"])
+            cur.execute(queries["stats_summary"])
+            summary = cur.fetchone() or {}
+            cur.execute(queries["stats_failures"], {"limit": top_failures})
+            failures = [(r["error"] or "", int(r["n"])) for r in cur.fetchall()]
+            oldest = summary.get("oldest_pending_s")
+            return QueueStats(
+                counts=counts,
+                oldest_pending_s=float(oldest) if oldest is not None else None,
+                completed_last_minute=int(summary.get("completed_last_minute") or 0),
+                expired_leases=int(summary.get("expired_leases") or 0),
+                top_failures=failures,
+            )
+
+        return self.db.run(_collect)
+
+    def prune(self, older_than_s: float, *, archive: bool = False) -> int:
+        """Delete (or move to ``tasks_archive``) completed tasks finished more than ``older_than_s`` ago."""
+        params = {"older_than_s": _check_number("older_than_s", older_than_s)}
+        name = "prune_archive" if archive else "prune"
+
+        def _prune(cur: Cursor) -> int:
+            cur.execute(_q()[name], params)
+            return int(cur.rowcount)
+
+        return self.db.run(_prune)
+
+
+def _task(row: Mapping[str, Any]) -> Task:
+    return Task(
+        id=int(row["id"]),
+        task_type=row["task_type"],
+        payload=row["payload"],
+        priority=int(row["priority"]),
+        domain=row["domain"],
+        group=row["task_group"] or None,
+        attempt=int(row["attempts"]),
+        max_attempts=int(row["max_attempts"]),
+        lease_token=int(row["lease_token"]),
+        lease_expires_at=row["lease_expires_at"],
+        slot_at=row["slot_at"],
+    )

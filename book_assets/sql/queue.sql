@@ -1,0 +1,211 @@
+-- Named queries of the task queue (book_assets/queue). The claim itself is the plpgsql function queue_claim
+-- in migrations/0002_queue.sql: it needs loops (politeness allowances, round-robin picks) in one round trip.
+
+-- enqueue_many --
+-- Insert a batch given as a JSON array in one statement. Live URLs (pending / in progress) are deduplicated by
+-- the seed's partial unique index; each input row comes back, in input order, with its task id and whether it
+-- was created. New domains and fairness groups are registered, and listeners woken when anything was created.
+WITH input AS (
+    SELECT * FROM jsonb_to_recordset(%(rows)s::jsonb) AS x(
+        ord INTEGER, task_type TEXT, payload JSONB, priority INTEGER, domain TEXT, task_group TEXT,
+        delay_s DOUBLE PRECISION, run_at TIMESTAMPTZ, max_attempts INTEGER)
+), new_domains AS (
+    INSERT INTO domains (domain, min_interval_s)
+    SELECT DISTINCT domain, %(interval_s)s::DOUBLE PRECISION FROM input
+    ON CONFLICT (domain) DO NOTHING
+), new_groups AS (
+    INSERT INTO queue_members (scope, member)
+    SELECT DISTINCT 'groups:' || task_type, task_group FROM input
+    ON CONFLICT (scope, member) DO NOTHING
+), ins AS (
+    INSERT INTO tasks (task_type, payload, priority, domain, task_group, run_at, max_attempts)
+    SELECT task_type, payload, priority, domain, task_group,
+           coalesce(run_at, now() + make_interval(secs => coalesce(delay_s, 0))), max_attempts
+    FROM input ORDER BY ord
+    ON CONFLICT ((payload->>'url')) WHERE status IN ('pending', 'in_progress') DO NOTHING
+    RETURNING id, payload->>'url' AS url
+), wake AS (
+    SELECT pg_notify('book_pipeline_tasks', '') AS sent FROM (SELECT 1 FROM ins LIMIT 1) AS any_new
+)
+SELECT x.ord, coalesce(i.id, e.id) AS id, i.id IS NOT NULL AS created
+FROM input x
+LEFT JOIN ins i ON i.url = x.payload->>'url'
+LEFT JOIN tasks e ON i.id IS NULL AND e.payload->>'url' = x.payload->>'url'
+                 AND e.status IN ('pending', 'in_progress')
+LEFT JOIN wake ON true
+ORDER BY x.ord;
+
+-- claim --
+-- Claim up to n tasks (see queue_claim in migrations/0002_queue.sql).
+SELECT * FROM queue_claim(%(worker)s, %(n)s, %(types)s::TEXT[], %(lease_s)s::DOUBLE PRECISION,
+                          %(horizon_s)s::DOUBLE PRECISION, %(scheduled)s, %(interleave)s::JSONB);
+
+-- heartbeat --
+-- Extend a lease the caller still holds (fenced by its token); never shortens it.
+UPDATE tasks
+SET lease_expires_at = greatest(lease_expires_at, clock_timestamp() + make_interval(secs => %(extend_s)s))
+WHERE id = %(id)s AND lease_token = %(token)s AND status = 'in_progress'
+RETURNING lease_expires_at;
+
+-- complete_many --
+-- Mark tasks done, each only if its lease token still matches (a worker that lost its lease is refused).
+UPDATE tasks t
+SET status = 'completed', completed_at = now(), lease_expires_at = NULL
+FROM unnest(%(ids)s::BIGINT[], %(tokens)s::BIGINT[]) AS c(id, token)
+WHERE t.id = c.id AND t.lease_token = c.token AND t.status = 'in_progress'
+RETURNING t.id;
+
+-- fail --
+-- Record a failure under the caller's lease: back to pending after the backoff while attempts remain and the
+-- error is retryable, otherwise failed (dead letter) with the error. A Retry-After also pushes the domain.
+WITH failed AS (
+    UPDATE tasks t
+    SET status = CASE WHEN %(retryable)s AND t.attempts < t.max_attempts THEN 'pending' ELSE 'failed' END,
+        run_at = CASE WHEN %(retryable)s AND t.attempts < t.max_attempts
+                      THEN now() + make_interval(secs => greatest(%(delay_s)s::DOUBLE PRECISION,
+                                                                  coalesce(%(retry_after_s)s::DOUBLE PRECISION, 0)))
+                      ELSE t.run_at END,
+        error = %(error)s, worker_id = NULL, lease_token = NULL, lease_expires_at = NULL, slot_at = NULL
+    WHERE t.id = %(id)s AND t.lease_token = %(token)s AND t.status = 'in_progress'
+    RETURNING t.status, t.domain
+), pushed AS (
+    UPDATE domains d
+    SET next_slot_at = greatest(d.next_slot_at,
+                                clock_timestamp() + make_interval(secs => %(retry_after_s)s::DOUBLE PRECISION))
+    FROM failed f
+    WHERE %(retry_after_s)s::DOUBLE PRECISION IS NOT NULL AND d.domain = f.domain
+)
+SELECT status FROM failed;
+
+-- release --
+-- Give leased tasks back (graceful shutdown): pending again, the attempt not counted.
+WITH released AS (
+    UPDATE tasks t
+    SET status = 'pending', attempts = greatest(t.attempts - 1, 0), worker_id = NULL, lease_token = NULL,
+        lease_expires_at = NULL, slot_at = NULL, started_at = NULL
+    FROM unnest(%(ids)s::BIGINT[], %(tokens)s::BIGINT[]) AS c(id, token)
+    WHERE t.id = c.id AND t.lease_token = c.token AND t.status = 'in_progress'
+    RETURNING t.id
+), wake AS (
+    SELECT pg_notify('book_pipeline_tasks', '') AS sent FROM (SELECT 1 FROM released LIMIT 1) AS any_released
+)
+SELECT count(*) AS released FROM released LEFT JOIN wake ON true;
+
+-- requeue --
+-- Move failed tasks matching the filters back to pending with their attempts reset. A failed task whose URL
+-- already has a live task (the partial unique index) is skipped, as are all but the newest failed row per URL.
+WITH matching AS (
+    SELECT t.id, t.payload->>'url' AS url FROM tasks t
+    WHERE t.status = 'failed'
+      AND (%(task_type)s::TEXT IS NULL OR t.task_type = %(task_type)s::TEXT)
+      AND (%(domain)s::TEXT IS NULL OR t.domain = %(domain)s::TEXT)
+      AND (%(error_like)s::TEXT IS NULL OR t.error LIKE %(error_like)s::TEXT)
+), chosen AS (
+    SELECT DISTINCT ON (m.url) m.id FROM matching m
+    WHERE NOT EXISTS (SELECT 1 FROM tasks o WHERE o.payload->>'url' = m.url
+                                              AND o.status IN ('pending', 'in_progress'))
+    ORDER BY m.url, m.id DESC
+), moved AS (
+    UPDATE tasks t
+    SET status = 'pending', attempts = 0, run_at = now(), error = NULL, completed_at = NULL, started_at = NULL
+    FROM chosen c WHERE t.id = c.id
+    RETURNING t.id
+), wake AS (
+    SELECT pg_notify('book_pipeline_tasks', '') AS sent FROM (SELECT 1 FROM moved LIMIT 1) AS any_moved
+)
+SELECT (SELECT count(*) FROM moved) AS requeued,
+       (SELECT count(*) FROM matching) - (SELECT count(*) FROM moved) AS skipped
+FROM (SELECT 1) AS one LEFT JOIN wake ON true;
+
+-- set_domain_policy --
+-- Create or change a domain's politeness; a NULL interval keeps the current one.
+INSERT INTO domains AS d (domain, min_interval_s, max_in_flight)
+VALUES (%(domain)s, coalesce(%(interval_s)s::DOUBLE PRECISION, %(default_interval_s)s::DOUBLE PRECISION),
+        %(max_in_flight)s::INTEGER)
+ON CONFLICT (domain) DO UPDATE
+SET min_interval_s = coalesce(%(interval_s)s::DOUBLE PRECISION, d.min_interval_s),
+    max_in_flight = CASE WHEN %(set_max_in_flight)s THEN %(max_in_flight)s::INTEGER ELSE d.max_in_flight END;
+
+-- push_domain --
+-- No request to the domain before now + seconds (a 429 / Retry-After); never pulls the next slot earlier.
+INSERT INTO domains AS d (domain, min_interval_s, next_slot_at)
+VALUES (%(domain)s, %(default_interval_s)s::DOUBLE PRECISION,
+        clock_timestamp() + make_interval(secs => %(seconds)s::DOUBLE PRECISION))
+ON CONFLICT (domain) DO UPDATE SET next_slot_at = greatest(d.next_slot_at, excluded.next_slot_at)
+RETURNING next_slot_at;
+
+-- domain_policy --
+-- One domain's politeness row.
+SELECT domain, min_interval_s, max_in_flight, next_slot_at FROM domains WHERE domain = %(domain)s;
+
+-- lock_scope --
+-- Create a round-robin scope if needed and lock its row (DO UPDATE locks it), so that setters serialize with
+-- claimers, which lock the same row before reading and writing the scope's state.
+INSERT INTO queue_scopes AS s (scope) VALUES (%(scope)s)
+ON CONFLICT (scope) DO UPDATE SET scope = s.scope
+RETURNING scope;
+
+-- set_scope_weights --
+-- Replace a scope's weights: listed members get theirs, the others the default; the round-robin restarts.
+WITH scope AS (
+    UPDATE queue_scopes SET default_weight = %(default_weight)s::DOUBLE PRECISION WHERE scope = %(scope)s
+), listed AS (
+    SELECT * FROM unnest(%(members)s::TEXT[], %(weights)s::DOUBLE PRECISION[]) AS u(member, weight)
+), unlisted AS (
+    UPDATE queue_members m SET weight = NULL, current = 0, idle = false
+    WHERE m.scope = %(scope)s AND NOT (m.member = ANY(%(members)s::TEXT[]))
+)
+INSERT INTO queue_members AS m (scope, member, weight)
+SELECT %(scope)s, l.member, l.weight FROM listed l
+ON CONFLICT (scope, member) DO UPDATE SET weight = excluded.weight, current = 0, idle = false;
+
+-- set_scope_budgets --
+-- Give members a budget of claims (decremented at each claim; 0 stops serving the member).
+INSERT INTO queue_members AS m (scope, member, budget)
+SELECT %(scope)s, u.member, u.budget FROM unnest(%(members)s::TEXT[], %(budgets)s::BIGINT[]) AS u(member, budget)
+ON CONFLICT (scope, member) DO UPDATE SET budget = excluded.budget;
+
+-- clear_scope_budgets --
+-- Remove every budget of a scope.
+UPDATE queue_members SET budget = NULL WHERE scope = %(scope)s AND budget IS NOT NULL;
+
+-- scope_state --
+-- The round-robin state of a scope (for inspection and tests).
+SELECT m.member, coalesce(m.weight, s.default_weight) AS weight, m.current, m.budget, m.idle
+FROM queue_members m JOIN queue_scopes s USING (scope)
+WHERE m.scope = %(scope)s ORDER BY m.member;
+
+-- stats_counts --
+-- Number of tasks by type and status.
+SELECT task_type, status, count(*) AS n FROM tasks GROUP BY task_type, status ORDER BY task_type, status;
+
+-- stats_summary --
+-- Age of the oldest pending task and tasks completed in the last minute.
+SELECT extract(epoch FROM now() - (SELECT min(created_at) FROM tasks WHERE status = 'pending'))
+           AS oldest_pending_s,
+       (SELECT count(*) FROM tasks WHERE status = 'completed' AND completed_at > now() - interval '60 seconds')
+           AS completed_last_minute,
+       (SELECT count(*) FROM tasks WHERE status = 'in_progress' AND lease_expires_at < now())
+           AS expired_leases;
+
+-- stats_failures --
+-- The most frequent errors of failed (dead-lettered) tasks.
+SELECT left(error, 200) AS error, count(*) AS n FROM tasks
+WHERE status = 'failed' GROUP BY left(error, 200) ORDER BY n DESC, error LIMIT %(limit)s;
+
+-- prune --
+-- Delete completed tasks finished more than older_than_s ago.
+DELETE FROM tasks WHERE status = 'completed' AND completed_at < now() - make_interval(secs => %(older_than_s)s);
+
+-- prune_archive --
+-- Move completed tasks finished more than older_than_s ago to tasks_archive.
+WITH moved AS (
+    DELETE FROM tasks
+    WHERE status = 'completed' AND completed_at < now() - make_interval(secs => %(older_than_s)s)
+    RETURNING *
+)
+INSERT INTO tasks_archive SELECT moved.*, now() FROM moved;
+
+-- listen --
+-- Subscribe this connection to enqueue wake-ups.
+LISTEN book_pipeline_tasks;
