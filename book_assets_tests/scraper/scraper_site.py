@@ -18,8 +18,10 @@ POUND_PAGE = (
     "<!DOCTYPE html><html><head><title>ok</title></head>"
     "<body><h1>Price £51.77</h1><img src='/img.png'><link rel='stylesheet' href='/style.css'></body></html>"
 ).encode()
+# Like the live site, this page declares its charset in a <meta>: Chromium, unlike decode_html, falls back
+# to windows-1252 for a charset-less page, so rendered_html of POUND_PAGE would read "Â£".
 JS_PAGE = (
-    "<!DOCTYPE html><html><head><title>js</title></head><body><div id='root'></div>"
+    "<!DOCTYPE html><html><head><meta charset='utf-8'><title>js</title></head><body><div id='root'></div>"
     "<img src='/img.png'><img src='/img2.png'>"
     "<script>var p=document.createElement('p');p.id='built-by-js';p.textContent='Made by script £';"
     "document.getElementById('root').appendChild(p);</script></body></html>"

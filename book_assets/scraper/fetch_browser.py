@@ -1,0 +1,450 @@
+"""Browser fetcher: one headless Chromium (Playwright, async) with a pool of reusable pages.
+
+Why the design is as it is:
+
+- One browser per fetcher and pages reused from an ``asyncio.Queue``: launching Chromium costs ~1 s and
+  ~100 MB, opening a tab costs milliseconds. A page is reused only after a clean fetch; after any error it
+  is closed and replaced, so a half-finished navigation never leaks into the next fetch.
+- Off-domain hosts are blocked twice. Chromium is launched with ``--host-resolver-rules`` that make every
+  host outside ``allowed_domains`` unresolvable, because Playwright's request routing is *not* consulted
+  for redirect hops: a redirect to another host would otherwise be requested before we could object.
+  The route handler additionally aborts off-domain requests it does see (first hops, subresources),
+  and the navigation's redirect chain is inspected to report "offsite_redirect".
+- ``html`` is the served body (``response.body()`` of the main navigation, decoded), identical to what the
+  HTTP fetcher returns; ``rendered_html`` is ``page.content()`` after load, which includes JS-built DOM.
+- The browser is relaunched after ``relaunch_after_pages`` pages (bounding Chromium's memory growth) once
+  in-flight fetches drain, and transparently after it crashes or is killed: fetches in flight at that
+  moment fail with the retryable kind "browser_crashed", the next fetch gets a fresh browser.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Self
+
+from playwright.async_api import (
+    Browser,
+    BrowserContext,
+    Page,
+    Playwright,
+    Request,
+    Response,
+    Route,
+    async_playwright,
+)
+from playwright.async_api import Error as PlaywrightError
+from playwright.async_api import TimeoutError as PlaywrightTimeoutError
+
+from book_assets.scraper.chromium import CHROMIUM_ARGS, find_chromium
+from book_assets.scraper.errors import FetchError
+from book_assets.scraper.fetching import (
+    FetchResult,
+    FetchSettings,
+    build_result,
+    declared_length,
+    error_for_status,
+    fetch_error,
+    host_allowed,
+    too_large_error,
+    truncation_error,
+    utc_now,
+)
+
+# Chromium net error names (as they appear in Playwright messages) -> our kinds.
+_NET_ERROR_KINDS: tuple[tuple[str, str], ...] = (
+    ("ERR_CONTENT_LENGTH_MISMATCH", "truncated"),
+    ("ERR_INCOMPLETE_CHUNKED_ENCODING", "truncated"),
+    ("ERR_TOO_MANY_REDIRECTS", "redirect_loop"),
+    ("ERR_TIMED_OUT", "timeout"),
+    ("ERR_CONNECTION_TIMED_OUT", "timeout"),
+    ("ERR_FILE_TOO_BIG", "too_large"),
+    ("ERR_UNSAFE_REDIRECT", "offsite_redirect"),
+    ("ERR_INVALID_URL", "bad_url"),
+    ("ERR_ABORTED", "connection"),
+)
+_CLOSED_MARKERS = ("Target page, context or browser has been closed", "Browser has been closed", "Target closed")
+
+
+def host_resolver_rules(allowed_domains: frozenset[str]) -> str | None:
+    """Chromium ``--host-resolver-rules`` value that makes every host but ``allowed_domains`` unresolvable."""
+    if not allowed_domains:
+        return None
+    excludes = "".join(f", EXCLUDE {host}" for host in sorted(allowed_domains))
+    return f"MAP * ~NOTFOUND{excludes}"
+
+
+@dataclass
+class _NavTrace:
+    """What the page's event listeners saw during one fetch."""
+
+    navigation_urls: list[str] = field(default_factory=list)
+    failure: str | None = None
+    # Set when the main navigation request fails. A body cut short after the response committed never
+    # fires "load", so goto() would sit until its timeout; racing it against this event fails fast.
+    failed: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+@dataclass
+class _Slot:
+    """A pooled page, tagged with the browser generation it belongs to."""
+
+    page: Page
+    generation: int
+    trace: _NavTrace = field(default_factory=_NavTrace)
+    crashed: bool = False
+    # True once a fetch on this page completed its navigation (even with a 404): safe to reuse.
+    clean: bool = False
+
+
+class BrowserFetcher:
+    """Fetch pages with headless Chromium; see ``fetching.Fetcher`` for the contract.
+
+    Usage::
+
+        async with BrowserFetcher(FetchSettings(concurrency=4)) as fetcher:
+            result = await fetcher.fetch("https://books.toscrape.com/")
+            result.rendered_html  # DOM after scripts ran
+    """
+
+    def __init__(self, settings: FetchSettings | None = None, *, executable_path: str | None = None) -> None:
+        self.settings = settings or FetchSettings(mode="browser")
+        self._executable_path = executable_path
+        self._patterns = [re.compile(p, re.IGNORECASE) for p in self.settings.block_url_patterns]
+        self._playwright: Playwright | None = None
+        self._browser: Browser | None = None
+        self._context: BrowserContext | None = None
+        self._generation = 0
+        self._alive = False
+        self._closed = False
+        self._idle: asyncio.Queue[_Slot] = asyncio.Queue()
+        self._semaphore = asyncio.Semaphore(self.settings.concurrency)
+        self._lock = asyncio.Lock()
+        self._inflight = 0
+        self._drained = asyncio.Event()
+        self._drained.set()
+        self._pages_since_launch = 0
+        self._counters: dict[str, int] = {
+            "pages_fetched": 0,
+            "bytes_fetched": 0,
+            "relaunches": 0,
+            "crashes": 0,
+            "blocked_requests": 0,
+            "offsite_blocked": 0,
+            "errors": 0,
+        }
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """Counters since construction (a copy): pages_fetched, bytes_fetched, relaunches, crashes,
+        blocked_requests (by resource type or URL pattern), offsite_blocked, errors."""
+        return dict(self._counters)
+
+    @property
+    def executable_path(self) -> str | None:
+        """The Chromium binary in use (known after ``start``)."""
+        return self._executable_path
+
+    async def start(self) -> None:
+        """Start Playwright and launch the browser (``fetch`` also does this lazily)."""
+        async with self._lock:
+            if self._closed:
+                raise RuntimeError("BrowserFetcher is closed")
+            if not self._alive:
+                await self._launch()
+
+    async def close(self) -> None:
+        """Close pages, browser and Playwright; safe to call twice."""
+        async with self._lock:
+            self._closed = True
+            self._alive = False
+            self._drain_idle()
+            browser, self._browser, self._context = self._browser, None, None
+            playwright, self._playwright = self._playwright, None
+            if browser is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(browser.close(), 10)
+            if playwright is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(playwright.stop(), 10)
+
+    def _drain_idle(self) -> None:
+        while not self._idle.empty():
+            self._idle.get_nowait()
+
+    async def _launch(self) -> None:
+        """(Re)launch Chromium and its context; caller holds ``_lock``."""
+        relaunch = self._browser is not None
+        old = self._browser
+        self._alive = False
+        self._drain_idle()
+        self._browser = self._context = None
+        if old is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(old.close(), 10)
+        if self._playwright is None:
+            self._playwright = await async_playwright().start()
+        if self._executable_path is None:
+            bundled: str | None
+            try:
+                bundled = self._playwright.chromium.executable_path
+            except Exception:
+                bundled = None
+            self._executable_path = find_chromium(bundled)
+        args = list(CHROMIUM_ARGS)
+        rules = host_resolver_rules(self.settings.allowed_domains)
+        if rules is not None:
+            args.append(f"--host-resolver-rules={rules}")
+        try:
+            browser = await self._playwright.chromium.launch(
+                executable_path=self._executable_path, headless=True, args=args
+            )
+        except PlaywrightError:
+            # The driver itself may have died with the browser: restart it once.
+            with contextlib.suppress(Exception):
+                await self._playwright.stop()
+            self._playwright = await async_playwright().start()
+            browser = await self._playwright.chromium.launch(
+                executable_path=self._executable_path, headless=True, args=args
+            )
+        self._generation += 1
+        generation = self._generation
+        browser.on("disconnected", lambda _browser: self._on_disconnected(generation))
+        context = await browser.new_context(user_agent=self.settings.user_agent, service_workers="block")
+        context.set_default_timeout(self.settings.timeout_s * 1000)
+        context.set_default_navigation_timeout(self.settings.timeout_s * 1000)
+        await context.route("**/*", self._route)
+        self._browser, self._context = browser, context
+        self._pages_since_launch = 0
+        self._alive = True
+        if relaunch:
+            self._counters["relaunches"] += 1
+
+    def _on_disconnected(self, generation: int) -> None:
+        if generation == self._generation and not self._closed:
+            self._alive = False
+            self._counters["crashes"] += 1
+
+    # ------------------------------------------------------------------ routing
+
+    async def _route(self, route: Route, request: Request) -> None:
+        """Abort off-domain, blocked-type and blocked-pattern requests; let the rest through."""
+        url = request.url
+        try:
+            main_navigation = request.is_navigation_request() and request.frame.parent_frame is None
+        except Exception:
+            main_navigation = False
+        try:
+            offsite = url.startswith(("http://", "https://")) and not host_allowed(url, self.settings.allowed_domains)
+            if offsite and (main_navigation or self.settings.block_offsite_subresources):
+                self._counters["offsite_blocked"] += 1
+                await route.abort("blockedbyclient")
+                return
+            if not main_navigation and (
+                request.resource_type in self.settings.block_resource_types
+                or any(p.search(url) for p in self._patterns)
+            ):
+                self._counters["blocked_requests"] += 1
+                await route.abort("blockedbyclient")
+                return
+            await route.continue_()
+        except PlaywrightError:
+            pass  # the page or browser went away while the request was paused
+
+    # ------------------------------------------------------------------ page pool
+
+    async def _checkout(self) -> _Slot:
+        """A page on a live browser; relaunches first when the browser died or has done its quota."""
+        async with self._lock:
+            if self._closed:
+                raise RuntimeError("BrowserFetcher is closed")
+            if self._alive and self._pages_since_launch >= self.settings.relaunch_after_pages:
+                # Planned restart: let in-flight fetches finish on the old browser (new ones wait on the lock).
+                await self._drained.wait()
+                await self._launch()
+            elif not self._alive:
+                await self._launch()
+            self._pages_since_launch += 1
+            self._inflight += 1
+            self._drained.clear()
+            try:
+                while not self._idle.empty():
+                    slot = self._idle.get_nowait()
+                    if slot.generation == self._generation and not slot.page.is_closed():
+                        slot.trace = _NavTrace()
+                        slot.clean = False
+                        return slot
+                return await self._new_slot()
+            except BaseException:
+                self._release_count()
+                raise
+
+    async def _new_slot(self) -> _Slot:
+        assert self._context is not None
+        page = await self._context.new_page()
+        slot = _Slot(page=page, generation=self._generation)
+
+        def on_request(request: Request) -> None:
+            if request.is_navigation_request() and request.frame == page.main_frame:
+                slot.trace.navigation_urls.append(request.url)
+
+        def on_failed(request: Request) -> None:
+            if request.is_navigation_request() and request.frame == page.main_frame:
+                slot.trace.failure = request.failure
+                slot.trace.failed.set()
+
+        def on_crash(_page: Page) -> None:
+            slot.crashed = True
+
+        page.on("request", on_request)
+        page.on("requestfailed", on_failed)
+        page.on("crash", on_crash)
+        return slot
+
+    def _release_count(self) -> None:
+        self._inflight -= 1
+        if self._inflight == 0:
+            self._drained.set()
+
+    async def _checkin(self, slot: _Slot, reusable: bool) -> None:
+        self._release_count()
+        current = self._alive and slot.generation == self._generation
+        if reusable and current and not slot.crashed and not slot.page.is_closed():
+            self._idle.put_nowait(slot)
+            return
+        if slot.generation == self._generation and self._alive:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(slot.page.close(), 5)
+
+    # ------------------------------------------------------------------ fetching
+
+    async def fetch(self, url: str) -> FetchResult:
+        """Navigate to ``url`` and return the served body plus the rendered DOM.
+
+        Raises:
+            FetchError: classified as in ``fetching`` plus "browser_crashed" (retryable).
+        """
+        try:
+            if not host_allowed(url, self.settings.allowed_domains):
+                self._counters["offsite_blocked"] += 1
+                raise fetch_error("offsite", "host not in allowed_domains", url=url)
+            async with self._semaphore:
+                slot = await self._checkout()
+                try:
+                    result = await self._fetch_on(slot, url)
+                finally:
+                    await self._checkin(slot, slot.clean)
+        except FetchError:
+            self._counters["errors"] += 1
+            raise
+        self._counters["pages_fetched"] += 1
+        self._counters["bytes_fetched"] += len(result.body)
+        return result
+
+    async def _fetch_on(self, slot: _Slot, url: str) -> FetchResult:
+        """Fetch on one page; marks ``slot.clean`` when the navigation completed normally."""
+        started, fetched_at = time.monotonic(), utc_now()
+        page = slot.page
+        limit = self.settings.max_body_bytes
+        try:
+            # Playwright's own navigation timeout fires first; this bounds body()/content() as well.
+            async with asyncio.timeout(self.settings.timeout_s * 2):
+                response = await self._goto(page, url, slot.trace)
+                self._check_chain(url, slot.trace)
+                if response is None:
+                    raise fetch_error("connection", "navigation produced no response", url=url)
+                final_url = response.url
+                if not host_allowed(final_url, self.settings.allowed_domains):
+                    raise fetch_error("offsite_redirect", f"ended on {final_url}", url=url)
+                headers = await response.all_headers()
+                status = response.status
+                error = error_for_status(final_url, status, headers)
+                if error is not None:
+                    slot.clean = True
+                    raise error
+                declared = declared_length(headers)
+                if declared is not None and declared > limit:
+                    raise too_large_error(url, declared, limit)
+                body = await response.body()
+                if len(body) > limit:
+                    raise too_large_error(url, len(body), limit)
+                encoded = headers.get("content-encoding", "identity").strip().lower() not in ("", "identity")
+                truncated = None if encoded else truncation_error(url, headers, len(body))
+                if truncated is not None:
+                    raise truncated
+                rendered = await page.content()
+                slot.clean = True
+        except FetchError:
+            raise
+        except PlaywrightTimeoutError as exc:
+            raise fetch_error("timeout", f"no load in {self.settings.timeout_s}s", url=url) from exc
+        except TimeoutError as exc:
+            raise fetch_error("timeout", f"fetch exceeded {self.settings.timeout_s * 2}s", url=url) from exc
+        except PlaywrightError as exc:
+            raise self._classify(url, str(exc), slot) from exc
+        result = build_result(
+            url=url,
+            final_url=final_url,
+            status=status,
+            headers=headers,
+            body=body,
+            fetched_at=fetched_at,
+            elapsed_s=time.monotonic() - started,
+            rendered_html=rendered,
+        )
+        return result
+
+    def _check_chain(self, url: str, trace: _NavTrace) -> None:
+        """Fail on a redirect chain that left the allowed hosts or was longer than allowed."""
+        for hop in trace.navigation_urls:
+            if not host_allowed(hop, self.settings.allowed_domains):
+                raise fetch_error("offsite_redirect", f"redirect to {hop} outside allowed_domains", url=url)
+        if len(trace.navigation_urls) - 1 > self.settings.max_redirects:
+            raise fetch_error("redirect_loop", f"more than {self.settings.max_redirects} redirects", url=url)
+
+    async def _goto(self, page: Page, url: str, trace: _NavTrace) -> Response | None:
+        """``page.goto`` that also returns early when the main navigation request fails."""
+        goto = asyncio.ensure_future(page.goto(url, wait_until="load", timeout=self.settings.timeout_s * 1000))
+        failed = asyncio.ensure_future(trace.failed.wait())
+        try:
+            await asyncio.wait({goto, failed}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            failed.cancel()
+            if not goto.done():
+                goto.cancel()
+                with contextlib.suppress(BaseException):
+                    await goto
+        if goto.cancelled():
+            raise PlaywrightError(trace.failure or "navigation failed")
+        return goto.result()
+
+    def _classify(self, url: str, text: str, slot: _Slot) -> FetchError:
+        """Map a Playwright error message (and what the page's listeners saw) to a FetchError kind."""
+        message = text.splitlines()[0] if text else "unknown browser error"
+        if not self._alive or slot.crashed or any(marker in text for marker in _CLOSED_MARKERS):
+            return fetch_error("browser_crashed", message, url=url)
+        try:
+            self._check_chain(url, slot.trace)
+        except FetchError as offsite:
+            return offsite
+        evidence = f"{slot.trace.failure or ''} {text}"
+        for marker, kind in _NET_ERROR_KINDS:
+            if marker in evidence:
+                return fetch_error(kind, message, url=url)
+        if "Download is starting" in evidence:
+            return fetch_error("download", "response is a download, not a page", url=url)
+        if "ERR_" in evidence:
+            return fetch_error("connection", message, url=url)
+        return fetch_error("browser_error", message, url=url)

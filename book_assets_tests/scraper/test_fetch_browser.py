@@ -1,0 +1,282 @@
+"""BrowserFetcher against a real local HTTP server and a real headless Chromium."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+from scraper_site import POUND_PAGE, LocalSite
+
+from book_assets.scraper.chromium import ENV_VAR, find_chromium
+from book_assets.scraper.errors import ChromiumNotFound, FetchError
+from book_assets.scraper.fetch_browser import BrowserFetcher, host_resolver_rules
+from book_assets.scraper.fetching import FetchSettings
+
+T = TypeVar("T")
+
+try:
+    CHROMIUM: str | None = find_chromium()
+except ChromiumNotFound:
+    CHROMIUM = None
+
+needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="no Chromium installed")
+
+
+def settings(**overrides: object) -> FetchSettings:
+    base: dict[str, object] = {"allowed_domains": frozenset({"127.0.0.1"}), "timeout_s": 10.0, "concurrency": 2}
+    base.update(overrides)
+    return FetchSettings(**base)  # type: ignore[arg-type]
+
+
+def run_with(fetcher_settings: FetchSettings, action: Callable[[BrowserFetcher], Awaitable[T]]) -> T:
+    async def main() -> T:
+        async with BrowserFetcher(fetcher_settings) as fetcher:
+            return await action(fetcher)
+
+    return asyncio.run(main())
+
+
+def fetch_error(url: str, **overrides: object) -> FetchError:
+    async def action(fetcher: BrowserFetcher) -> None:
+        await fetcher.fetch(url)
+
+    with pytest.raises(FetchError) as info:
+        run_with(settings(**overrides), action)
+    return info.value
+
+
+def _children(pid: int) -> list[int]:
+    kids: list[int] = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # The ppid is the 2nd field after the parenthesised command name.
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        if ppid == pid:
+            kids.append(int(entry.name))
+    return kids
+
+
+def our_chromium_main_pids() -> list[int]:
+    """Browser (not renderer/GPU) processes descended from this test process: the ones we started."""
+    found: list[int] = []
+    stack = [os.getpid()]
+    while stack:
+        for child in _children(stack.pop()):
+            stack.append(child)
+            try:
+                cmdline = (Path("/proc") / str(child) / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            # Chromium rewrites its helpers' argv into one string, so search the raw bytes for --type=.
+            if cmdline and b"chrom" in cmdline[0] and b"--type=" not in b" ".join(cmdline):
+                found.append(child)
+    return found
+
+
+def test_host_resolver_rules_exclude_only_allowed_hosts() -> None:
+    assert host_resolver_rules(frozenset({"b.example", "a.example"})) == (
+        "MAP * ~NOTFOUND, EXCLUDE a.example, EXCLUDE b.example"
+    )
+    assert host_resolver_rules(frozenset()) is None
+
+
+def test_env_var_pointing_nowhere_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(ChromiumNotFound, match=ENV_VAR):
+        find_chromium(env={ENV_VAR: str(tmp_path / "nope")})
+
+
+def test_no_chromium_anywhere_names_env_var_and_apt(tmp_path: Path) -> None:
+    env = {"PATH": str(tmp_path), "PLAYWRIGHT_BROWSERS_PATH": str(tmp_path)}
+    with pytest.raises(ChromiumNotFound) as info:
+        find_chromium(env=env, system_candidates=("/nonexistent/chromium", "no-such-chrome"))
+    assert ENV_VAR in str(info.value) and "apt-get install -y chromium" in str(info.value)
+
+
+def test_env_var_wins(tmp_path: Path) -> None:
+    exe = tmp_path / "my-chromium"
+    exe.write_text("#!/bin/sh\n")
+    exe.chmod(0o755)
+    assert find_chromium(bundled="/usr/bin/chromium", env={ENV_VAR: str(exe)}) == str(exe)
+
+
+def test_bundled_chromium_is_preferred_over_system(tmp_path: Path) -> None:
+    exe = tmp_path / "chrome"
+    exe.write_text("#!/bin/sh\n")
+    exe.chmod(0o755)
+    env = {"PLAYWRIGHT_BROWSERS_PATH": str(tmp_path / "none")}
+    assert find_chromium(bundled=str(exe), env=env, system_candidates=("/usr/bin/chromium",)) == str(exe)
+
+
+@pytest.mark.browser
+@needs_chromium
+@pytest.mark.timeout(120)
+def test_fetch_returns_served_body_and_blocks_images_and_css(local_site: LocalSite) -> None:
+    async def action(fetcher: BrowserFetcher) -> tuple[object, dict[str, int]]:
+        return await fetcher.fetch(local_site.url("/ok")), fetcher.stats
+
+    result, stats = run_with(settings(), action)
+    assert result.status == 200  # type: ignore[attr-defined]
+    assert result.body == POUND_PAGE  # type: ignore[attr-defined]
+    assert "Price £51.77" in result.html  # type: ignore[attr-defined]
+    # No charset anywhere on this page: decode_html says UTF-8, Chromium's DOM says windows-1252.
+    assert result.rendered_html is not None and "51.77</h1>" in result.rendered_html  # type: ignore[attr-defined]
+    assert stats["pages_fetched"] == 1
+    assert stats["blocked_requests"] >= 2  # the <img> and the stylesheet
+    assert "/img.png" not in local_site.paths_hit()
+    assert "/style.css" not in local_site.paths_hit()
+
+
+@pytest.mark.browser
+@needs_chromium
+@pytest.mark.timeout(120)
+def test_rendered_html_has_js_built_dom_while_served_html_does_not(local_site: LocalSite) -> None:
+    async def action(fetcher: BrowserFetcher) -> object:
+        return await fetcher.fetch(local_site.url("/js"))
+
+    result = run_with(settings(), action)
+    assert 'id="built-by-js"' in result.rendered_html  # type: ignore[attr-defined]
+    assert "Made by script £" in result.rendered_html  # type: ignore[attr-defined]
+    assert 'id="built-by-js"' not in result.html  # type: ignore[attr-defined]
+    assert "/img2.png" not in local_site.paths_hit()
+
+
+@pytest.mark.browser
+@needs_chromium
+@pytest.mark.timeout(120)
+def test_browser_status_errors_are_classified(local_site: LocalSite) -> None:
+    async def action(fetcher: BrowserFetcher) -> list[tuple[str, bool, float | None]]:
+        out = []
+        for path in ("/404", "/500", "/429", "/503"):
+            with pytest.raises(FetchError) as info:
+                await fetcher.fetch(local_site.url(path))
+            out.append((info.value.kind, info.value.retryable, info.value.retry_after))
+        # The pool page survives HTTP errors and still fetches.
+        ok = await fetcher.fetch(local_site.url("/ok"))
+        assert ok.body == POUND_PAGE
+        return out
+
+    assert run_with(settings(), action) == [
+        ("http_404", False, None),
+        ("http_5xx", True, None),
+        ("http_429", True, 3.0),
+        ("http_5xx", True, 7.0),
+    ]
+
+
+@pytest.mark.browser
+@needs_chromium
+@pytest.mark.timeout(120)
+def test_browser_offsite_redirect_is_refused_without_fetching_target(local_site: LocalSite) -> None:
+    error = fetch_error(local_site.url("/offsite"))
+    assert (error.kind, error.retryable) == ("offsite_redirect", False)
+    assert "/target" not in local_site.paths_hit()
+
+
+@pytest.mark.browser
+@needs_chromium
+@pytest.mark.timeout(120)
+def test_browser_offsite_url_is_never_navigated(local_site: LocalSite) -> None:
+    error = fetch_error(f"http://localhost:{local_site.port}/ok")
+    assert (error.kind, error.retryable) == ("offsite", False)
+    assert local_site.hits == []
+
+
+@pytest.mark.browser
+@needs_chromium
+@pytest.mark.timeout(120)
+def test_browser_redirect_loop_is_permanent(local_site: LocalSite) -> None:
+    error = fetch_error(local_site.url("/loop"))
+    assert (error.kind, error.retryable) == ("redirect_loop", False)
+
+
+@pytest.mark.browser
+@needs_chromium
+@pytest.mark.timeout(120)
+def test_browser_truncated_body_is_retryable(local_site: LocalSite) -> None:
+    error = fetch_error(local_site.url("/truncated"))
+    assert (error.kind, error.retryable) == ("truncated", True)
+
+
+@pytest.mark.browser
+@needs_chromium
+@pytest.mark.timeout(120)
+def test_browser_timeout_is_retryable(local_site: LocalSite) -> None:
+    error = fetch_error(local_site.url("/slow"), timeout_s=1.0)
+    assert (error.kind, error.retryable) == ("timeout", True)
+
+
+@pytest.mark.browser
+@needs_chromium
+@pytest.mark.timeout(120)
+def test_browser_too_large_is_permanent(local_site: LocalSite) -> None:
+    error = fetch_error(local_site.url("/big"), max_body_bytes=1024 * 1024)
+    assert (error.kind, error.retryable) == ("too_large", False)
+
+
+@pytest.mark.browser
+@needs_chromium
+@pytest.mark.timeout(180)
+def test_browser_relaunches_after_being_killed(local_site: LocalSite) -> None:
+    async def action(fetcher: BrowserFetcher) -> dict[str, int]:
+        await fetcher.fetch(local_site.url("/ok"))
+        pids = our_chromium_main_pids()
+        assert len(pids) == 1, pids
+        os.kill(pids[0], signal.SIGKILL)
+        deadline = time.monotonic() + 20
+        while fetcher.stats["crashes"] == 0 and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        result = await fetcher.fetch(local_site.url("/ok"))
+        assert result.body == POUND_PAGE
+        assert our_chromium_main_pids() != pids
+        return fetcher.stats
+
+    stats = run_with(settings(), action)
+    assert stats["relaunches"] == 1
+    assert stats["crashes"] == 1
+    assert stats["pages_fetched"] == 2
+
+
+@pytest.mark.browser
+@needs_chromium
+@pytest.mark.timeout(180)
+def test_browser_relaunches_after_page_quota_and_concurrent_fetches_succeed(local_site: LocalSite) -> None:
+    async def action(fetcher: BrowserFetcher) -> dict[str, int]:
+        results = await asyncio.gather(*(fetcher.fetch(local_site.url("/ok")) for _ in range(7)))
+        assert all(r.body == POUND_PAGE for r in results)
+        return fetcher.stats
+
+    stats = run_with(settings(relaunch_after_pages=3, concurrency=2), action)
+    assert stats["pages_fetched"] == 7
+    assert stats["relaunches"] == 2
+
+
+@pytest.mark.browser
+@needs_chromium
+@pytest.mark.timeout(120)
+def test_close_is_clean_and_idempotent(local_site: LocalSite) -> None:
+    async def main() -> None:
+        fetcher = BrowserFetcher(settings())
+        async with fetcher:
+            await fetcher.fetch(local_site.url("/ok"))
+            assert len(our_chromium_main_pids()) == 1
+        await fetcher.close()
+        await fetcher.close()
+        with pytest.raises(RuntimeError):
+            await fetcher.fetch(local_site.url("/ok"))
+
+    asyncio.run(main())
+    deadline = time.monotonic() + 10
+    while our_chromium_main_pids() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert our_chromium_main_pids() == []
