@@ -30,9 +30,7 @@ def test_meta_charset_is_used_when_header_has_none() -> None:
 
 
 def test_meta_http_equiv_charset_is_used() -> None:
-    body = '<meta content="text/html; charset=iso-8859-15" http-equiv="content-type"/><p>€</p>'.encode(
-        "iso-8859-15"
-    )
+    body = '<meta content="text/html; charset=iso-8859-15" http-equiv="content-type"/><p>€</p>'.encode("iso-8859-15")
     assert decode_html(body, "text/html").endswith("<p>€</p>")
 
 
@@ -56,9 +54,7 @@ def test_real_book_page_decodes_pound_sign(real_site: Path) -> None:
     assert "Â" not in text
 
 
-@pytest.mark.parametrize(
-    "content_type", ["text/html", "text/html; charset=utf-8", None, "TEXT/HTML;CHARSET=UTF-8"]
-)
+@pytest.mark.parametrize("content_type", ["text/html", "text/html; charset=utf-8", None, "TEXT/HTML;CHARSET=UTF-8"])
 def test_real_root_page_never_has_mojibake(real_site: Path, content_type: str | None) -> None:
     text = decode_html((real_site / "index.html").read_bytes(), content_type)
     assert "Â£" not in text and "£51.77" in text

@@ -181,10 +181,8 @@ PAGE2_CARDS = [
     ("black-dust_976", "Black Dust", "£34.53", "Five"),
     ("birdsong-a-story-in-pictures_975", "Birdsong: A Story in Pictures", "£54.64", "Three"),
     (
-        "americas-cradle-of-quarterbacks-western-pennsylvanias-football-factory-from-johnny-unitas-to-joe-"
-        "montana_974",
-        "America's Cradle of Quarterbacks: Western Pennsylvania's Football Factory from Johnny Unitas to Joe"
-        " Montana",
+        "americas-cradle-of-quarterbacks-western-pennsylvanias-football-factory-from-johnny-unitas-to-joe-montana_974",
+        "America's Cradle of Quarterbacks: Western Pennsylvania's Football Factory from Johnny Unitas to Joe Montana",
         "£22.50",
         "Three",
     ),

@@ -70,9 +70,7 @@ def category_page(
     </div></div></div></div><footer class="footer container-fluid"></footer></body></html>"""
 
 
-TWENTY = [
-    _card(f"book-{i}_{100 + i}", f"Mystery Book &amp; Co. {i}", f"£{10 + i}.50", "Four") for i in range(20)
-]
+TWENTY = [_card(f"book-{i}_{100 + i}", f"Mystery Book &amp; Co. {i}", f"£{10 + i}.50", "Four") for i in range(20)]
 MYSTERY_PAGER = """<ul class="pager"><li class="current">
             Page 1 of 2
         </li><li class="next"><a href="page-2.html">next</a></li></ul>"""
@@ -104,9 +102,7 @@ def test_single_page_category_has_no_pager_and_no_next() -> None:
     assert listing.category == "Poetry"
     assert listing.next_url is None
     assert (listing.page_number, listing.page_count, listing.result_count) == (None, None, 3)
-    assert [c.url for c in listing.cards] == [
-        SITE + f"catalogue/book-{i}_{100 + i}/index.html" for i in range(3)
-    ]
+    assert [c.url for c in listing.cards] == [SITE + f"catalogue/book-{i}_{100 + i}/index.html" for i in range(3)]
 
 
 def test_all_books_category_counts_as_uncategorised() -> None:
