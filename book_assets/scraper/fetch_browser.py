@@ -146,7 +146,6 @@ class BrowserFetcher:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    @property
     def stats(self) -> dict[str, int]:
         """Counters since construction (a copy): pages_fetched, bytes_fetched, relaunches, crashes,
         blocked_requests (by resource type or URL pattern), offsite_blocked, errors."""

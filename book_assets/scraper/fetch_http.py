@@ -60,7 +60,6 @@ class HttpFetcher:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    @property
     def stats(self) -> dict[str, int]:
         """Counters since construction (a copy): pages_fetched, bytes_fetched, requests, errors, ..."""
         return dict(self._counters)

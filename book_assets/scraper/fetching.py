@@ -190,7 +190,6 @@ class Fetcher(Protocol):
         """Release connections/browsers; safe to call twice."""
         ...
 
-    @property
     def stats(self) -> dict[str, int]:
         """Counters since construction (pages_fetched, bytes_fetched, ...), a copy."""
         ...

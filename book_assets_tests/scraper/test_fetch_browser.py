@@ -123,7 +123,7 @@ def test_bundled_chromium_is_preferred_over_system(tmp_path: Path) -> None:
 @pytest.mark.timeout(120)
 def test_fetch_returns_served_body_and_blocks_images_and_css(local_site: LocalSite) -> None:
     async def action(fetcher: BrowserFetcher) -> tuple[object, dict[str, int]]:
-        return await fetcher.fetch(local_site.url("/ok")), fetcher.stats
+        return await fetcher.fetch(local_site.url("/ok")), fetcher.stats()
 
     result, stats = run_with(settings(), action)
     assert result.status == 200  # type: ignore[attr-defined]
@@ -234,12 +234,12 @@ def test_browser_relaunches_after_being_killed(local_site: LocalSite) -> None:
         assert len(pids) == 1, pids
         os.kill(pids[0], signal.SIGKILL)
         deadline = time.monotonic() + 20
-        while fetcher.stats["crashes"] == 0 and time.monotonic() < deadline:
+        while fetcher.stats()["crashes"] == 0 and time.monotonic() < deadline:
             await asyncio.sleep(0.1)
         result = await fetcher.fetch(local_site.url("/ok"))
         assert result.body == POUND_PAGE
         assert our_chromium_main_pids() != pids
-        return fetcher.stats
+        return fetcher.stats()
 
     stats = run_with(settings(), action)
     assert stats["relaunches"] == 1
@@ -254,7 +254,7 @@ def test_browser_relaunches_after_page_quota_and_concurrent_fetches_succeed(loca
     async def action(fetcher: BrowserFetcher) -> dict[str, int]:
         results = await asyncio.gather(*(fetcher.fetch(local_site.url("/ok")) for _ in range(7)))
         assert all(r.body == POUND_PAGE for r in results)
-        return fetcher.stats
+        return fetcher.stats()
 
     stats = run_with(settings(relaunch_after_pages=3, concurrency=2), action)
     assert stats["pages_fetched"] == 7

@@ -136,7 +136,7 @@ def test_concurrent_fetches_share_one_client_and_count_stats(local_site: LocalSi
         assert all(r.body == POUND_PAGE for r in results)
         with pytest.raises(FetchError):
             await fetcher.fetch(local_site.url("/404"))
-        return fetcher.stats
+        return fetcher.stats()
 
     stats = run_with(settings(concurrency=3), many)
     assert stats["pages_fetched"] == 8
