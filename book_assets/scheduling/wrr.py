@@ -57,19 +57,19 @@ from typing import Literal, Protocol
 
 
 class _Weighted(Protocol):
-    def weight(self, category: str) -> int: ...
+    def weight(self, category: str) -> float: ...
 
 
 #: A mapping (absent groups weigh 0) or a ``CategoryWeights`` (absent groups get its default).
-Weights = Mapping[str, int] | _Weighted
+Weights = Mapping[str, float] | _Weighted
 Reentry = Literal["reset", "clamp"]
 Discovery = Literal["eager", "lazy"]
 
 
-def _weight_of(weights: Weights, group: str) -> int:
+def _weight_of(weights: Weights, group: str) -> float:
     if isinstance(weights, Mapping):
-        return int(weights.get(group, 0))
-    return int(weights.weight(group))
+        return weights.get(group, 0)
+    return weights.weight(group)
 
 
 class SmoothWRR:
@@ -83,10 +83,10 @@ class SmoothWRR:
     def __init__(self, weights: Weights, *, reentry: Reentry = "reset") -> None:
         self._weights = weights
         self.reentry: Reentry = reentry
-        self.current: dict[str, int] = {}
+        self.current: dict[str, float] = {}
         self._eligible_last: frozenset[str] = frozenset()
 
-    def weight(self, group: str) -> int:
+    def weight(self, group: str) -> float:
         return _weight_of(self._weights, group)
 
     def pick(self, eligible: Iterable[str]) -> str:
@@ -106,10 +106,10 @@ class SmoothWRR:
         self._eligible_last = frozenset(candidates)
         return winner
 
-    def _reenter(self, current: int, total: int) -> int:
+    def _reenter(self, current: float, total: float) -> float:
         return 0 if self.reentry == "reset" else max(-total, min(total, current))
 
-    def _round(self, live: list[str], total: int) -> str:
+    def _round(self, live: list[str], total: float) -> str:
         best: str | None = None
         for g in live:  # sorted by name, so the first maximum wins a tie
             self.current[g] = self.current.get(g, 0) + self.weight(g)
@@ -169,9 +169,9 @@ def fluid_shares(sequence: list[str], weights: Weights) -> list[dict[str, Fracti
     out: list[dict[str, Fraction]] = []
     for i in range(len(sequence)):
         eligible = [g for g, end in last.items() if end >= i]
-        total = sum(_weight_of(weights, g) for g in eligible)
+        total = sum(Fraction(_weight_of(weights, g)) for g in eligible)
         for g in eligible:
-            expected[g] += Fraction(_weight_of(weights, g), total)
+            expected[g] += Fraction(_weight_of(weights, g)) / total
         out.append(dict(expected))
     return out
 
