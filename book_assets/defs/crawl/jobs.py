@@ -1,0 +1,125 @@
+"""Jobs: the full refresh of the assets, and op jobs that work the queue directly.
+
+- ``full_refresh_job``: the three assets (discovery, details, snapshot) and their checks; the daily schedule
+  runs it.
+- ``crawl_queue_job``: ``seed_queue`` then ``drain_queue`` — a crawl without the snapshot, for operators.
+- ``drain_queue_job``: ``drain_queue`` alone — finish whatever is pending (after a requeue or an interrupted
+  run) without seeding again.
+- ``requeue_failed_tasks``: move dead-lettered tasks back to pending (filters: task type, domain, error);
+  launched by ``failed_tasks_sensor``. The requeued tasks are fetched by the next drain.
+
+Every job that drains the queue carries the ``book-pipeline/crawl`` run tag (one such run at a time).
+"""
+
+import dagster as dg
+from pydantic import Field
+
+from book_assets.crawl.config import TASK_TYPES
+from book_assets.crawl.pipeline import drain, failed_by_reason, prepare, seed
+from book_assets.defs.crawl.assets import CRAWL_RUN_TAGS, NETWORK_RETRY, counter_table
+from book_assets.defs.resources import DatabaseResource, FetcherResource, SchedulingResource, SiteResource, crawl_config
+from book_assets.queue import TaskQueue
+
+#: The assets of a full refresh, in lineage order.
+FULL_REFRESH_ASSETS = ("listing_discovery", "book_details", "category_balanced_snapshot")
+
+full_refresh_job = dg.define_asset_job(
+    name="full_refresh_job",
+    selection=dg.AssetSelection.assets(*FULL_REFRESH_ASSETS),
+    tags=CRAWL_RUN_TAGS,
+    description="Re-crawl the site (listing pages, then every book), record changed books, rebuild the snapshot.",
+)
+
+
+class DrainConfig(dg.Config):
+    task_types: list[str] = Field(
+        default_factory=lambda: list(TASK_TYPES), description="Task types to work on (listing, detail)."
+    )
+    workers: int | None = Field(default=None, description="Worker processes; unset: the fetcher's workers.")
+
+
+class RequeueConfig(dg.Config):
+    task_type: str | None = Field(default=None, description="Only failed tasks of this type (listing, detail).")
+    domain: str | None = Field(default=None, description="Only failed tasks of this domain.")
+    error_like: str | None = Field(default=None, description="SQL LIKE pattern on the error, e.g. 'timeout%'.")
+
+
+@dg.op(retry_policy=NETWORK_RETRY, description="Store the crawl's politeness and weights, enqueue the start page.")
+def seed_queue(
+    context: dg.OpExecutionContext,
+    database: DatabaseResource,
+    site: SiteResource,
+    fetcher: FetcherResource,
+    scheduling: SchedulingResource,
+) -> dg.Output[bool]:
+    config = crawl_config(site, fetcher, scheduling)
+    with database.open() as db:
+        prepare(db, config)
+        created = seed(db, config)
+    context.log.info(f"seeded {config.base_url}" if created else f"{config.base_url} is already queued")
+    return dg.Output(created, metadata={"start_url": config.base_url, "created": created})
+
+
+@dg.op(
+    ins={"after": dg.In(dg.Nothing)},
+    retry_policy=NETWORK_RETRY,
+    description="Run the worker processes until no claimable task of the chosen types is left.",
+)
+def drain_queue(
+    context: dg.OpExecutionContext,
+    config: DrainConfig,
+    database: DatabaseResource,
+    site: SiteResource,
+    fetcher: FetcherResource,
+    scheduling: SchedulingResource,
+) -> dg.Output[int]:
+    crawl = crawl_config(site, fetcher, scheduling)
+    workers = config.workers or crawl.workers
+    context.log.info(f"draining {', '.join(config.task_types)} tasks with {workers} workers")
+    stats = drain(database.resolved_url(), crawl, task_types=tuple(config.task_types), workers=workers)
+    with database.open() as db:
+        failures = failed_by_reason(db, crawl)
+    return dg.Output(
+        stats.pages,
+        metadata={
+            "pages": stats.pages,
+            "listing_pages": stats.listing_pages,
+            "books_stored": stats.books_stored,
+            "books_new": stats.books_new,
+            "books_changed": stats.books_changed,
+            "failed": stats.failed,
+            "retried": stats.retried,
+            "elapsed_s": round(stats.elapsed_s, 1),
+            "failed_tasks_by_reason": counter_table(failures, "reason", "failed tasks"),
+        },
+    )
+
+
+@dg.op(description="Move failed (dead-lettered) tasks back to pending; reports how many moved.")
+def requeue_failed(context: dg.OpExecutionContext, config: RequeueConfig, database: DatabaseResource) -> dg.Output[int]:
+    filters = {"task_type": config.task_type, "domain": config.domain, "error_like": config.error_like}
+    with database.open() as db:
+        queue = TaskQueue(db, task_types=TASK_TYPES)
+        requeued = queue.requeue(**filters)
+        still_failed = queue.stats().total("failed")
+    shown = ", ".join(f"{k}={v!r}" for k, v in filters.items() if v is not None) or "all failed tasks"
+    context.log.info(f"requeued {requeued} failed task(s) ({shown}); {still_failed} still failed")
+    return dg.Output(requeued, metadata={"requeued": requeued, "still_failed": still_failed, "filters": shown})
+
+
+@dg.job(tags=CRAWL_RUN_TAGS, description="Seed the start page and drain the queue (no snapshot).")
+def crawl_queue_job() -> None:
+    drain_queue(seed_queue())
+
+
+@dg.job(tags=CRAWL_RUN_TAGS, description="Drain whatever is pending (after a requeue or an interrupted run).")
+def drain_queue_job() -> None:
+    drain_queue()
+
+
+@dg.job(description="Move failed tasks back to pending (config: task_type, domain, error_like).")
+def requeue_failed_tasks() -> None:
+    requeue_failed()
+
+
+JOBS = [full_refresh_job, crawl_queue_job, drain_queue_job, requeue_failed_tasks]
