@@ -216,13 +216,14 @@ def status_cmd() -> None:
 
     database = open_database(load_settings())
     stats = TaskQueue(database, task_types=TASK_TYPES).stats()
-    for row in stats.by_status:
-        click.echo(f"tasks   {row['task_type']:<8} {row['status']:<12} {row['count']}")
+    for task_type, by_status in sorted(stats.counts.items()):
+        for status, count in sorted(by_status.items()):
+            click.echo(f"tasks   {task_type:<8} {status:<12} {count}")
     click.echo(
         f"oldest pending: {stats.oldest_pending_s or 0:.0f}s; last minute: {stats.completed_last_minute} done"
     )
-    for row in stats.top_errors:
-        click.echo(f"failed  {row['count']:>5}  {row['error'][:100]}")
+    for error, count in stats.top_failures:
+        click.echo(f"failed  {count:>5}  {error[:100]}")
     c = book_counts(database)
     click.echo(
         f"books   total {c['total']} / unique URLs {c['unique_urls']} / with raw HTML {c['with_html']}; "
@@ -308,6 +309,33 @@ def daemon_cmd() -> None:
     env = _dagster_env(load_settings())
     bindir = Path(sys.executable).parent
     subprocess.run([str(bindir / "dagster-daemon"), "run", "-w", str(PROJECT_ROOT / "workspace.yaml")], env=env)
+
+
+@main.command("demo")
+@click.option("--port", default=8800, show_default=True, type=click.IntRange(0, 65535), help="Sandbox port.")
+@click.option("--day", default=0, show_default=True, type=click.IntRange(0), help="Simulated day of the sandbox.")
+@click.option("--fetch-mode", type=click.Choice(["browser", "http"]), default="browser", show_default=True)
+@click.option("--workers", default=2, show_default=True, type=click.IntRange(1, 64))
+@click.option("--concurrency", default=4, show_default=True, type=click.IntRange(1, 64))
+@user_errors
+def demo_cmd(port: int, day: int, fetch_mode: str, workers: int, concurrency: int) -> None:
+    """Crawl the local replica through Dagster (all three assets and their checks), then summarize."""
+    from book_assets.demo import run_demo
+
+    report = run_demo(
+        load_settings(),
+        port=port,
+        day=day,
+        fetch_mode=fetch_mode,
+        workers=workers,
+        concurrency=concurrency,
+        echo=click.echo,
+    )
+    for line in report.summary_lines():
+        click.echo(line)
+    click.echo("browse the run, its metadata and checks with: make ui")
+    if not report.success or not all(report.checks.values()):
+        sys.exit(1)
 
 
 def _register_optional_commands() -> None:

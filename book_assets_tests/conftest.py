@@ -49,19 +49,29 @@ def _recreate(admin_url: str, name: str) -> None:
         conn.close()
 
 
+def _drop(admin_url: str, name: str) -> None:
+    conn = psycopg2.connect(admin_url, connect_timeout=10)
+    conn.autocommit = True
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        conn.close()
+
+
 @pytest.fixture(scope="session")
 def database_url() -> Iterator[str]:
-    """URL of a freshly created and migrated test database (per xdist worker, if any)."""
+    """URL of a freshly created and migrated test database, dropped at the end of the session."""
     admin, name = _admin_and_name()
-    worker = os.environ.get("PYTEST_XDIST_WORKER")
-    if worker:
-        name = f"{name}_{worker}"
+    # One database per pytest process: concurrent sessions (developers, CI) never drop each other's.
+    name = f"{name}_{os.getpid()}"
     _recreate(admin, name)
     url = _with_database(admin, name)
     database = Database(url)
     migrate(database)
     database.close()
     yield url
+    _drop(admin, name)
 
 
 def truncate_all(database: Database) -> None:

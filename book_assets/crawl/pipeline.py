@@ -22,6 +22,7 @@ from book_assets.crawl.storage import book_counts
 from book_assets.crawl.worker import Worker, WorkerStats, make_queue
 from book_assets.db.connection import Database
 from book_assets.db.migrations import migrate
+from book_assets.sql import load_queries
 
 
 @dataclass
@@ -112,14 +113,14 @@ def _show_progress(database_url: str, config: CrawlConfig, futures: list[Any]) -
             done_before = 0
             while not all(f.done() for f in futures):
                 stats = queue.stats()
-                done = stats.done_count
+                done = stats.total("completed")
                 bar.update(max(0, done - done_before))
                 done_before = done
                 elapsed = time.monotonic() - started
                 bar.set_postfix(
-                    pending=stats.pending_count,
-                    in_flight=stats.in_progress_count,
-                    failed=stats.failed_count,
+                    pending=stats.total("pending"),
+                    in_flight=stats.total("in_progress"),
+                    failed=stats.total("failed"),
                     rate=f"{done / elapsed:.1f}/s" if elapsed else "-",
                     refresh=False,
                 )
@@ -160,7 +161,8 @@ def apply_budget(db: Database, config: CrawlConfig) -> dict[str, int]:
 
     assert config.deep_budget is not None
     queue = make_queue(db, config)
-    available = queue.pending_by_group(DETAIL)
+    rows = db.query(load_queries("crawl")["pending_by_group"], {"task_type": DETAIL})
+    available = {r["grp"]: int(r["n"]) for r in rows}
     weights = CategoryWeights.from_mapping({**config.weights, "*": config.default_weight})
     quotas = split_budget(config.deep_budget, weights, available)
     queue.set_group_budgets(DETAIL, quotas)
@@ -171,6 +173,6 @@ def failed_by_reason(db: Database, config: CrawlConfig) -> dict[str, int]:
     """Failed (dead-lettered) tasks by error kind: the part of the error before the first colon."""
     queue = make_queue(db, config)
     reasons: Counter[str] = Counter()
-    for row in queue.stats().top_errors:
-        reasons[str(row["error"]).split(":", 1)[0]] += int(row["count"])
+    for error, count in queue.stats().top_failures:
+        reasons[error.split(":", 1)[0]] += count
     return dict(reasons)

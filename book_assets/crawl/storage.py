@@ -8,7 +8,6 @@ page can never reach this module, because parsing it raises before.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Literal
@@ -41,6 +40,20 @@ TRACKED_FIELDS = (
     "num_reviews",
     "rating_value",
 )
+
+
+def parse_served_or_rendered(served: str, rendered: str | None, url: str) -> BookDetail:
+    """Parse the served HTML; fall back to the rendered DOM for pages whose data only scripts build.
+
+    The served bytes are decoded with the right charset, while Chromium's DOM of a page without a declared
+    charset can show "Â£": so the served HTML wins whenever it is a complete book page.
+    """
+    try:
+        return parse_book(served, url)
+    except ParseError:
+        if not rendered or rendered == served:
+            raise
+        return parse_book(rendered, url)
 
 
 def book_fields(detail: BookDetail) -> dict[str, Any]:
@@ -163,7 +176,7 @@ def reextract(db: Database, *, batch_size: int = 200) -> ReextractReport:
             after = row["id"]
             scanned += 1
             try:
-                detail = parse_book(row["rendered_html"] or row["raw_html"], row["url"])
+                detail = parse_served_or_rendered(row["raw_html"], row["rendered_html"], row["url"])
             except ParseError as exc:
                 unparseable += 1
                 if len(errors) < 20:
@@ -185,7 +198,3 @@ def reextract(db: Database, *, batch_size: int = 200) -> ReextractReport:
 def book_counts(db: Database) -> dict[str, int]:
     """The seed's check: total, unique URLs, with raw HTML (and versions)."""
     return {k: int(v) for k, v in db.query(Q["book_counts"])[0].items()}
-
-
-def dumps(value: Any) -> str:
-    return json.dumps(value, default=str)

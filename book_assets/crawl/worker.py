@@ -25,16 +25,19 @@ from typing import Any, TypeVar
 
 from book_assets.crawl.config import DETAIL, LISTING, TASK_TYPES, CrawlConfig
 from book_assets.crawl.discovery import NewTask, listing_tasks
-from book_assets.crawl.storage import store_book
+from book_assets.crawl.storage import parse_served_or_rendered, store_book
 from book_assets.db.connection import Database
-from book_assets.queue import Task, TaskQueue
+from book_assets.queue import ClaimResult, Task, TaskQueue
+from book_assets.queue import NewTask as QueueTask
 from book_assets.scraper.errors import FetchError, ParseError
 from book_assets.scraper.fetch_browser import BrowserFetcher
 from book_assets.scraper.fetch_http import HttpFetcher
 from book_assets.scraper.fetching import FetchResult
-from book_assets.scraper.parsers import parse_book, parse_listing
+from book_assets.scraper.parsers import parse_listing
+from book_assets.sql import load_queries
 
 log = logging.getLogger(__name__)
+CRAWL_SQL = load_queries("crawl")
 T = TypeVar("T")
 
 
@@ -169,14 +172,7 @@ class Worker:
             if self.max_tasks is not None:
                 free = min(free, self.max_tasks - self._claimed)
             if free > 0:
-                result = await self._db(
-                    self.queue.claim,
-                    self.worker_id,
-                    free,
-                    task_types=self.task_types,
-                    scheduled=True,
-                    interleave={LISTING: 1, DETAIL: self.config.interleave},
-                )
+                result = await self._db(self._claim, free)
                 for task in result.tasks:
                     self._claimed += 1
                     self._in_flight[task.id] = task
@@ -189,15 +185,30 @@ class Worker:
             if not running:
                 if self.max_tasks is not None and self._claimed >= self.max_tasks:
                     return
-                if self.until_drained and await self._db(self.queue.is_drained, self.task_types):
+                if self.until_drained and await self._db(self._drained):
                     return
                 await self._sleep(wait_s)
                 continue
             done, _ = await asyncio.wait(running, timeout=wait_s, return_when=asyncio.FIRST_COMPLETED)
             running.difference_update(done)
             if time.monotonic() - last_heartbeat > heartbeat_every and self._in_flight:
-                await self._db(self.queue.heartbeat_many, list(self._in_flight.values()))
+                await self._db(self._heartbeat, list(self._in_flight.values()))
                 last_heartbeat = time.monotonic()
+
+    def _claim(self, n: int) -> ClaimResult:
+        """Details by weighted round-robin over categories; with both types, interleaved by the ratio."""
+        if set(self.task_types) == {LISTING, DETAIL}:
+            return self.queue.claim(
+                self.worker_id, n, scheduled=True, interleave={LISTING: 1, DETAIL: self.config.interleave}
+            )
+        return self.queue.claim(self.worker_id, n, task_types=self.task_types, scheduled=self.task_types == (DETAIL,))
+
+    def _drained(self) -> bool:
+        return int(self.db.query(CRAWL_SQL["outstanding"], {"types": list(self.task_types)})[0]["n"]) == 0
+
+    def _heartbeat(self, tasks: list[Task]) -> None:
+        for task in tasks:
+            self.queue.heartbeat(task)
 
     async def _sleep(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):
@@ -265,9 +276,8 @@ class Worker:
         self._in_flight.pop(task.id, None)
 
     async def _handle_listing(self, task: Task, fetched: FetchResult) -> None:
-        html = fetched.rendered_html or fetched.html
-        page = parse_listing(html, fetched.final_url)
-        outcome = listing_tasks(task.payload, page, html, self.config)
+        page = parse_listing(fetched.html, fetched.final_url)
+        outcome = listing_tasks(task.payload, page, fetched.html, self.config)
         self.stats.listing_pages += 1
         self.stats.books_found += outcome.cards
         if outcome.tasks:
@@ -276,14 +286,12 @@ class Worker:
 
     def _enqueue(self, tasks: list[NewTask]) -> int:
         results = self.queue.enqueue_many(
-            [{"task_type": t.task_type, "payload": t.payload, "priority": t.priority, "group": t.group} for t in tasks]
+            [QueueTask(t.task_type, t.payload, priority=t.priority, group=t.group) for t in tasks]
         )
         return sum(1 for t, r in zip(tasks, results, strict=True) if r.created and t.task_type == DETAIL)
 
     async def _handle_detail(self, task: Task, fetched: FetchResult) -> None:
-        html = fetched.rendered_html or fetched.html
-        url = task.payload["url"]
-        detail = parse_book(html, url)
+        detail = parse_served_or_rendered(fetched.html, fetched.rendered_html, task.payload["url"])
         stored = await self._db(store_book, self.db, detail, fetched)
         if stored.outcome == "new":
             self.stats.books_new += 1

@@ -370,3 +370,22 @@ def parse_book(html: str, url: str) -> BookDetail:
         rating=rating_from_word(rating_text),
         rating_text=rating_text,
     )
+
+
+# --------------------------------------------------------------------------- category sidebar
+
+
+def parse_category_links(html: str, url: str) -> list[tuple[str, str]]:
+    """``(name, absolute URL)`` of every category in the sidebar (``div.side_categories``), in page order.
+
+    The all-books entry ("Books", ``category/books_1``) is the sidebar's root, not a category, and is left
+    out. Every listing page of the site carries the sidebar, so any of them can seed category discovery.
+    """
+    tree = LexborHTMLParser(html)
+    found: list[tuple[str, str]] = []
+    for link in tree.css("div.side_categories ul.nav-list > li > ul > li > a[href]"):
+        name = _text(link)
+        href = (link.attributes.get("href") or "").strip()
+        if name and href:
+            found.append((collapse_ws(name), urljoin(url, href)))
+    return found
