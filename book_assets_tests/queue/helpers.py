@@ -36,3 +36,63 @@ def swrr(weights: dict[str, float], picks: int) -> list[str]:
         current[best] -= total
         out.append(best)
     return out
+
+
+# --- worker processes (top-level so that 'spawn' can import them) ---------------------------------------------
+
+
+def drain_worker(database_url: str, worker_id: str, batch: int) -> tuple[list[int], int]:
+    """Claim and complete until the queue is empty; returns the ids claimed and how many completes applied."""
+    db = Database(database_url, application_name=f"queue-test-{worker_id}")
+    queue = make_queue(db)
+    claimed: list[int] = []
+    applied = 0
+    try:
+        while True:
+            tasks = queue.claim(worker_id, batch).tasks
+            if not tasks:
+                return claimed, applied
+            claimed.extend(t.id for t in tasks)
+            applied += queue.complete_many(tasks)
+    finally:
+        db.close()
+
+
+def claim_and_hang(database_url: str, n: int, lease_s: float, conn: object) -> None:
+    """Claim n tasks, report (id, token) pairs through the pipe, then hang until killed."""
+    import time
+
+    db = Database(database_url, application_name="queue-test-doomed")
+    queue = make_queue(db, lease_s=lease_s)
+    tasks = queue.claim("doomed", n).tasks
+    conn.send([(t.id, t.lease_token) for t in tasks])  # type: ignore[attr-defined]
+    while True:
+        time.sleep(60)
+
+
+def polite_worker(database_url: str, worker_id: str, run_s: float, barrier: object, results: object) -> None:
+    """Claim one task at a time, sleep until its slot, record the request start, complete; for run_s.
+
+    All workers pass the barrier first, so they run over the same window (process start-up is slow).
+    """
+    import time
+
+    db = Database(database_url, application_name=f"queue-test-{worker_id}")
+    queue = make_queue(db, default_interval_s=0.2)
+    db.connection()
+    starts: list[float] = []
+    barrier.wait(60)  # type: ignore[attr-defined]
+    deadline = time.time() + run_s
+    try:
+        while time.time() < deadline:
+            result = queue.claim(worker_id, 1)
+            if not result.tasks:
+                queue.wait_for_work(min(result.retry_in_s or 0.05, max(0.0, deadline - time.time())))
+                continue
+            (task,) = result.tasks
+            task.wait_for_slot()
+            starts.append(time.time())
+            queue.complete(task)
+    finally:
+        db.close()
+        results.put(starts)  # type: ignore[attr-defined]

@@ -210,7 +210,10 @@ BEGIN
         WHERE d.min_interval_s > 0 OR d.max_in_flight IS NOT NULL
         ORDER BY d.domain FOR UPDATE
     LOOP
-        v_slot := greatest(r.next_slot_at, v_now);
+        -- An idle domain's first slot is a little ahead of now (at most 50 ms, a quarter interval): the
+        -- worker is then asleep when its slot comes instead of racing the claim's return trip, so
+        -- request starts stay an interval apart even under load.
+        v_slot := greatest(r.next_slot_at, v_now + make_interval(secs => least(0.05, r.min_interval_s / 4)));
         IF r.min_interval_s > 0 THEN
             IF v_slot > v_horizon THEN
                 k := 0;

@@ -1,0 +1,108 @@
+"""Politeness per domain, enforced in PostgreSQL: slots between request starts hold across processes."""
+
+from __future__ import annotations
+
+import itertools
+import multiprocessing
+import time
+
+import pytest
+
+from book_assets.db.connection import Database
+from book_assets.queue import NewTask
+from book_assets_tests.queue.helpers import make_queue, polite_worker, url
+
+SPAWN = multiprocessing.get_context("spawn")
+INTERVAL = 0.2
+SLACK = 0.005
+
+
+@pytest.mark.slow
+def test_four_processes_on_one_domain_keep_the_interval_and_use_the_slots(db: Database, database_url: str) -> None:
+    queue = make_queue(db, default_interval_s=INTERVAL)
+    queue.enqueue_many(NewTask("detail", {"url": url(i)}) for i in range(200))
+    barrier, results = SPAWN.Barrier(4), SPAWN.Queue()
+    workers = [
+        SPAWN.Process(target=polite_worker, args=(database_url, f"p{i}", 3.0, barrier, results)) for i in range(4)
+    ]
+    for worker in workers:
+        worker.start()
+    per_worker = [results.get(timeout=90) for _ in workers]
+    for worker in workers:
+        worker.join(10)
+    starts = sorted(t for worker in per_worker for t in worker)
+    assert sum(1 for worker in per_worker if worker) >= 3, "the slots were not shared between processes"
+    gaps = [b - a for a, b in itertools.pairwise(starts)]
+    assert min(gaps) >= INTERVAL - SLACK, f"two request starts {min(gaps):.4f}s apart"
+    possible = (starts[-1] - starts[0]) / INTERVAL + 1
+    assert len(starts) >= 0.9 * possible, f"{len(starts)} starts for {possible:.1f} possible slots"
+
+
+def test_claim_reserves_spaced_slots_within_the_horizon(db: Database) -> None:
+    queue = make_queue(db, default_interval_s=0.5, slot_horizon_s=1.2)
+    queue.enqueue_many(NewTask("detail", {"url": url(i)}) for i in range(10))
+    tasks = queue.claim("w", 10).tasks
+    assert len(tasks) == 3  # slots at +0, +0.5, +1.0 fit in a 1.2 s horizon
+    slots = [t.slot_at.timestamp() for t in tasks]  # type: ignore[union-attr]
+    assert [round(b - a, 6) for a, b in itertools.pairwise(slots)] == [0.5, 0.5]
+
+
+def test_claim_with_no_free_slot_says_when_to_come_back(db: Database) -> None:
+    queue = make_queue(db, default_interval_s=1.0, slot_horizon_s=0.5)
+    queue.enqueue_many(NewTask("detail", {"url": url(i)}) for i in range(3))
+    assert len(queue.claim("w", 3)) == 1
+    empty = queue.claim("w", 3)
+    assert not empty.tasks
+    assert empty.retry_in_s is not None and 0.2 < empty.retry_in_s <= 0.6
+
+
+def test_other_domains_are_served_while_one_waits(db: Database) -> None:
+    queue = make_queue(db, default_interval_s=10.0, slot_horizon_s=1.0)
+    queue.enqueue_many(NewTask("detail", {"url": url(i, host="slow.example")}) for i in range(3))
+    queue.set_domain_policy("fast.example", min_interval_s=0)
+    queue.enqueue_many(NewTask("detail", {"url": url(i, host="fast.example")}) for i in range(3))
+    domains = [t.domain for t in queue.claim("w", 10).tasks]
+    assert sorted(domains) == ["fast.example"] * 3 + ["slow.example"]
+
+
+def test_zero_interval_disables_slots(db: Database) -> None:
+    queue = make_queue(db, default_interval_s=0.0)
+    queue.enqueue_many(NewTask("detail", {"url": url(i)}) for i in range(20))
+    tasks = queue.claim("w", 20).tasks
+    assert len(tasks) == 20 and all(t.slot_at is None for t in tasks)
+
+
+def test_max_in_flight_caps_live_leases_per_domain(db: Database) -> None:
+    queue = make_queue(db)
+    queue.set_domain_policy("books.example", min_interval_s=0, max_in_flight=2)
+    queue.enqueue_many(NewTask("detail", {"url": url(i)}) for i in range(5))
+    first = queue.claim("w", 5).tasks
+    assert len(first) == 2 and not queue.claim("w", 5)
+    queue.complete(first[0])
+    assert len(queue.claim("w", 5)) == 1
+
+
+def test_retry_after_pushes_the_domains_next_slot(db: Database) -> None:
+    queue = make_queue(db, default_interval_s=0.01, slot_horizon_s=0.1)
+    queue.enqueue_many(NewTask("detail", {"url": url(i)}) for i in range(3))
+    (task,) = queue.claim("w", 1).tasks
+    assert queue.fail(task, "HTTP 429", retryable=True, retry_after_s=0.5) == "retry"
+    blocked = queue.claim("w", 3)
+    assert not blocked.tasks and blocked.retry_in_s is not None
+    time.sleep(0.55)
+    later = queue.claim("w", 3).tasks
+    assert later and min(t.slot_at.timestamp() for t in later) >= task.lease_expires_at.timestamp() - 30 + 0.5  # type: ignore[union-attr]
+
+
+def test_push_domain_never_pulls_the_next_slot_earlier(db: Database) -> None:
+    queue = make_queue(db)
+    far = queue.push_domain("books.example", 60)
+    assert queue.push_domain("books.example", 1) == far
+
+
+def test_negative_interval_is_rejected(db: Database) -> None:
+    queue = make_queue(db)
+    with pytest.raises(ValueError, match="min_interval_s must be >= 0"):
+        queue.set_domain_policy("books.example", min_interval_s=-0.5)
+    with pytest.raises(ValueError, match="max_in_flight"):
+        queue.set_domain_policy("books.example", max_in_flight=0)
