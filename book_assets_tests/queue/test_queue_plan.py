@@ -1,0 +1,73 @@
+"""Query-plan regression: with 100,000 pending tasks the claim reads indexes, never the whole table.
+
+The claim runs inside the plpgsql function ``queue_claim``, whose inner plans EXPLAIN cannot show, so the
+test reads PostgreSQL's own counters (pg_stat_user_tables / pg_stat_user_indexes) around real claims:
+no sequential scan of ``tasks`` may happen, and the pending-task indexes must be used.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from book_assets.db.connection import Database
+from book_assets.queue import TaskQueue
+
+PENDING = 100_000
+
+
+def _fill(db: Database, n: int) -> None:
+    db.query(
+        """INSERT INTO tasks (task_type, payload, domain, task_group, priority)
+           SELECT CASE WHEN i %% 10 = 0 THEN 'listing' ELSE 'detail' END,
+                  jsonb_build_object('url', 'http://books.example/p/' || i), 'books.example',
+                  'g' || (i %% 7), i %% 3
+           FROM generate_series(1, %s) AS i""",
+        (n,),
+    )
+    db.query("INSERT INTO domains (domain, min_interval_s) VALUES ('books.example', 0)")
+    db.query("INSERT INTO queue_members (scope, member) SELECT 'groups:detail', 'g' || g FROM generate_series(0, 6) g")
+    db.query("ANALYZE tasks")
+
+
+def _scans(db: Database) -> tuple[int, dict[str, int]]:
+    db.query("SELECT pg_stat_force_next_flush()")
+    table = db.query(
+        "SELECT pg_stat_clear_snapshot(); SELECT seq_scan FROM pg_stat_user_tables WHERE relname = 'tasks'"
+    )
+    indexes = db.query("SELECT indexrelname, idx_scan FROM pg_stat_user_indexes WHERE relname = 'tasks'")
+    return int(table[0]["seq_scan"]), {r["indexrelname"]: int(r["idx_scan"]) for r in indexes}
+
+
+@pytest.mark.slow
+def test_claims_use_the_pending_indexes_with_100000_pending_tasks(queue: TaskQueue, db: Database) -> None:
+    _fill(db, PENDING)
+    seq_before, idx_before = _scans(db)
+    started = time.perf_counter()
+    for _ in range(10):  # past plpgsql's five custom plans, into the cached generic plan
+        assert len(queue.claim("w", 5)) == 5
+        assert len(queue.claim("w", 5, task_types=["detail"])) == 5
+        assert len(queue.claim("w", 3, task_types=["detail"], scheduled=True)) == 3
+        assert len(queue.claim("w", 4, interleave={"listing": 1, "detail": 3})) == 4
+    per_claim_ms = (time.perf_counter() - started) * 1000 / 40
+    seq_after, idx_after = _scans(db)
+    assert seq_after == seq_before, "a claim scanned the whole tasks table"
+    used = {name for name, n in idx_after.items() if n > idx_before.get(name, 0)}
+    assert {"idx_tasks_pending", "idx_tasks_pending_type", "idx_tasks_pending_group"} <= used
+    assert per_claim_ms < 50
+
+
+def test_candidate_query_plan_is_an_ordered_index_scan(db: Database) -> None:
+    _fill(db, 20_000)
+    plan = "\n".join(
+        r["QUERY PLAN"]
+        for r in db.query(
+            """EXPLAIN SELECT t.id, t.domain FROM tasks t
+               WHERE t.status = 'pending' AND t.task_type = 'detail' AND t.run_at <= now()
+                 AND NOT (t.domain = ANY('{}'::text[])) AND NOT (t.id = ANY('{}'::bigint[]))
+               ORDER BY t.priority DESC, t.id LIMIT 5 FOR UPDATE SKIP LOCKED"""
+        )
+    )
+    assert "Index Scan using idx_tasks_pending_type" in plan
+    assert "Seq Scan" not in plan and "Sort" not in plan
