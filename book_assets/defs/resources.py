@@ -19,6 +19,7 @@ from pydantic import Field
 
 from book_assets.crawl.config import CrawlConfig
 from book_assets.db.connection import Database, mask_url, resolve_database_url
+from book_assets.scheduling.weights import CategoryWeights, resolve_weights
 from book_assets.settings import Settings, load_settings
 
 
@@ -110,6 +111,7 @@ class SchedulingResource(dg.ConfigurableResource):
     deep_budget: int | None = Field(default=None, description="Detail pages per run, split by weight; unset: all.")
     interleave: int | None = Field(default=None, description="Detail pages handed out after each listing page.")
     snapshot_budget: int | None = Field(default=None, description="Books in the category-balanced snapshot.")
+    data_dir: str | None = Field(default=None, description="Folder under which snapshot files are written.")
 
     def settings_overrides(self) -> dict[str, Any]:
         return _set(
@@ -117,15 +119,12 @@ class SchedulingResource(dg.ConfigurableResource):
             deep_budget=self.deep_budget,
             interleave=self.interleave,
             snapshot_budget=self.snapshot_budget,
+            data_dir=self.data_dir,
         )
 
-    def category_weights(self, settings: Settings) -> Any:
-        """The :class:`~book_assets.scheduling.weights.CategoryWeights` of this run (resource, then settings)."""
-        from book_assets.scheduling.weights import CategoryWeights, load_weights
-
-        if self.weights is not None:
-            return CategoryWeights.from_mapping(self.weights)
-        return load_weights(settings)
+    def category_weights(self, settings: Settings) -> CategoryWeights:
+        """The run's category weights: the weights file's entries, overridden by ``weights`` (or the setting)."""
+        return resolve_weights(settings, weights=self.weights)
 
 
 def run_settings(site: SiteResource, fetcher: FetcherResource, scheduling: SchedulingResource) -> Settings:
@@ -146,7 +145,7 @@ def crawl_config(site: SiteResource, fetcher: FetcherResource, scheduling: Sched
         categories=tuple(site.categories) if site.categories else None, chromium_path=fetcher.chromium_path
     )
     return CrawlConfig.from_settings(
-        settings, weights=weights.explicit(), default_weight=weights.default_weight, **overrides
+        settings, weights=dict(weights.weights), default_weight=weights.default, **overrides
     )
 
 

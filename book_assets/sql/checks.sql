@@ -40,9 +40,13 @@ SELECT (SELECT count(*) FROM bad) AS bad,
        (SELECT count(*) FROM books) AS total,
        coalesce((SELECT (array_agg(url ORDER BY id))[1:5] FROM bad), '{}') AS sample;
 
--- stored_books_by_category --
--- Books in the table per category, for the asset metadata.
-SELECT coalesce(category, '(none)') AS category, count(*) AS books FROM books GROUP BY 1 ORDER BY 1;
+-- books_by_category --
+-- Stored books per category: what the snapshot could draw from.
+SELECT category, count(*)::int AS books FROM books WHERE category IS NOT NULL GROUP BY category ORDER BY category;
+
+-- snapshot_by_category --
+-- Books per category in the published snapshot table.
+SELECT category, count(*)::int AS books FROM category_balanced_snapshot GROUP BY category ORDER BY category;
 
 -- failed_tasks_watermark --
 -- The failed-tasks sensor's view of the dead letters: how many, the newest id, and the latest claim among them

@@ -1,0 +1,1 @@
+"""The category-balanced snapshot asset and its share check."""

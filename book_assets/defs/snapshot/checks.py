@@ -1,0 +1,69 @@
+"""Check of ``category_balanced_snapshot``: every category's share is where its weight puts it.
+
+The check does not trust the asset's own numbers: it counts the published table per category and recomputes
+each category's target from the stored books and the weights (the same ``split_budget``, which caps a
+category at the books it has and hands the rest to the others by weight). A category is within tolerance
+when its count is within ``max(1 book, 2 % of the snapshot)`` of its target. A miss is a WARN: the data is
+sound, only less balanced than asked.
+"""
+
+import dagster as dg
+
+from book_assets.defs.resources import DatabaseResource, SchedulingResource, run_settings_for_scheduling
+from book_assets.defs.snapshot.assets import category_balanced_snapshot
+from book_assets.scheduling.quotas import split_budget
+from book_assets.sql import load_queries
+
+Q = load_queries("checks")
+#: Share of the snapshot a category may be off by (with at least one book of slack for rounding).
+SHARE_TOLERANCE = 0.02
+
+
+def share_deviations(targets: dict[str, int], actual: dict[str, int]) -> list[tuple[str, int, int, float]]:
+    """``(category, target, actual, deviation in share points)`` for every category, worst first."""
+    total = sum(actual.values()) or 1
+    rows = [
+        (c, targets.get(c, 0), actual.get(c, 0), abs(actual.get(c, 0) - targets.get(c, 0)) / total)
+        for c in sorted(set(targets) | set(actual))
+    ]
+    return sorted(rows, key=lambda r: (-r[3], r[0]))
+
+
+@dg.asset_check(
+    asset=category_balanced_snapshot,
+    description="Each category's share of the snapshot is within max(1 book, 2%) of its weighted target.",
+)
+def shares_within_tolerance(database: DatabaseResource, scheduling: SchedulingResource) -> dg.AssetCheckResult:
+    settings = run_settings_for_scheduling(scheduling)
+    weights = scheduling.category_weights(settings)
+    with database.open(application_name="book-pipeline checks") as db:
+        available = {r["category"]: r["books"] for r in db.query(Q["books_by_category"])}
+        actual = {r["category"]: r["books"] for r in db.query(Q["snapshot_by_category"])}
+    targets = split_budget(settings.snapshot_budget, weights, available)
+    rows = share_deviations(targets, actual)
+    size = sum(actual.values())
+    slack_books = max(1.0, SHARE_TOLERANCE * size)
+    outside = [r for r in rows if abs(r[2] - r[1]) > slack_books]
+    worst = rows[0][3] if rows else 0.0
+    table = ["| category | target | actual | off by |", "|---|---:|---:|---:|"]
+    table += [f"| {c} | {t} | {a} | {d:.1%} |" for c, t, a, d in rows[:10]]
+    return dg.AssetCheckResult(
+        passed=not outside and size == sum(targets.values()),
+        severity=dg.AssetCheckSeverity.WARN,
+        description=(
+            f"{len(outside)} of {len(rows)} categories off their target by more than {slack_books:g} books"
+            if outside
+            else f"all {len(rows)} categories within {slack_books:g} books of their target ({size} rows)"
+        ),
+        metadata={
+            "snapshot_rows": size,
+            "target_rows": sum(targets.values()),
+            "tolerance_books": slack_books,
+            "max_share_deviation": round(worst, 4),
+            "categories_outside": len(outside),
+            "worst_categories": dg.MetadataValue.md("\n".join(table)),
+        },
+    )
+
+
+SNAPSHOT_CHECKS = [shares_within_tolerance]
