@@ -12,6 +12,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 import click
 
@@ -21,6 +22,7 @@ from book_assets.db.migrations import SchemaTooNew, current_version, migrate
 from book_assets.settings import ConfigError, Settings, load_settings
 
 F = TypeVar("F", bound=Callable[..., Any])
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 
 #: Errors a user can fix; shown as one line, exit status 2.
 USER_ERRORS: tuple[type[Exception], ...] = (
@@ -153,17 +155,22 @@ def _crawl_options(fn: F) -> F:
 
 
 def _crawl_config(settings_overrides: dict[str, Any]) -> tuple[str, Any]:
-    from book_assets.crawl.config import CrawlConfig
+    from book_assets.crawl.config import CrawlConfig, weights_by_category_name
     from book_assets.scheduling.weights import resolve_weights
 
     categories = settings_overrides.pop("categories", None)
     settings = load_settings(**settings_overrides)
     weights = resolve_weights(settings)
+    overrides: dict[str, Any] = {}
+    host = urlsplit(settings.base_url).hostname or ""
+    if "rate" not in settings.model_fields_set and host in LOOPBACK_HOSTS:
+        overrides["rate"] = 0.0  # your own sandbox on this machine: politeness is for other people's sites
     config = CrawlConfig.from_settings(
         settings,
         categories=tuple(c.strip() for c in categories.split(",") if c.strip()) if categories else None,
-        weights=weights.explicit(),
+        weights=weights_by_category_name(weights),
         default_weight=weights.default,
+        **overrides,
     )
     database = open_database(settings)
     url = database.url

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from book_assets.scraper.fetching import FetchSettings
 from book_assets.settings import ConfigError, Settings
+
+if TYPE_CHECKING:
+    from book_assets.scheduling.weights import CategoryWeights
 
 LISTING = "listing"
 DETAIL = "detail"
@@ -14,6 +18,28 @@ TASK_TYPES = (LISTING, DETAIL)
 #: Listing pages are discovery: ahead of details inside their own class, interleaved across classes.
 LISTING_PRIORITY = 10
 DETAIL_PRIORITY = 5
+
+
+#: The live site's categories (the sandbox replicates them); weights given by slug are mapped to these names,
+#: since detail tasks are grouped by the category name the site shows.
+KNOWN_CATEGORIES = (
+    "Travel", "Mystery", "Historical Fiction", "Sequential Art", "Classics", "Philosophy", "Romance",
+    "Womens Fiction", "Fiction", "Childrens", "Religion", "Nonfiction", "Music", "Default", "Science Fiction",
+    "Sports and Games", "Add a comment", "Fantasy", "New Adult", "Young Adult", "Science", "Poetry", "Paranormal",
+    "Art", "Psychology", "Autobiography", "Parenting", "Adult Fiction", "Humor", "Horror", "History",
+    "Food and Drink", "Christian Fiction", "Business", "Biography", "Thriller", "Contemporary", "Spirituality",
+    "Academic", "Self Help", "Historical", "Christian", "Suspense", "Short Stories", "Novels", "Health",
+    "Politics", "Cultural", "Erotica", "Crime",
+)  # fmt: skip
+
+
+def weights_by_category_name(weights: CategoryWeights) -> dict[str, float]:
+    """Explicit weights keyed by category name (slugs of known categories translated), unknown names warned."""
+    from book_assets.scheduling.weights import slugify, warn_unknown
+
+    warn_unknown(weights, KNOWN_CATEGORIES)
+    by_slug = {slugify(name): name for name in KNOWN_CATEGORIES}
+    return {by_slug.get(slugify(key), key): float(value) for key, value in weights.weights.items()}
 
 
 @dataclass(frozen=True)

@@ -157,13 +157,13 @@ def crawl(database_url: str, config: CrawlConfig, *, progress: bool = False) -> 
 def apply_budget(db: Database, config: CrawlConfig) -> dict[str, int]:
     """Split ``deep_budget`` across the pending detail tasks' categories by weight; set the queue budgets."""
     from book_assets.scheduling.quotas import split_budget
-    from book_assets.scheduling.weights import CategoryWeights
+    from book_assets.scheduling.weights import weights_from_mapping
 
     assert config.deep_budget is not None
     queue = make_queue(db, config)
     rows = db.query(load_queries("crawl")["pending_by_group"], {"task_type": DETAIL})
     available = {r["grp"]: int(r["n"]) for r in rows}
-    weights = CategoryWeights.from_mapping({**config.weights, "*": config.default_weight})
+    weights = weights_from_mapping({**config.weights, "*": config.default_weight}, "crawl config")
     quotas = split_budget(config.deep_budget, weights, available)
     queue.set_group_budgets(DETAIL, quotas)
     return quotas
