@@ -1,6 +1,6 @@
 """HTML of the replica, copied from the live site's templates (Django Oscar) and its URL scheme.
 
-The markup follows the saved real pages in ``/work/shared/fixtures/real-site`` tag for tag where a scraper
+The markup follows the saved real pages in ``book_assets_tests/fixtures/real-site`` tag for tag where a scraper
 could look (head, header, breadcrumb, sidebar, ``article.product_pod``, pager, ``div.product_main``,
 ``#product_description`` + ``p``, the striped table in the live site's row order), and every link is
 relative exactly as on the live site, because resolving those links is where crawlers go wrong.

@@ -12,9 +12,7 @@ from book_assets.db.connection import Database
 from book_assets.scraper.fetching import FetchResult, build_result
 from book_assets.scraper.parsers import parse_book
 
-REAL = Path("/work/shared/fixtures/real-site")
-if not REAL.exists():  # CI lays shared/ beside the clone
-    REAL = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "real-site"
+REAL = Path(__file__).resolve().parents[1] / "fixtures" / "real-site"
 BOOK = "catalogue/a-light-in-the-attic_1000/index.html"
 URL = f"https://books.toscrape.com/{BOOK}"
 

@@ -18,7 +18,7 @@ from selectolax.lexbor import LexborNode as Node
 
 from book_assets.sandbox import Catalogue, SandboxServer, Site
 
-REAL = Path("/work/shared/fixtures/real-site")
+REAL = Path(__file__).resolve().parents[1] / "fixtures" / "real-site"  # vendored copy of shared/fixtures
 REAL_BOOKS = sorted(REAL.glob("catalogue/*_*/index.html"))
 RATINGS = {"One": 1, "Two": 2, "Three": 3, "Four": 4, "Five": 5}
 

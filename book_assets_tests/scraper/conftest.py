@@ -8,15 +8,14 @@ from pathlib import Path
 import pytest
 from scraper_site import LocalSite, serve
 
-REAL_SITE = Path("/work/shared/fixtures/real-site")
+REAL_SITE = Path(__file__).resolve().parents[1] / "fixtures" / "real-site"  # vendored copy of shared/fixtures
 SITE = "https://books.toscrape.com/"
 
 
 @pytest.fixture(scope="session")
 def real_site() -> Path:
-    """Directory of saved live-site pages; skips (rather than errors) where the fixtures are absent."""
-    if not (REAL_SITE / "index.html").exists():
-        pytest.skip(f"real-site fixtures not found at {REAL_SITE}")
+    """Directory of saved live-site pages (vendored with the tests, so never absent)."""
+    assert (REAL_SITE / "index.html").exists(), f"real-site fixtures missing at {REAL_SITE}"
     return REAL_SITE
 
 
