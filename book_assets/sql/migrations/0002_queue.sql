@@ -147,6 +147,10 @@ BEGIN
     IF p_n IS NULL OR p_n < 1 THEN
         RETURN;
     END IF;
+    -- A claim need not wait for its WAL flush: if a crash loses it, the task is simply still claimable and
+    -- the worker's lease token no longer exists, so its complete/fail is refused (fencing). Saves one
+    -- fsync per claim, the dominant cost of a claim on a busy disk. (Transaction-local.)
+    PERFORM set_config('synchronous_commit', 'off', true);
 
     -- 0. Fair state first (lock order: scopes, then domains — never the other way round).
     IF v_fair THEN
