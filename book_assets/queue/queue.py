@@ -32,7 +32,9 @@ import json
 import logging
 import math
 import select
+import time
 from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, Final
 from urllib.parse import urlsplit
@@ -374,6 +376,28 @@ class TaskQueue:
         if row["skipped"]:
             log.info("requeue: %s failed task(s) skipped (their URL has a live task)", row["skipped"])
         return int(row["requeued"])
+
+    def wait_for_slot(self, task: Task, *, tolerance_s: float = 0.005) -> Task:
+        """Sleep until the task's politeness slot; return the task to start *now*.
+
+        A slot only spaces request starts if the request starts on it. A worker that wakes more than
+        ``tolerance_s`` after its slot (a loaded host, a GC pause) would start close to the next slot's
+        holder, so it takes a fresh slot instead and sleeps again: starts stay at least
+        ``interval - tolerance_s`` apart, whatever the scheduling delays. Raises :class:`LeaseLost` if the
+        lease is gone meanwhile.
+        """
+        tolerance = _check_number("tolerance_s", tolerance_s)
+        while task.slot_at is not None:
+            task.wait_for_slot()
+            if time.time() - task.slot_at.timestamp() <= tolerance:
+                return task
+            rows = self.db.query(_q()["reslot"], {"id": task.id, "token": task.lease_token, "lease_s": self.lease_s})
+            if not rows:
+                if not self.heartbeat(task, extend_s=self.lease_s):
+                    raise LeaseLost(f"task {task.id}: lease {task.lease_token} is no longer held")
+                return task  # the domain is no longer throttled
+            task = replace(task, slot_at=rows[0]["slot_at"], lease_expires_at=rows[0]["lease_expires_at"])
+        return task
 
     # --- politeness --------------------------------------------------------------------------------------
 

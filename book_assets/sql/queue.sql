@@ -211,3 +211,22 @@ INSERT INTO tasks_archive SELECT moved.*, now() FROM moved;
 -- listen --
 -- Subscribe this connection to enqueue wake-ups.
 LISTEN book_pipeline_tasks;
+
+-- reslot --
+-- Give a leased task a new politeness slot (its worker woke too late for the old one): the domain's next slot,
+-- as a claim would hand it out; the lease is extended to cover it. No row: lease lost or domain unthrottled.
+WITH moved AS (
+    UPDATE domains d
+    SET next_slot_at = greatest(d.next_slot_at,
+                                clock_timestamp() + make_interval(secs => least(0.05, d.min_interval_s / 4)))
+                       + make_interval(secs => d.min_interval_s)
+    FROM tasks t
+    WHERE t.id = %(id)s AND t.lease_token = %(token)s AND t.status = 'in_progress'
+      AND d.domain = t.domain AND d.min_interval_s > 0
+    RETURNING d.next_slot_at - make_interval(secs => d.min_interval_s) AS slot
+)
+UPDATE tasks t
+SET slot_at = m.slot, lease_expires_at = greatest(t.lease_expires_at, m.slot + make_interval(secs => %(lease_s)s))
+FROM moved m
+WHERE t.id = %(id)s
+RETURNING t.slot_at, t.lease_expires_at;

@@ -89,8 +89,7 @@ def polite_worker(database_url: str, worker_id: str, run_s: float, barrier: obje
             if not result.tasks:
                 queue.wait_for_work(min(result.retry_in_s or 0.05, max(0.0, deadline - time.time())))
                 continue
-            (task,) = result.tasks
-            task.wait_for_slot()
+            task = queue.wait_for_slot(result.tasks[0])
             starts.append(time.time())
             queue.complete(task)
     finally:

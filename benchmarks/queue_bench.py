@@ -1,0 +1,165 @@
+"""Task-queue benchmark: prints ONE JSON object.
+
+Runs against the server ``DATABASE_URL`` names (default: the project's embedded PostgreSQL), in a scratch
+database ``bookpipeline_bench`` created and dropped by this script, so the pipeline's data is never touched.
+
+Measures: batched enqueue rate; claim+complete throughput with 1, 4 and 8 worker processes (claims of 50,
+completes batched with ``complete_many``); single-task claim latency with 10,000 and 1,000,000 pending
+tasks; scheduled (smooth weighted round-robin) claim latency. Politeness is off (interval 0) for the
+benchmark domain: the figures are the queue's overhead, not the crawl's rate limit. Bounded in count and
+time (about 2-4 minutes on two cores).
+
+    .venv/bin/python benchmarks/queue_bench.py
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import statistics
+import sys
+import time
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg2
+
+from book_assets.db.connection import Database, ensure_database, resolve_database_url
+from book_assets.db.migrations import migrate
+from book_assets.queue import Backoff, NewTask, TaskQueue
+from book_assets.settings import load_settings
+
+SCRATCH = "bookpipeline_bench"
+TYPES = ("detail", "listing")
+SEED = {"enqueue_per_s": 85, "claim_complete_per_s": 45}
+SPAWN = multiprocessing.get_context("spawn")
+
+
+def _with_db(url: str, name: str) -> str:
+    return urlunsplit(urlsplit(url)._replace(path=f"/{name}"))
+
+
+def _queue(db: Database) -> TaskQueue:
+    return TaskQueue(db, task_types=TYPES, lease_s=60, backoff=Backoff(), default_interval_s=0.0)
+
+
+def _reset(db: Database) -> None:
+    db.query(
+        "TRUNCATE tasks, domains, queue_scopes, queue_members, tasks_archive RESTART IDENTITY; "
+        "INSERT INTO domains (domain, min_interval_s) VALUES ('bench.example', 0)"
+    )
+
+
+def _fill(db: Database, n: int, groups: int = 50) -> None:
+    db.query(
+        """INSERT INTO tasks (task_type, payload, domain, task_group, priority)
+           SELECT 'detail', jsonb_build_object('url', 'http://bench.example/b/' || i), 'bench.example',
+                  'g' || (i %% %s), 0
+           FROM generate_series(1, %s) AS i""",
+        (groups, n),
+    )
+    db.query(
+        "INSERT INTO queue_members (scope, member) SELECT 'groups:detail', 'g' || g FROM generate_series(0, %s) g",
+        (groups - 1,),
+    )
+    conn = psycopg2.connect(db.url)  # VACUUM cannot run in the transaction Database.run opens
+    conn.autocommit = True
+    with conn.cursor() as cur:
+        cur.execute("VACUUM ANALYZE tasks")
+    conn.close()
+
+
+def _worker(url: str, name: str, barrier: Any, results: Any) -> None:
+    db = Database(url, application_name=f"queue-bench-{name}")
+    queue = _queue(db)
+    db.connection()
+    barrier.wait(120)
+    done = 0
+    while True:
+        tasks = queue.claim(name, 50, task_types=["detail"]).tasks
+        if not tasks:
+            break
+        done += queue.complete_many(tasks)
+    results.put((done, time.perf_counter()))
+    db.close()
+
+
+def bench_enqueue(db: Database, n: int = 50_000, batch: int = 1_000) -> float:
+    _reset(db)
+    queue = _queue(db)
+    started = time.perf_counter()
+    for start in range(0, n, batch):
+        queue.enqueue_many(
+            NewTask("detail", {"url": f"http://bench.example/e/{i}"}, group=f"g{i % 50}")
+            for i in range(start, start + batch)
+        )
+    return n / (time.perf_counter() - started)
+
+
+def bench_throughput(db: Database, url: str, workers: int, n: int) -> float:
+    _reset(db)
+    _fill(db, n)
+    barrier, results = SPAWN.Barrier(workers + 1), SPAWN.Queue()
+    procs = [SPAWN.Process(target=_worker, args=(url, f"w{i}", barrier, results)) for i in range(workers)]
+    for p in procs:
+        p.start()
+    barrier.wait(120)
+    started = time.perf_counter()
+    outcomes = [results.get(timeout=300) for _ in procs]
+    for p in procs:
+        p.join(30)
+    finished = max(t for _, t in outcomes)
+    total = sum(d for d, _ in outcomes)
+    if total != n:
+        raise RuntimeError(f"{total} tasks completed out of {n}")
+    return n / (finished - started)
+
+
+def bench_latency(db: Database, pending: int, samples: int = 400, *, scheduled: bool = False) -> dict[str, float]:
+    _reset(db)
+    _fill(db, pending)
+    queue = _queue(db)
+    latencies = []
+    for _ in range(samples):
+        started = time.perf_counter()
+        tasks = queue.claim("lat", 1, task_types=["detail"], scheduled=scheduled).tasks
+        latencies.append((time.perf_counter() - started) * 1000)
+        queue.complete_many(tasks)
+    latencies.sort()
+    return {
+        "p50": round(statistics.median(latencies), 3),
+        "p99": round(latencies[int(len(latencies) * 0.99) - 1], 3),
+    }
+
+
+def main() -> int:
+    base = resolve_database_url(load_settings())
+    admin = _with_db(base, "postgres")
+    ensure_database(admin, SCRATCH)
+    url = _with_db(base, SCRATCH)
+    db = Database(url, application_name="queue-bench")
+    try:
+        migrate(db)
+        report: dict[str, Any] = {"enqueue_batch_per_s": round(bench_enqueue(db))}
+        report["claim_complete_per_s"] = {
+            str(w): round(bench_throughput(db, url, w, 30_000 if w > 1 else 15_000)) for w in (1, 4, 8)
+        }
+        plain_10k = bench_latency(db, 10_000)
+        scheduled = bench_latency(db, 10_000, scheduled=True)
+        report["claim_latency_ms"] = {"10000": plain_10k, "1000000": bench_latency(db, 1_000_000, samples=300)}
+        report["scheduled_claim_latency_ms"] = scheduled
+        report["scheduled_vs_plain_p50"] = round(scheduled["p50"] / plain_10k["p50"], 2)
+        report["seed"] = SEED
+    finally:
+        db.close()
+        conn = psycopg2.connect(admin)
+        conn.autocommit = True
+        with conn.cursor() as cur:
+            cur.execute(f'DROP DATABASE IF EXISTS "{SCRATCH}" WITH (FORCE)')
+        conn.close()
+    print(json.dumps(report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
