@@ -79,7 +79,10 @@ def _free_port() -> int:
 
 
 def _port_free(port: int) -> bool:
+    # SO_REUSEADDR, as the postmaster binds: after a restart the old port still has TIME_WAIT sockets of
+    # closed client connections, which a plain bind() refuses, yet PostgreSQL can listen there again.
     with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("127.0.0.1", port))
         except OSError:
