@@ -32,6 +32,9 @@ def build_definitions(settings: Settings | None = None) -> dg.Definitions:
         schedules=[daily_full_refresh_schedule(settings.schedule_cron)],
         sensors=[build_failed_tasks_sensor(settings.failed_tasks_threshold), run_failure_summary],
         resources=default_resources(),
+        # In process: the lineage is a chain and the crawl steps spawn their own worker processes, so a
+        # subprocess per step would only add a definitions load (tens of seconds on two cores) per step.
+        executor=dg.in_process_executor,
     )
 
 

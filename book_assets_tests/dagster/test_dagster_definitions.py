@@ -103,3 +103,8 @@ def test_database_url_is_never_shown_with_its_password() -> None:
     resource = DatabaseResource(url="postgresql://crawler:s3cret@db.example:5432/books")
     assert "s3cret" not in resource.masked_url()
     assert resource.masked_url() == "postgresql://crawler:***@db.example:5432/books"
+
+
+def test_jobs_run_in_process_since_crawl_steps_spawn_their_own_workers(repo: dg.RepositoryDefinition) -> None:
+    for name in ("full_refresh_job", "crawl_queue_job"):
+        assert repo.get_job(name).executor_def.name == dg.in_process_executor.name, name
