@@ -1,0 +1,241 @@
+"""The Dagster UI in a real browser: the lineage shows the three assets, and a run launched through the
+webserver's GraphQL API materializes them.
+
+Set-up, chosen to keep the test isolated and quick:
+
+- ``dagster-webserver`` runs as a subprocess on a free port on 127.0.0.1, loading the project's
+  ``workspace.yaml``, with a temporary ``DAGSTER_HOME`` whose ``dagster.yaml`` keeps Dagster's own storage in
+  SQLite files in that folder (the pipeline's data still goes to the PostgreSQL test database) and uses the
+  default run coordinator, so a launched run starts without a daemon.
+- The code location reads its settings from the environment: the test database, the sandbox's Travel
+  category (11 books) as the start page, plain-HTTP fetching, no politeness delay, a 5-book snapshot.
+- Chromium (Debian's, through Playwright) opens the global asset lineage; the first visit to a fresh
+  instance shows a community modal, skipped when present.
+
+The screenshot goes to ``artifacts/dagster-lineage.png``; with ``BOOK_PIPELINE_DOCS_SCREENSHOTS=1`` it is
+also written to ``docs/lineage.png`` (the README's picture).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from book_assets.crawl.storage import book_counts
+from book_assets.db.connection import Database
+from book_assets.sandbox.server import SandboxServer
+from book_assets.settings import PROJECT_ROOT
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+ASSETS = ("listing_discovery", "book_details", "category_balanced_snapshot")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+DAGSTER_YAML = """\
+# Test instance: Dagster's own storage in SQLite files under this DAGSTER_HOME; runs start at once.
+run_coordinator:
+  module: dagster._core.run_coordinator
+  class: DefaultRunCoordinator
+telemetry:
+  enabled: false
+"""
+LAUNCH_RUN = """
+mutation Launch($params: ExecutionParams!) {
+  launchRun(executionParams: $params) {
+    __typename
+    ... on LaunchRunSuccess { run { runId } }
+    ... on PythonError { message }
+    ... on RunConfigValidationInvalid { errors { message } }
+    ... on InvalidSubsetError { message }
+  }
+}
+"""
+RUN_STATUS = """
+query Status($runId: ID!) { runOrError(runId: $runId) { __typename ... on Run { status } } }
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def chromium_path() -> str:
+    path = os.environ.get("BOOK_PIPELINE_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+    if not Path(path).exists():
+        pytest.skip("no Chromium installed")
+    return path
+
+
+@pytest.fixture
+def webserver(tmp_path: Path, database_url: str, db: Database, sandbox: SandboxServer) -> Iterator[str]:
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text(DAGSTER_YAML)
+    port = free_port()
+    env = {
+        **os.environ,
+        "DAGSTER_HOME": str(home),
+        "DATABASE_URL": database_url,
+        "BOOK_PIPELINE_BASE_URL": sandbox.url_for("/catalogue/category/books/travel_2/index.html"),
+        "BOOK_PIPELINE_FETCH_MODE": "http",
+        "BOOK_PIPELINE_RATE": "0",
+        "BOOK_PIPELINE_WORKERS": "1",
+        "BOOK_PIPELINE_SNAPSHOT_BUDGET": "5",
+        "BOOK_PIPELINE_DATA_DIR": str(tmp_path / "data"),
+    }
+    env.pop("BOOK_PIPELINE_ALLOWED_DOMAINS", None)
+    log = (tmp_path / "webserver.log").open("w")
+    command = [str(Path(sys.executable).parent / "dagster-webserver"), "-h", "127.0.0.1", "-p", str(port)]
+    proc = subprocess.Popen(
+        [*command, "-w", str(PROJECT_ROOT / "workspace.yaml")],
+        cwd=PROJECT_ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,  # its own process group: the code server and run workers stop with it
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"dagster-webserver exited: {(tmp_path / 'webserver.log').read_text()[-2000:]}")
+            try:
+                if httpx.get(f"{url}/server_info", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail("dagster-webserver did not start within 120s")
+            time.sleep(0.5)
+        yield url
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
+        try:
+            proc.wait(timeout=45)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+        log.close()
+
+
+def graphql(url: str, query: str, variables: dict) -> dict:
+    response = httpx.post(f"{url}/graphql", json={"query": query, "variables": variables}, timeout=60)
+    response.raise_for_status()
+    body = response.json()
+    assert "errors" not in body, body["errors"]
+    return body["data"]
+
+
+def wait_for_location(url: str, timeout_s: float = 120) -> None:
+    query = "{ workspaceOrError { ... on Workspace { locationEntries { name loadStatus } } } }"
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        entries = graphql(url, query, {})["workspaceOrError"]["locationEntries"]
+        if entries and all(e["loadStatus"] == "LOADED" for e in entries):
+            return
+        time.sleep(1)
+    pytest.fail("code location did not load")
+
+
+def launch_full_refresh(url: str) -> str:
+    params = {
+        "selector": {
+            "repositoryLocationName": "book_assets",
+            "repositoryName": "__repository__",
+            "jobName": "full_refresh_job",
+        },
+        "runConfigData": {},
+    }
+    result = graphql(url, LAUNCH_RUN, {"params": params})["launchRun"]
+    assert result["__typename"] == "LaunchRunSuccess", result
+    return result["run"]["runId"]
+
+
+def wait_for_run(url: str, run_id: str, timeout_s: float = 600) -> str:
+    deadline = time.monotonic() + timeout_s
+    status = "?"
+    while time.monotonic() < deadline:
+        status = graphql(url, RUN_STATUS, {"runId": run_id})["runOrError"]["status"]
+        if status in ("SUCCESS", "FAILURE", "CANCELED"):
+            return status
+        time.sleep(1)
+    pytest.fail(f"run {run_id} still {status} after {timeout_s}s")
+
+
+def open_lineage(page, url: str, *, arrange: bool) -> None:  # type: ignore[no-untyped-def]
+    """The global asset lineage; with ``arrange``, hide the side panels and expand every group (the UI keeps
+    these choices in the browser's local storage, so later visits look the same)."""
+    page.goto(f"{url}/asset-groups", wait_until="networkidle")
+    page.locator("foreignObject").first.wait_for(timeout=30000)
+    if arrange:
+        page.get_by_role("button", name="Hide navigation").click()
+        page.locator('button:has([aria-label="panel_show_right"])').last.click()
+        page.locator('button:has([aria-label="settings"])').last.click()
+        page.get_by_role("menuitem", name="Expand all groups").click()
+        page.keyboard.press("Escape")
+    page.wait_for_timeout(1500)
+
+
+def test_lineage_shows_the_three_assets_and_a_launched_run_materializes_them(
+    webserver: str, db: Database, tmp_path: Path
+) -> None:
+    from playwright.sync_api import sync_playwright
+
+    wait_for_location(webserver)
+    artifacts = PROJECT_ROOT / "artifacts"
+    artifacts.mkdir(exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1600, "height": 900})
+            page.set_default_timeout(20000)
+            # The community modal shows once on a fresh instance, whenever its query returns: skip it
+            # whenever it is in the way.
+            page.add_locator_handler(page.get_by_role("button", name="Skip"), lambda skip: skip.click())
+            open_lineage(page, webserver, arrange=True)
+            graph = page.locator("foreignObject")
+            for name in ASSETS:
+                graph.get_by_text(name, exact=True).first.wait_for(timeout=15000)
+
+            run_id = launch_full_refresh(webserver)
+            assert wait_for_run(webserver, run_id) == "SUCCESS", (tmp_path / "webserver.log").read_text()[-3000:]
+
+            page.goto(f"{webserver}/runs/{run_id}", wait_until="networkidle")
+            page.get_by_text("Success").first.wait_for(timeout=30000)
+
+            open_lineage(page, webserver, arrange=False)
+            for name in ASSETS:
+                graph.get_by_text(name, exact=True).first.wait_for(timeout=15000)
+            page.get_by_text("Materialized").first.wait_for(timeout=30000)
+            page.wait_for_timeout(1000)
+            screenshot = artifacts / "dagster-lineage.png"
+            page.screenshot(path=str(screenshot))
+            if os.environ.get("BOOK_PIPELINE_DOCS_SCREENSHOTS") == "1":
+                (PROJECT_ROOT / "docs").mkdir(exist_ok=True)
+                shutil.copyfile(screenshot, PROJECT_ROOT / "docs" / "lineage.png")
+        finally:
+            browser.close()
+
+    counts = book_counts(db)
+    assert (counts["total"], counts["unique_urls"], counts["with_html"]) == (11, 11, 11)
+    assert db.query("SELECT count(*) AS n FROM category_balanced_snapshot")[0]["n"] == 5
