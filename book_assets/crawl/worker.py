@@ -20,14 +20,13 @@ from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from book_assets.crawl.config import DETAIL, LISTING, TASK_TYPES, CrawlConfig
 from book_assets.crawl.discovery import NewTask, listing_tasks
 from book_assets.crawl.storage import parse_served_or_rendered, store_book
 from book_assets.db.connection import Database
-from book_assets.queue import ClaimResult, Task, TaskQueue
+from book_assets.queue import ClaimResult, LeaseLost, Task, TaskQueue
 from book_assets.queue import NewTask as QueueTask
 from book_assets.scraper.errors import FetchError, ParseError
 from book_assets.scraper.fetch_browser import BrowserFetcher
@@ -38,6 +37,8 @@ from book_assets.sql import load_queries
 
 log = logging.getLogger(__name__)
 CRAWL_SQL = load_queries("crawl")
+#: How late after its politeness slot a request may still start (as the queue's own wait_for_slot).
+SLOT_TOLERANCE_S = 0.005
 T = TypeVar("T")
 
 
@@ -228,7 +229,7 @@ class Worker:
 
     async def _process(self, fetcher: BrowserFetcher | HttpFetcher, task: Task) -> None:
         try:
-            await self._wait_for_slot(task)
+            task = await self._wait_for_slot(task)
             url = task.payload["url"]
             try:
                 fetched = await fetcher.fetch(url)
@@ -252,16 +253,22 @@ class Worker:
             self._in_flight.pop(task.id, None)
         except asyncio.CancelledError:
             raise
+        except LeaseLost:  # another worker owns the task now; it will finish it
+            self.stats.lost_leases += 1
+            self._in_flight.pop(task.id, None)
         except Exception as exc:  # a bug or an outage: record it on the task, keep the worker alive
             log.exception("task %s (%s) failed unexpectedly", task.id, task.payload.get("url"))
             await self._fail(task, f"internal: {type(exc).__name__}: {exc}", retryable=True)
 
-    async def _wait_for_slot(self, task: Task) -> None:
-        if task.slot_at is None:
-            return
-        delay = (task.slot_at - datetime.now(UTC)).total_seconds()
-        if delay > 0:
-            await asyncio.sleep(delay)
+    async def _wait_for_slot(self, task: Task) -> Task:
+        """Sleep until the task's politeness slot; a late wake-up takes a fresh slot (see TaskQueue.wait_for_slot)."""
+        while task.slot_at is not None:
+            await asyncio.sleep(task.seconds_until_slot())
+            if task.seconds_until_slot() == 0 and time.time() - task.slot_at.timestamp() <= SLOT_TOLERANCE_S:
+                return task
+            task = await self._db(self.queue.reslot, task)
+            self._in_flight[task.id] = task
+        return task
 
     async def _fail(self, task: Task, error: str, *, retryable: bool, retry_after_s: float | None = None) -> None:
         kind = error.split(":", 1)[0]

@@ -391,13 +391,21 @@ class TaskQueue:
             task.wait_for_slot()
             if time.time() - task.slot_at.timestamp() <= tolerance:
                 return task
-            rows = self.db.query(_q()["reslot"], {"id": task.id, "token": task.lease_token, "lease_s": self.lease_s})
-            if not rows:
-                if not self.heartbeat(task, extend_s=self.lease_s):
-                    raise LeaseLost(f"task {task.id}: lease {task.lease_token} is no longer held")
-                return task  # the domain is no longer throttled
-            task = replace(task, slot_at=rows[0]["slot_at"], lease_expires_at=rows[0]["lease_expires_at"])
+            task = self.reslot(task)
         return task
+
+    def reslot(self, task: Task) -> Task:
+        """Give a task whose worker woke too late for its slot a fresh slot (``slot_at`` None: start now).
+
+        For workers that wait in their own way (an event loop) and then apply :meth:`wait_for_slot`'s rule.
+        Raises :class:`LeaseLost` if the lease is gone.
+        """
+        rows = self.db.query(_q()["reslot"], {"id": task.id, "token": task.lease_token, "lease_s": self.lease_s})
+        if not rows:
+            if not self.heartbeat(task, extend_s=self.lease_s):
+                raise LeaseLost(f"task {task.id}: lease {task.lease_token} is no longer held")
+            return replace(task, slot_at=None)  # the domain is no longer throttled
+        return replace(task, slot_at=rows[0]["slot_at"], lease_expires_at=rows[0]["lease_expires_at"])
 
     # --- politeness --------------------------------------------------------------------------------------
 

@@ -24,7 +24,7 @@ def sandbox_config(base_url: str, **overrides: Any) -> CrawlConfig:
     defaults.update(overrides)
     fetch_keys = {"mode", "concurrency", "timeout_s"}
     settings_keys = {"fetch_mode": defaults.pop("mode", "http"), "concurrency": defaults.pop("concurrency", 8)}
-    settings = load_settings(**settings_keys, timeout_s=defaults.pop("timeout_s", 10.0))
+    settings = load_settings(**settings_keys, timeout_s=defaults.pop("timeout_s", 30.0))
     return CrawlConfig.from_settings(settings, **{k: v for k, v in defaults.items() if k not in fetch_keys})
 
 
