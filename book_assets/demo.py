@@ -5,8 +5,8 @@
 2. The sandbox replica of books.toscrape.com, in this process, on a fixed port (8800 by default) so that
    book URLs are the same from one demo to the next: a re-run finds the same books "unchanged", and
    ``--day 1`` serves the next simulated day, whose changed prices become new book versions.
-3. One Dagster run materializing ``listing_discovery`` → ``book_details`` → ``category_balanced_snapshot``
-   with their checks, recorded in the project's instance, so ``make ui`` shows the run, metadata and checks.
+3. One run of ``full_refresh_job``: ``listing_discovery`` → ``book_details`` → ``category_balanced_snapshot``
+   and their checks, recorded in the project's instance, so ``make ui`` shows the run, metadata and checks.
 4. A summary computed from the database (not from the run's own counters) and the run's metadata.
 
 Data is kept between demos on purpose; ``make clean`` removes it.
@@ -27,7 +27,7 @@ from book_assets.crawl.storage import book_counts
 from book_assets.dagster_instance import dagster_environment
 from book_assets.db.connection import Database, mask_url
 from book_assets.db.migrations import migrate
-from book_assets.defs.crawl.assets import CRAWL_RUN_TAGS
+from book_assets.defs.crawl.jobs import full_refresh_job
 from book_assets.defs.resources import DatabaseResource, FetcherResource, SchedulingResource, SiteResource
 from book_assets.queue import TaskQueue
 from book_assets.sandbox.server import SandboxServer
@@ -116,13 +116,18 @@ def run_demo(
                 "fetcher": FetcherResource(mode=fetch_mode, workers=workers, concurrency=concurrency),
                 "scheduling": SchedulingResource(),
             }
+            # The project's full_refresh_job, bound to the sandbox's resources: the run shows under its
+            # real job name in the UI, with its crawl tag.
+            demo_defs = dg.Definitions(
+                assets=ASSETS,
+                asset_checks=ASSET_CHECKS,
+                jobs=[full_refresh_job],
+                resources=resources,
+                executor=dg.in_process_executor,
+            )
             with dg.DagsterInstance.get() as instance:
-                result = dg.materialize(
-                    [*ASSETS, *ASSET_CHECKS],
-                    instance=instance,
-                    resources=resources,
-                    tags={**CRAWL_RUN_TAGS, "book-pipeline/demo": "true"},
-                    raise_on_error=False,
+                result = demo_defs.resolve_job_def("full_refresh_job").execute_in_process(
+                    instance=instance, tags={"book-pipeline/demo": "true"}, raise_on_error=False
                 )
         checks = {
             f"{e.asset_key.to_user_string()}:{e.check_name}": e.passed for e in result.get_asset_check_evaluations()

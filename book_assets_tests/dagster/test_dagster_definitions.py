@@ -78,7 +78,7 @@ def test_data_corruption_checks_are_blocking_errors_and_share_check_warns(repo: 
 
 
 def test_schedule_runs_the_full_refresh_daily_in_utc() -> None:
-    schedule = defs.get_schedule_def("daily_full_refresh")
+    schedule = defs.resolve_schedule_def("daily_full_refresh")
     assert schedule.cron_schedule == load_settings().schedule_cron
     assert schedule.execution_timezone == "UTC"
     assert schedule.job_name == "full_refresh_job"
@@ -89,7 +89,7 @@ def test_schedule_runs_the_full_refresh_daily_in_utc() -> None:
 
 def test_cron_from_settings_is_used() -> None:
     custom = build_definitions(load_settings(schedule_cron="30 4 * * 1"))
-    assert custom.get_schedule_def("daily_full_refresh").cron_schedule == "30 4 * * 1"
+    assert custom.resolve_schedule_def("daily_full_refresh").cron_schedule == "30 4 * * 1"
 
 
 def test_bad_cron_fails_at_load_naming_the_setting() -> None:
