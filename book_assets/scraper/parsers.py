@@ -134,9 +134,11 @@ def decode_html(body: bytes, content_type: str | None) -> str:
 
     Undecodable bytes become U+FFFD (``errors="replace"``) instead of raising: a stray bad byte must not
     lose a whole page, and the replacement character is visible in stored text if it ever happens.
+    NUL characters become U+FFFD too: PostgreSQL text cannot hold them (storing such a page failed on
+    every attempt), and HTML parsers drop or replace them anyway.
     Unknown charset labels are ignored and the next source is tried.
     """
-    return body.decode(detect_charset(body, content_type), errors="replace")
+    return body.decode(detect_charset(body, content_type), errors="replace").replace("\x00", "\ufffd")
 
 
 # --------------------------------------------------------------------------- DOM helpers
