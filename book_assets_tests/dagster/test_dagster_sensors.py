@@ -128,5 +128,27 @@ def test_sensor_run_request_launches_a_requeue_that_clears_the_failures(
     assert evaluate(database_url, instance, None).run_requests == []
 
 
-def test_run_failure_sensor_is_a_run_failure_sensor() -> None:
-    assert isinstance(run_failure_summary, dg.RunStatusSensorDefinition)
+def test_run_failure_summary_logs_the_job_step_and_error(
+    instance: dg.DagsterInstance, capfd: pytest.CaptureFixture[str]
+) -> None:
+    @dg.op
+    def fetch_everything() -> None:
+        raise RuntimeError("database went away")
+
+    @dg.job(tags={"book-pipeline/crawl": "true"})
+    def doomed_job() -> None:
+        fetch_everything()
+
+    result = doomed_job.execute_in_process(instance=instance, raise_on_error=False)
+    assert not result.success
+    context = dg.build_run_status_sensor_context(
+        sensor_name="run_failure_summary",
+        dagster_instance=instance,
+        dagster_run=result.dagster_run,
+        dagster_event=result.get_run_failure_event(),
+    ).for_run_failure()
+    capfd.readouterr()
+    run_failure_summary(context)
+    summary = capfd.readouterr().err  # the sensor's logger is Dagster's, which writes to stderr
+    assert "doomed_job failed in fetch_everything" in summary
+    assert "book-pipeline/crawl=true" in summary
