@@ -96,3 +96,19 @@ def test_error_page_stored_as_a_book_fails_the_blocking_check(
     assert evaluations["no_error_pages"].severity == dg.AssetCheckSeverity.ERROR
     assert evaluations["no_error_pages"].metadata["offending_rows"].value == 1
     assert evaluations["required_fields_present"].passed
+
+
+def test_deep_budget_limits_book_details_and_reports_the_quotas(
+    db: Database, database_url: str, sandbox: SandboxServer, tmp_path: Path
+) -> None:
+    from book_assets.defs.crawl.assets import book_details, listing_discovery
+
+    resources = sandbox_resources(database_url, sandbox, tmp_path)
+    resources["scheduling"] = SchedulingResource(deep_budget=60, weights={"Travel": 50, "*": 1}, data_dir=str(tmp_path))
+    with dg.DagsterInstance.ephemeral() as instance:
+        result = dg.materialize([listing_discovery, book_details], instance=instance, resources=resources)
+    assert result.success
+    assert book_counts(db)["total"] == 60
+    details = metadata_of(result, "book_details")
+    assert details["books_new"] == 60
+    assert "| Travel | 11 |" in details["quotas"]  # weight 50 asks for ~30 books; Travel has 11: capped
