@@ -218,10 +218,14 @@ def fetch_error(
 
 
 def host_allowed(url: str, allowed_domains: frozenset[str]) -> bool:
-    """True if ``url`` is http(s) and its hostname is in ``allowed_domains`` (empty set: any host)."""
+    """True if ``url`` is http(s) and its hostname is in ``allowed_domains`` (empty set: any host).
+
+    A URL whose host or port cannot be read is never allowed (the queue would refuse it anyway).
+    """
     try:
         parts = urlsplit(url)
         host = (parts.hostname or "").rstrip(".")
+        parts.port  # noqa: B018 - raises on a malformed or out-of-range port
     except ValueError:
         return False
     if parts.scheme not in ("http", "https") or not host:

@@ -105,6 +105,15 @@ _BOMS: tuple[tuple[bytes, str], ...] = (
 META_SNIFF_BYTES = 4096
 
 
+def resolve_link(base: str, href: str) -> str:
+    """``href`` resolved against ``base``; an href too malformed to resolve (``http://[::1``) is returned as
+    written, so one bad link is dropped by the crawler's host check instead of failing its whole page."""
+    try:
+        return urljoin(base, href)
+    except ValueError:
+        return href
+
+
 def detect_charset(body: bytes, content_type: str | None) -> str:
     """The Python codec to decode ``body`` with; see ``decode_html`` for the order of precedence."""
     for bom, codec in _BOMS:
@@ -190,7 +199,7 @@ def _parse_card(article: LexborNode, url: str) -> BookCard:
     if not price_text:
         raise NotAListingPage(f"book card {href!r} without a price")
     return BookCard(
-        url=urljoin(url, href),
+        url=resolve_link(url, href),
         title=title,
         price=parse_price(price_text),
         price_text=price_text,
@@ -260,7 +269,7 @@ def parse_listing(html: str, url: str) -> ListingPage:
 
     next_link = tree.css_first("ul.pager li.next a[href]")
     next_href = (next_link.attributes.get("href") or "").strip() if next_link is not None else ""
-    next_url = urljoin(url, next_href) if next_href else None
+    next_url = resolve_link(url, next_href) if next_href else None
 
     result_count, first, last = _result_numbers(tree)
     if first is not None and last is not None and last - first + 1 != len(cards):
@@ -389,5 +398,5 @@ def parse_category_links(html: str, url: str) -> list[tuple[str, str]]:
         name = _text(link)
         href = (link.attributes.get("href") or "").strip()
         if name and href:
-            found.append((collapse_ws(name), urljoin(url, href)))
+            found.append((collapse_ws(name), resolve_link(url, href)))
     return found
