@@ -143,6 +143,40 @@ def test_bad_pages_fail_cleanly_and_hostile_text_is_stored_verbatim(
     print(f"\n{len(tasks)} bad/odd pages in {elapsed:.1f}s; peak Python memory {peak / MB:.1f} MB")
 
 
+@pytest.mark.browser
+def test_browser_never_follows_a_redirect_off_the_domain_or_round_a_loop(db: Database, database_url: str) -> None:
+    with StubSite() as elsewhere, StubSite() as site:
+        away = elsewhere.url_for("/catalogue/stolen_1/index.html", host="localhost")
+        site.pages.update(
+            {
+                "/offsite/index.html": Page(status=301, headers={"Location": away}),
+                "/offsite-schemeless/index.html": Page(status=302, headers={"Location": away.removeprefix("http:")}),
+                "/hop/index.html": Page(status=302, headers={"Location": "/offsite/index.html"}),
+                "/loop/a.html": Page(status=302, headers={"Location": "/loop/b.html"}),
+                "/loop/b.html": Page(status=302, headers={"Location": "a.html"}),
+            }
+        )
+        config = sandbox_config(site.url_for("/"), mode="browser", concurrency=2, max_attempts=3, timeout_s=10.0)
+        prepare(db, config)
+        entries = ["/offsite/index.html", "/offsite-schemeless/index.html", "/hop/index.html", "/loop/a.html"]
+        queue = make_queue(db, config)
+        for path in entries:
+            queue.enqueue(DETAIL, {"url": site.url_for(path), "category": "Travel"}, priority=DETAIL_PRIORITY)
+        drain(database_url, config, task_types=(DETAIL,), workers=1)
+        assert elsewhere.total_hits() == 0, elsewhere.hits
+
+    tasks = _tasks(db)
+    kinds = {path: tasks[site.url_for(path)]["error"].split(":", 1)[0] for path in entries}
+    assert kinds == {
+        "/offsite/index.html": "offsite_redirect",
+        "/offsite-schemeless/index.html": "offsite_redirect",
+        "/hop/index.html": "offsite_redirect",
+        "/loop/a.html": "redirect_loop",
+    }
+    assert {(t["status"], t["attempts"]) for t in tasks.values()} == {("failed", 1)}
+    assert db.query("SELECT count(*) AS n FROM books")[0]["n"] == 0
+
+
 @pytest.mark.parametrize(
     "url",
     ["ht!tp://", "", "http://[::1", "http://", "javascript:alert(1)", "http://127.0.0.1:99999/x", "  ", None, 42],
