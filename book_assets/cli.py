@@ -155,7 +155,7 @@ def _crawl_options(fn: F) -> F:
 
 
 def _crawl_config(settings_overrides: dict[str, Any]) -> tuple[str, Any]:
-    from book_assets.crawl.config import CrawlConfig, weights_by_category_name
+    from book_assets.crawl.config import CrawlConfig
     from book_assets.scheduling.weights import resolve_weights
 
     categories = settings_overrides.pop("categories", None)
@@ -168,7 +168,7 @@ def _crawl_config(settings_overrides: dict[str, Any]) -> tuple[str, Any]:
     config = CrawlConfig.from_settings(
         settings,
         categories=tuple(c.strip() for c in categories.split(",") if c.strip()) if categories else None,
-        weights=weights_by_category_name(weights),
+        weights=dict(weights.weights),
         default_weight=weights.default,
         **overrides,
     )
@@ -226,9 +226,7 @@ def status_cmd() -> None:
     for task_type, by_status in sorted(stats.counts.items()):
         for status, count in sorted(by_status.items()):
             click.echo(f"tasks   {task_type:<8} {status:<12} {count}")
-    click.echo(
-        f"oldest pending: {stats.oldest_pending_s or 0:.0f}s; last minute: {stats.completed_last_minute} done"
-    )
+    click.echo(f"oldest pending: {stats.oldest_pending_s or 0:.0f}s; last minute: {stats.completed_last_minute} done")
     for error, count in stats.top_failures:
         click.echo(f"failed  {count:>5}  {error[:100]}")
     c = book_counts(database)

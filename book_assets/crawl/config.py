@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
@@ -33,10 +34,16 @@ KNOWN_CATEGORIES = (
 )  # fmt: skip
 
 
-def weights_by_category_name(weights: CategoryWeights) -> dict[str, float]:
-    """Explicit weights keyed by category name (slugs of known categories translated), unknown names warned."""
-    from book_assets.scheduling.weights import slugify, warn_unknown
+def weights_by_category_name(weights: CategoryWeights | Mapping[str, float]) -> dict[str, float]:
+    """Explicit weights keyed by category name (slugs of known categories translated), unknown names warned.
 
+    Detail tasks are grouped by the category name the site shows, so a weight given by slug
+    ("sequential-art") must reach the queue as "Sequential Art" to apply.
+    """
+    from book_assets.scheduling.weights import CategoryWeights, slugify, warn_unknown
+
+    if not isinstance(weights, CategoryWeights):
+        weights = CategoryWeights({k: v for k, v in weights.items() if k != "*"})
     warn_unknown(weights, KNOWN_CATEGORIES)
     by_slug = {slugify(name): name for name in KNOWN_CATEGORIES}
     return {by_slug.get(slugify(key), key): float(value) for key, value in weights.weights.items()}

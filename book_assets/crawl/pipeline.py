@@ -16,7 +16,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from book_assets.crawl.config import DETAIL, LISTING, TASK_TYPES, CrawlConfig
+from book_assets.crawl.config import DETAIL, LISTING, TASK_TYPES, CrawlConfig, weights_by_category_name
 from book_assets.crawl.discovery import start_task
 from book_assets.crawl.storage import book_counts
 from book_assets.crawl.worker import Worker, WorkerStats, make_queue
@@ -60,7 +60,7 @@ def prepare(db: Database, config: CrawlConfig) -> None:
     queue = make_queue(db, config)
     for domain in sorted(config.allowed_domains):
         queue.set_domain_policy(domain, min_interval_s=config.rate, max_in_flight=config.max_in_flight_per_domain)
-    queue.set_group_weights(DETAIL, dict(config.weights), default_weight=config.default_weight)
+    queue.set_group_weights(DETAIL, weights_by_category_name(config.weights), default_weight=config.default_weight)
     queue.clear_group_budgets(DETAIL)
 
 

@@ -234,7 +234,7 @@ class Worker:
             try:
                 fetched = await fetcher.fetch(url)
             except FetchError as exc:
-                await self._fail(task, f"{exc.kind}: {exc}", retryable=exc.retryable, retry_after_s=exc.retry_after)
+                await self._fail(task, str(exc), retryable=exc.retryable, retry_after_s=exc.retry_after)
                 return
             self.stats.pages += 1
             try:

@@ -49,6 +49,7 @@ SUMMARY_COLUMNS = [
     "available",
     "quota",
     "count",
+    "weight_share",
     "target_share",
     "actual_share",
     "mean_price",
@@ -113,6 +114,7 @@ def _summary(
     mean_price = grouped["price"].mean()
     mean_rating = grouped["rating"].mean()
     total = len(frame)
+    total_quota = sum(quotas.values())
     records = [
         {
             "category": c,
@@ -120,7 +122,9 @@ def _summary(
             "available": available[c],
             "quota": quotas.get(c, 0),
             "count": int(counts.get(c, 0)),
-            "target_share": weight[c] / total_weight if total_weight else 0.0,
+            # The weight's share before capping; the target is the quota's share (capped, redistributed).
+            "weight_share": weight[c] / total_weight if total_weight else 0.0,
+            "target_share": quotas.get(c, 0) / total_quota if total_quota else 0.0,
             "actual_share": int(counts.get(c, 0)) / total if total else 0.0,
             "mean_price": float(mean_price.get(c, float("nan"))),
             "mean_rating": float(mean_rating.get(c, float("nan"))),

@@ -55,7 +55,8 @@ def test_snapshot_gives_each_category_its_quota_capped_by_what_is_stored(stocked
     assert snapshot.quotas == {"Crime": 1, "Mystery": 8, "Sequential Art": 0, "Travel": 11}
     assert counts == {"Travel": 11, "Mystery": 8, "Crime": 1}
     summary = snapshot.summary.set_index("category")
-    assert summary.loc["Travel", "target_share"] == pytest.approx(3 / 6)
+    assert summary.loc["Travel", "weight_share"] == pytest.approx(3 / 6)
+    assert summary.loc["Travel", "target_share"] == pytest.approx(11 / 20)  # the capped, redistributed quota
     assert summary.loc["Mystery", "actual_share"] == pytest.approx(8 / 20)
     assert summary.loc["Sequential Art", "count"] == 0
     assert summary.loc["Crime", "available"] == 1

@@ -21,7 +21,8 @@ def daily_full_refresh_schedule(cron: str) -> dg.ScheduleDefinition:
             job=full_refresh_job,
             cron_schedule=cron,
             execution_timezone="UTC",
-            default_status=dg.DefaultScheduleStatus.RUNNING,
+            # Off until someone turns it on in the UI: opening `make ui` must not start crawling a live site.
+            default_status=dg.DefaultScheduleStatus.STOPPED,
             description="Full refresh every day: re-crawl, record changed books, rebuild the snapshot.",
         )
     except dg.DagsterInvalidDefinitionError:
