@@ -13,6 +13,7 @@ import pytest
 from book_assets.crawl.pipeline import prepare, seed
 from book_assets.crawl.storage import book_counts
 from book_assets.db.connection import Database
+from book_assets.sandbox import Faults
 from book_assets_tests.crawl.conftest import sandbox_config, stored_vs_truth
 from book_assets_tests.reliability.conftest import drained, task_counts, wait_until, worker_env
 
@@ -37,8 +38,10 @@ def _connected(db: Database, proc: Any) -> bool:
 
 
 def test_three_sigkilled_workers_lose_no_task_and_store_no_book_twice(
-    db: Database, database_url: str, sandbox: Any, spawn_worker: Any
+    db: Database, database_url: str, sandbox_factory: Any, spawn_worker: Any
 ) -> None:
+    # Pages take ~0.3 s each, so the crawl outlasts three kills even on a fast, idle machine (about 40 s).
+    sandbox = sandbox_factory(faults=Faults(latency_s=0.25, jitter_s=0.1))
     config = sandbox_config(sandbox.url, lease_s=LEASE_S)
     prepare(db, config)
     seed(db, config)
