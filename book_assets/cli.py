@@ -156,11 +156,9 @@ def _crawl_options(fn: F) -> F:
 
 def _crawl_config(settings_overrides: dict[str, Any]) -> tuple[str, Any]:
     from book_assets.crawl.config import CrawlConfig
-    from book_assets.scheduling.weights import resolve_weights
 
     categories = settings_overrides.pop("categories", None)
     settings = load_settings(**settings_overrides)
-    weights = resolve_weights(settings)
     overrides: dict[str, Any] = {}
     host = urlsplit(settings.base_url).hostname or ""
     if "rate" not in settings.model_fields_set and host in LOOPBACK_HOSTS:
@@ -168,8 +166,6 @@ def _crawl_config(settings_overrides: dict[str, Any]) -> tuple[str, Any]:
     config = CrawlConfig.from_settings(
         settings,
         categories=tuple(c.strip() for c in categories.split(",") if c.strip()) if categories else None,
-        weights=dict(weights.weights),
-        default_weight=weights.default,
         **overrides,
     )
     database = open_database(settings)

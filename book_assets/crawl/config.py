@@ -72,7 +72,20 @@ class CrawlConfig:
     chromium_path: str | None = None
 
     @classmethod
-    def from_settings(cls, settings: Settings, **overrides: object) -> CrawlConfig:
+    def from_settings(
+        cls, settings: Settings, *, inline_weights: Mapping[str, object] | str | None = None, **overrides: object
+    ) -> CrawlConfig:
+        """The config of ``settings``, with ``overrides`` of any field.
+
+        Category weights come from the settings' weights file and inline weights, overridden by
+        ``inline_weights`` (Dagster config, for example), unless ``weights`` is given outright.
+        """
+        if "weights" not in overrides:
+            from book_assets.scheduling.weights import resolve_weights
+
+            resolved = resolve_weights(settings, weights=inline_weights)
+            overrides["weights"] = dict(resolved.weights)
+            overrides.setdefault("default_weight", resolved.default)
         base_url = str(overrides.pop("base_url", None) or settings.base_url)
         host = (urlsplit(base_url).hostname or "").lower()
         if not host:

@@ -139,13 +139,11 @@ def run_settings_for_scheduling(scheduling: SchedulingResource) -> Settings:
 
 def crawl_config(site: SiteResource, fetcher: FetcherResource, scheduling: SchedulingResource) -> CrawlConfig:
     """The :class:`CrawlConfig` the resources describe."""
-    settings = run_settings(site, fetcher, scheduling)
-    weights = scheduling.category_weights(settings)
     overrides: dict[str, Any] = _set(
         categories=tuple(site.categories) if site.categories else None, chromium_path=fetcher.chromium_path
     )
     return CrawlConfig.from_settings(
-        settings, weights=dict(weights.weights), default_weight=weights.default, **overrides
+        run_settings(site, fetcher, scheduling), inline_weights=scheduling.weights, **overrides
     )
 
 
