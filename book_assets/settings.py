@@ -86,6 +86,9 @@ class Settings(BaseSettings):
         description="Regular expressions of URLs the browser never loads (analytics, ads).",
     )
     relaunch_after_pages: int = Field(default=500, ge=1, description="Restart Chromium after this many pages.")
+    recycle_page_after: int = Field(
+        default=25, ge=1, description="Replace a browser tab after this many fetches (bounds renderer memory)."
+    )
     max_body_bytes: int = Field(default=10_000_000, ge=1024, description="Pages larger than this fail permanently.")
     user_agent: str = Field(
         default="book-pipeline/0.1 (+https://github.com/book-pipeline/book-pipeline)",

@@ -102,6 +102,7 @@ class CrawlConfig:
             allowed_domains=domains,
             max_body_bytes=settings.max_body_bytes,
             relaunch_after_pages=settings.relaunch_after_pages,
+            recycle_page_after=settings.recycle_page_after,
             user_agent=settings.user_agent,
         )
         config = cls(

@@ -35,6 +35,8 @@ CHROMIUM_ARGS: tuple[str, ...] = (
     "--disable-component-update",
     "--disable-sync",
     "--no-first-run",
+    # A crawler's tabs all show one site: one renderer process for the site instead of one per tab.
+    "--process-per-site",
 )
 
 

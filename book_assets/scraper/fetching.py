@@ -86,6 +86,8 @@ class FetchSettings:
             permanent error and is never requested. An empty set allows every host.
         max_body_bytes: Larger bodies fail with "too_large" (10 MB; real pages are ~50 KB).
         max_redirects: Redirects followed per fetch before failing with "redirect_loop".
+        recycle_page_after: Browser only: a pooled page (tab) is replaced after this many fetches, bounding
+            its renderer's memory, which otherwise grows with every navigation.
         relaunch_after_pages: The browser is restarted after this many pages, bounding Chromium's memory
             growth over a long crawl.
         user_agent: Sent by both fetchers; identifies the project to the site's operators.
@@ -102,6 +104,7 @@ class FetchSettings:
     max_body_bytes: int = 10 * 1024 * 1024
     max_redirects: int = 10
     relaunch_after_pages: int = 500
+    recycle_page_after: int = 25
     user_agent: str = DEFAULT_USER_AGENT
     block_offsite_subresources: bool = True
 
@@ -114,6 +117,8 @@ class FetchSettings:
             raise ValueError("max_body_bytes must be >= 1")
         if self.relaunch_after_pages < 1:
             raise ValueError("relaunch_after_pages must be >= 1")
+        if self.recycle_page_after < 1:
+            raise ValueError("recycle_page_after must be >= 1")
         # Accept any iterable of hostnames; normalise so comparisons are case-insensitive.
         object.__setattr__(self, "allowed_domains", frozenset(h.lower().rstrip(".") for h in self.allowed_domains))
         object.__setattr__(self, "block_resource_types", frozenset(self.block_resource_types))
