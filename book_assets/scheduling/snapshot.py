@@ -17,16 +17,17 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 import psycopg2.extras
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 
 from book_assets.db.connection import Cursor, Database
 from book_assets.scheduling.quotas import split_budget
 from book_assets.scheduling.weights import CategoryWeights
+
+if TYPE_CHECKING:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
 from book_assets.sql import load_queries
 
 TABLE = "category_balanced_snapshot"
@@ -190,8 +191,12 @@ def share_chart(summary: pd.DataFrame) -> FigureCanvasAgg:
     """Horizontal bars of target vs actual share per category, largest target on top.
 
     Built on a bare ``Figure`` with the Agg canvas (no pyplot global state, no display needed); the height
-    grows with the number of categories so that 50 labels stay readable.
+    grows with the number of categories so that 50 labels stay readable. matplotlib costs ~2 s to import,
+    so only the code that draws pays for it.
     """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
     rows = summary.sort_values(["target_share", "category"], ascending=[True, False])  # barh draws bottom-up
     n = max(len(rows), 1)
     fig = Figure(figsize=(9, 1.5 + 0.28 * n), layout="constrained")
