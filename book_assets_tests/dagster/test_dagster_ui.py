@@ -36,20 +36,12 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 from book_assets.crawl.storage import book_counts
 from book_assets.db.connection import Database
 from book_assets.sandbox.server import SandboxServer
+from book_assets.scraper.chromium import CHROMIUM_ARGS, find_chromium
 from book_assets.settings import PROJECT_ROOT
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 ASSETS = ("listing_discovery", "book_details", "category_balanced_snapshot")
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 DAGSTER_YAML = """\
 # Test instance: Dagster's own storage in SQLite files under this DAGSTER_HOME; runs start at once.
 run_coordinator:
@@ -78,13 +70,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def chromium_path() -> str:
-    path = os.environ.get("BOOK_PIPELINE_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
-    if not Path(path).exists():
-        pytest.skip("no Chromium installed")
-    return path
 
 
 @pytest.fixture
@@ -213,7 +198,7 @@ def test_lineage_shows_the_three_assets_and_a_launched_run_materializes_them(
     artifacts = PROJECT_ROOT / "artifacts"
     artifacts.mkdir(exist_ok=True)
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
+        browser = p.chromium.launch(executable_path=find_chromium(), args=list(CHROMIUM_ARGS))
         try:
             page = browser.new_page(viewport={"width": 1600, "height": 900})
             page.set_default_timeout(20000)

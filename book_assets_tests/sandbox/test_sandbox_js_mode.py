@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
@@ -11,17 +10,7 @@ from selectolax.lexbor import LexborHTMLParser
 
 from book_assets.sandbox import Site
 from book_assets.sandbox.testing import SandboxFactory
-
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
+from book_assets.scraper.chromium import CHROMIUM_ARGS, find_chromium
 
 
 def product_fields(html: str) -> dict[str, object]:
@@ -52,11 +41,10 @@ def test_raw_js_mode_page_has_empty_placeholders_and_no_product_text(sandbox_fac
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
-    if not CHROMIUM.exists():
-        pytest.skip("Debian Chromium is not installed")
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as playwright:
-        instance = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        instance = playwright.chromium.launch(executable_path=find_chromium(), args=list(CHROMIUM_ARGS))
         yield instance
         instance.close()
 
