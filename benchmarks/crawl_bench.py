@@ -17,7 +17,7 @@ import argparse
 import contextlib
 import json
 import multiprocessing
-import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -31,7 +31,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from book_assets.crawl.config import CrawlConfig
 from book_assets.crawl.pipeline import crawl
 from book_assets.db.connection import resolve_database_url
-from book_assets.sandbox import SandboxServer
 from book_assets.settings import load_settings
 
 BENCH_DB = "bookpipeline_bench_crawl"
@@ -115,21 +114,13 @@ def main() -> None:
     url = _scratch_database()
     out: dict[str, Any] = {"browser": {}, "seed_pages_per_s": 3.3}
     # The sandbox runs in its own process so it never competes with the crawler's event loop.
-    server = SandboxServer(port=0)
-    threading_server = os.environ.get("BENCH_SANDBOX_IN_THREAD") == "1"
-    if threading_server:
-        server.start()
-        base_url = server.url
-    else:
-        import subprocess
-
-        sandbox = subprocess.Popen(
-            [sys.executable, "-m", "book_assets.cli", "sandbox", "serve", "--port", "0"],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        line = sandbox.stdout.readline() if sandbox.stdout else ""
-        base_url = next(tok for tok in line.split() if tok.startswith("http"))
+    sandbox = subprocess.Popen(
+        [sys.executable, "-m", "book_assets.cli", "sandbox", "serve", "--port", "0"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    line = sandbox.stdout.readline() if sandbox.stdout else ""
+    base_url = next(tok for tok in line.split() if tok.startswith("http"))
     try:
         for spec in args.modes.split(","):
             mode, _, conc = spec.partition(":")
@@ -140,11 +131,8 @@ def main() -> None:
                 out["http"] = figures
             print(json.dumps({spec: figures}), file=sys.stderr)
     finally:
-        if threading_server:
-            server.stop()
-        else:
-            sandbox.terminate()
-            sandbox.wait(10)
+        sandbox.terminate()
+        sandbox.wait(10)
     print(json.dumps(out))
 
 

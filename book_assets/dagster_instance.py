@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit
 
 import psycopg2
 
@@ -41,9 +41,3 @@ def dagster_environment(settings: Settings) -> dict[str, str]:
         "DAGSTER_ARTIFACT_DIR": str(data / "storage"),
         "DATABASE_URL": url,
     }
-
-
-def dagster_database_url(env: dict[str, str]) -> str:
-    """The URL of Dagster's own database, for tests and diagnostics."""
-    parts = urlsplit(env["DATABASE_URL"])
-    return urlunsplit(parts._replace(path=f"/{env['DAGSTER_PG_DB']}"))

@@ -38,23 +38,14 @@ def _admin_and_name() -> tuple[str, str]:
     return embedded.admin_url(state.port), f"{settings.database_name}_test"
 
 
-def _recreate(admin_url: str, name: str) -> None:
+def _admin(admin_url: str, *statements: str) -> None:
+    """Run database-level statements (CREATE/DROP DATABASE cannot run inside a transaction)."""
     conn = psycopg2.connect(admin_url, connect_timeout=10)
     conn.autocommit = True
     try:
         with conn.cursor() as cur:
-            cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-            cur.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        conn.close()
-
-
-def _drop(admin_url: str, name: str) -> None:
-    conn = psycopg2.connect(admin_url, connect_timeout=10)
-    conn.autocommit = True
-    try:
-        with conn.cursor() as cur:
-            cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            for statement in statements:
+                cur.execute(statement)
     finally:
         conn.close()
 
@@ -65,13 +56,13 @@ def database_url() -> Iterator[str]:
     admin, name = _admin_and_name()
     # One database per pytest process: concurrent sessions (developers, CI) never drop each other's.
     name = f"{name}_{os.getpid()}"
-    _recreate(admin, name)
+    _admin(admin, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)', f'CREATE DATABASE "{name}"')
     url = _with_database(admin, name)
     database = Database(url)
     migrate(database)
     database.close()
     yield url
-    _drop(admin, name)
+    _admin(admin, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def truncate_all(database: Database) -> None:

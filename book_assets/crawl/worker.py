@@ -246,9 +246,7 @@ class Worker:
                 kind = "not_a_book_page" if task.task_type == DETAIL else "not_a_listing_page"
                 await self._fail(task, f"{kind}: {exc}", retryable=False)
                 return
-            if await self._db(self.queue.complete, task):
-                pass
-            else:
+            if not await self._db(self.queue.complete, task):
                 self.stats.lost_leases += 1
             self._in_flight.pop(task.id, None)
         except asyncio.CancelledError:
