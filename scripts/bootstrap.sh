@@ -41,3 +41,14 @@ if ! chromium_ok; then
   fi
   chromium_ok || { say "no Chromium: install one (apt-get install -y chromium) or set BOOK_PIPELINE_CHROMIUM=/path/to/chrome"; exit 1; }
 fi
+
+# 4. psql: the tests log in to the embedded server as another local user, with and without its password.
+if ! command -v psql >/dev/null 2>&1; then
+  say "installing the PostgreSQL client (psql)"
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql-client >/dev/null
+  elif command -v sudo >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
+    sudo apt-get update -qq >/dev/null && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql-client >/dev/null
+  fi
+  command -v psql >/dev/null 2>&1 || { say "no psql: install the PostgreSQL client (apt-get install -y postgresql-client)"; exit 1; }
+fi
