@@ -100,6 +100,22 @@ class Settings(BaseSettings):
     max_attempts: int = Field(default=5, ge=1, description="Attempts before a task is dead-lettered as failed.")
     backoff_base_s: float = Field(default=1.0, ge=0, description="First retry delay; doubles each attempt.")
     backoff_max_s: float = Field(default=300.0, ge=0, description="Cap on a retry delay.")
+    retry_after_max_s: float = Field(
+        default=600.0, ge=0, description="Cap on a server's Retry-After (seconds); longer requests are clamped."
+    )
+
+    # --- database sessions ---------------------------------------------------------------------
+    db_lock_timeout_s: float = Field(
+        default=10.0, ge=0, description="A statement waiting longer than this for a lock fails and is retried."
+    )
+    db_statement_timeout_s: float = Field(
+        default=300.0, ge=0, description="A statement running longer than this is cancelled; 0 disables."
+    )
+    db_idle_in_transaction_timeout_s: float = Field(
+        default=30.0,
+        ge=0,
+        description="A session idle this long inside a transaction (a frozen client) is ended, releasing its locks.",
+    )
 
     # --- scheduling ----------------------------------------------------------------------------
     weights_file: Path | None = Field(default=None, description="JSON/YAML file of category weights.")

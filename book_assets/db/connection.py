@@ -26,7 +26,7 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from book_assets.settings import Settings
+from book_assets.settings import Settings, load_settings
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -77,6 +77,20 @@ def ensure_database(admin_url: str, name: str) -> bool:
         conn.close()
 
 
+def session_options(settings: Settings) -> str:
+    """Server settings of every session: no statement waits for ever on a lock, no frozen client holds one.
+
+    Without them a client stopped inside a transaction (SIGSTOP, a long GC pause, a half-open TCP
+    connection) keeps its row locks until TCP keepalive gives up, about two hours by default.
+    """
+    values = {
+        "lock_timeout": settings.db_lock_timeout_s,
+        "statement_timeout": settings.db_statement_timeout_s,
+        "idle_in_transaction_session_timeout": settings.db_idle_in_transaction_timeout_s,
+    }
+    return " ".join(f"-c {name}={round(seconds * 1000)}" for name, seconds in values.items())
+
+
 class Database:
     """A lazily opened, reused connection to one PostgreSQL database.
 
@@ -84,12 +98,21 @@ class Database:
         url: a ``postgresql://`` URL.
         application_name: shown in ``pg_stat_activity``.
         reconnect_for_s: how long :meth:`run` keeps retrying a transaction while the server is away.
+        options: server settings for the session (default: :func:`session_options` of the settings).
     """
 
-    def __init__(self, url: str, *, application_name: str = "book-pipeline", reconnect_for_s: float = 60.0):
+    def __init__(
+        self,
+        url: str,
+        *,
+        application_name: str = "book-pipeline",
+        reconnect_for_s: float = 60.0,
+        options: str | None = None,
+    ):
         self.url = url
         self.application_name = application_name
         self.reconnect_for_s = reconnect_for_s
+        self.options = options
         self._conn: psycopg2.extensions.connection | None = None
         self._pid = os.getpid()
         self._ever_connected = False
@@ -103,14 +126,19 @@ class Database:
             self._conn = None  # the parent's socket: never use or close it from the child
             self._pid = os.getpid()
         if self._conn is None or self._conn.closed:
+            if self.options is None:
+                self.options = session_options(load_settings())
             try:
                 self._conn = psycopg2.connect(
                     self.url,
                     connect_timeout=5,
                     application_name=self.application_name,
                     cursor_factory=Cursor,
+                    options=self.options,
                     keepalives=1,
                     keepalives_idle=10,
+                    keepalives_interval=5,
+                    keepalives_count=3,
                 )
             except psycopg2.OperationalError as exc:
                 reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -129,12 +157,37 @@ class Database:
             self._discard()
             raise
 
+    @contextmanager
+    def autocommit(self) -> Iterator[Cursor]:
+        """A cursor whose every statement commits on its own (locks last one statement, not a round trip)."""
+        conn = self.connection()
+        try:
+            conn.autocommit = True
+            with conn.cursor() as cur:
+                yield cur
+        except CONNECTION_ERRORS:
+            self._discard()
+            raise
+        finally:
+            if not conn.closed:
+                conn.autocommit = False
+
     def run(self, fn: Callable[[Cursor], T]) -> T:
         """Run ``fn(cursor)`` in a transaction, retrying it on a fresh connection while the server is away.
 
-        ``fn`` must be safe to run again after a rollback (all of the queue's and storage's statements are).
+        A retry can follow a COMMIT whose acknowledgement was lost, so ``fn`` must be idempotent: running it
+        again after it committed must leave the same state and report the same outcome. The queue's and
+        storage's functions are written that way (a claim carries a request id and a replay returns its
+        leases; completions, failures and budget grants recognise their own earlier effect).
         A database that was never reached fails at once: that is a configuration error, not an outage.
         """
+        return self._retrying(fn, self.transaction)
+
+    def statement(self, sql: str, params: Any = None) -> list[dict[str, Any]]:
+        """Rows of one statement run in autocommit mode, retried like :meth:`run` (so it must be idempotent)."""
+        return self._retrying(lambda cur: _rows(cur, sql, params), self.autocommit)
+
+    def _retrying(self, fn: Callable[[Cursor], T], cursor: Callable[[], Any]) -> T:
         retrying = Retrying(
             retry=retry_if_exception_type((*CONNECTION_ERRORS, DatabaseUnavailable))
             & retry_if_exception(lambda _: self._ever_connected),
@@ -146,18 +199,13 @@ class Database:
             ),
         )
         for attempt in retrying:
-            with attempt, self.transaction() as cur:
+            with attempt, cursor() as cur:
                 return fn(cur)
         raise AssertionError("unreachable")  # pragma: no cover
 
     def query(self, sql: str, params: Any = None) -> list[dict[str, Any]]:
         """Rows of one statement, as dicts, run through :meth:`run`."""
-
-        def _q(cur: Cursor) -> list[dict[str, Any]]:
-            cur.execute(sql, params)
-            return [dict(r) for r in cur.fetchall()] if cur.description else []
-
-        return self.run(_q)
+        return self.run(lambda cur: _rows(cur, sql, params))
 
     def _discard(self) -> None:
         if self._conn is not None:
@@ -169,3 +217,8 @@ class Database:
         if self._pid == os.getpid():
             self._discard()
         self._conn = None
+
+
+def _rows(cur: Cursor, sql: str, params: Any) -> list[dict[str, Any]]:
+    cur.execute(sql, params)
+    return [dict(r) for r in cur.fetchall()] if cur.description else []

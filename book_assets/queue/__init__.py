@@ -4,15 +4,17 @@ A library: it imports nothing from scraping, the sandbox or Dagster. Start with 
 """
 
 from book_assets.queue.errors import LeaseLost, QueueError
-from book_assets.queue.models import ClaimResult, EnqueueResult, NewTask, QueueStats, Task
-from book_assets.queue.queue import CHANNEL, TaskQueue, domain_of
+from book_assets.queue.models import ClaimResult, EnqueueResult, GroupBudget, NewTask, QueueStats, Task
+from book_assets.queue.queue import CHANNEL, LEASE_EXPIRED, TaskQueue, domain_of
 from book_assets.queue.retry import Backoff
 
 __all__ = [
     "CHANNEL",
+    "LEASE_EXPIRED",
     "Backoff",
     "ClaimResult",
     "EnqueueResult",
+    "GroupBudget",
     "LeaseLost",
     "NewTask",
     "QueueError",

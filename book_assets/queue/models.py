@@ -97,11 +97,36 @@ class QueueStats:
     completed_last_minute: int = 0
     expired_leases: int = 0
     top_failures: list[tuple[str, int]] = field(default_factory=list)
+    failed_by_kind: dict[str, dict[str, int]] = field(default_factory=dict)  # task_type -> kind -> n
 
     def total(self, status: str) -> int:
         return sum(by_status.get(status, 0) for by_status in self.counts.values())
+
+    def failed_kinds(self) -> dict[str, int]:
+        """Failed tasks of every type, by error kind: the exact dead-letter count per kind."""
+        totals: dict[str, int] = {}
+        for by_kind in self.failed_by_kind.values():
+            for kind, n in by_kind.items():
+                totals[kind] = totals.get(kind, 0) + n
+        return totals
 
     @property
     def throughput_per_s(self) -> float:
         """Tasks completed per second over the last minute."""
         return self.completed_last_minute / 60.0
+
+
+@dataclass(frozen=True)
+class GroupBudget:
+    """A group's budget and what became of the tasks charged to it (see ``TaskQueue.set_group_budgets``)."""
+
+    group: str
+    budget: int
+    completed: int
+    failed: int
+    in_progress: int
+
+    @property
+    def met(self) -> bool:
+        """Whether the budget was delivered as completed tasks (no unit lost to a dead letter)."""
+        return self.completed >= self.budget

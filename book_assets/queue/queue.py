@@ -35,10 +35,11 @@ import math
 import re
 import select
 import time
-from collections.abc import Collection, Iterable, Mapping, Sequence
+import uuid
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 from urllib.parse import urlsplit
 
 import psycopg2
@@ -46,11 +47,15 @@ import psycopg2.errors
 
 from book_assets.db.connection import CONNECTION_ERRORS, Cursor, Database
 from book_assets.queue.errors import LeaseLost
-from book_assets.queue.models import ClaimResult, EnqueueResult, NewTask, QueueStats, Task
+from book_assets.queue.models import ClaimResult, EnqueueResult, GroupBudget, NewTask, QueueStats, Task
 from book_assets.queue.retry import Backoff
 from book_assets.sql import load_queries
+from book_assets.urls import canonical_url
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
+#: The error kind of a task whose last lease expired with no attempts left (its worker died or stalled).
+LEASE_EXPIRED: Final = "lease_expired"
 
 #: Channel notified when tasks become claimable (enqueue, release, requeue).
 CHANNEL: Final = "book_pipeline_tasks"
@@ -156,7 +161,9 @@ class TaskQueue:
         self._check_type(item.task_type)
         if not isinstance(item.payload, Mapping):
             raise ValueError(f"payload must be a dict with a 'url', got {type(item.payload).__name__}")
-        domain = domain_of(item.payload.get("url"))
+        domain_of(item.payload.get("url"))  # validates the URL, with a message naming it
+        payload = {**item.payload, "url": canonical_url(str(item.payload["url"]))}
+        domain = domain_of(payload["url"])
         if isinstance(item.priority, bool) or not isinstance(item.priority, int) or item.priority < 0:
             raise ValueError(f"priority must be an integer >= 0, got {item.priority!r}")
         max_attempts = self.max_attempts if item.max_attempts is None else item.max_attempts
@@ -175,7 +182,7 @@ class TaskQueue:
         return {
             "ord": ord_,
             "task_type": item.task_type,
-            "payload": dict(item.payload),
+            "payload": payload,
             "priority": item.priority,
             "domain": domain,
             "task_group": item.group or "",
@@ -200,7 +207,9 @@ class TaskQueue:
 
         Args:
             task_type: one of the queue's task types.
-            payload: JSON-able dict with a non-empty http(s) ``url``; its host is the politeness domain.
+            payload: JSON-able dict with a non-empty http(s) ``url``; its host is the politeness domain. The
+                URL is stored in its canonical form (:func:`book_assets.urls.canonical_url`), so spellings
+                of one URL (fragment, host case, default port) make one task.
                 Keep it small: page bodies belong in storage, never in the tasks table.
             priority: >= 0; higher is claimed first.
             group: fairness group (e.g. a book category) for scheduled claims.
@@ -297,6 +306,8 @@ class TaskQueue:
             if scheduled and len(types) != 1:
                 raise ValueError("a scheduled claim needs exactly one task type (or interleave=...)")
         params = {
+            # Names this call: a retry after a lost acknowledgement replays it instead of leasing again.
+            "request": str(uuid.uuid4()),
             "worker": worker_id,
             "n": n,
             "types": types,
@@ -305,7 +316,7 @@ class TaskQueue:
             "scheduled": scheduled,
             "interleave": interleave_json,
         }
-        rows = self.db.query(_q()["claim"], params)
+        rows = self.db.statement(_q()["claim"], params)
         tasks = [_task(r) for r in rows if r["id"] is not None]
         if tasks:
             return ClaimResult(tasks)
@@ -330,6 +341,27 @@ class TaskQueue:
             raise LeaseLost(f"task {task.id}: lease {task.lease_token} is no longer held")
         return done
 
+    def complete_with(self, task: Task, work: Callable[[Cursor], T]) -> T:
+        """Run ``work(cursor)`` and complete the task in one transaction, only under the caller's lease.
+
+        The task row is locked first and must still carry the caller's lease token, so a worker that lost
+        its lease (stalled past it while another worker took the task over) writes nothing: ``work``'s
+        writes and the completion commit together or not at all. Raises :class:`LeaseLost` when the lease
+        is gone. ``work`` must be safe to run again (a replay after a lost acknowledgement runs it again).
+        """
+        queries = _q()
+        params = {"id": task.id, "token": task.lease_token}
+
+        def _txn(cur: Cursor) -> T:
+            cur.execute(queries["lock_lease"], params)
+            if cur.fetchone() is None:
+                raise LeaseLost(f"task {task.id}: lease {task.lease_token} is no longer held")
+            result = work(cur)
+            cur.execute(queries["complete_many"], {"ids": [task.id], "tokens": [task.lease_token]})
+            return result
+
+        return self.db.run(_txn)
+
     def complete_many(self, tasks: Sequence[Task]) -> int:
         """Complete several tasks in one statement; returns how many were still held (the rest are lost)."""
         if not tasks:
@@ -337,8 +369,16 @@ class TaskQueue:
         params = {"ids": [t.id for t in tasks], "tokens": [t.lease_token for t in tasks]}
         return len(self.db.query(_q()["complete_many"], params))
 
-    def fail(self, task: Task, error: str, *, retryable: bool, retry_after_s: float | None = None) -> str:
-        """Record a failed attempt.
+    def fail(
+        self,
+        task: Task,
+        error: str,
+        *,
+        retryable: bool,
+        kind: str | None = None,
+        retry_after_s: float | None = None,
+    ) -> str:
+        """Record a failed attempt: ``kind`` names why (counted by :meth:`stats`), ``error`` says it for humans.
 
         Returns:
             ``'retry'``: pending again after the backoff (and after ``retry_after_s``, which also pushes the
@@ -355,6 +395,7 @@ class TaskQueue:
             "delay_s": self.backoff.delay(max(task.attempt, 1)),
             "retry_after_s": retry_after_s,
             "error": str(error)[:10_000],
+            "kind": None if kind is None else str(kind),
         }
         rows = self.db.query(_q()["fail"], params)
         if not rows:
@@ -507,23 +548,53 @@ class TaskQueue:
 
         self.db.run(_set)
 
-    def set_group_budgets(self, task_type: str, budgets: Mapping[str, int]) -> None:
-        """Let each listed group of ``task_type`` be claimed at most ``n`` more times (scheduled claims)."""
+    def set_group_budgets(self, task_type: str, budgets: Mapping[str, int], *, key: str | None = None) -> str:
+        """Let at most ``n`` tasks of each listed group of ``task_type`` end (scheduled claims).
+
+        A unit of budget is spent by a task that ends — completed, or failed for good — and held while a
+        task is leased; a retry, an expired lease or a release gives it back, so a budget of N delivers N
+        ended tasks whenever N exist. ``key`` names this grant (default: a new one per call): granting the
+        same key twice is a no-op, so a statement replayed after a lost acknowledgement cannot re-grant
+        budget that was spent in between. Returns the key.
+        """
         self._check_type(task_type)
         for group, budget in budgets.items():
             if isinstance(budget, bool) or not isinstance(budget, int) or budget < 0:
                 raise ValueError(f"budget of group {group!r} must be an integer >= 0, got {budget!r}")
         scope = f"groups:{task_type}"
         queries = _q()
+        grant = key or str(uuid.uuid4())
 
         def _set(cur: Cursor) -> None:
             cur.execute(queries["lock_scope"], {"scope": scope})
             cur.execute(
                 queries["set_scope_budgets"],
-                {"scope": scope, "members": list(budgets), "budgets": list(budgets.values())},
+                {"scope": scope, "members": list(budgets), "budgets": list(budgets.values()), "key": grant},
             )
 
         self.db.run(_set)
+        return grant
+
+    def budget_report(self, task_type: str) -> list[GroupBudget]:
+        """Each budgeted group of ``task_type``: its budget and its charged tasks completed, failed, leased."""
+        rows = self.db.query(_q()["budget_report"], {"scope": f"groups:{self._check_type(task_type)}"})
+        return [
+            GroupBudget(r["member"], int(r["budget"]), int(r["completed"]), int(r["failed"]), int(r["in_progress"]))
+            for r in rows
+        ]
+
+    def pending_by_group(self, task_type: str) -> dict[str, int]:
+        """Pending tasks of ``task_type`` per group ('' for ungrouped)."""
+        rows = self.db.query(_q()["pending_by_group"], {"task_type": self._check_type(task_type)})
+        return {r["grp"]: int(r["n"]) for r in rows}
+
+    def outstanding(self, task_types: Collection[str]) -> int:
+        """Tasks of these types that are leased or that a claim could still hand out.
+
+        Pending tasks of a group weighted 0 or out of budget are not counted: 0 means the types are drained.
+        """
+        types = [self._check_type(t) for t in task_types]
+        return int(self.db.query(_q()["outstanding"], {"types": types})[0]["n"])
 
     def clear_group_budgets(self, task_type: str) -> None:
         """Remove every group budget of ``task_type``."""
@@ -574,7 +645,10 @@ class TaskQueue:
     # --- stats and housekeeping --------------------------------------------------------------------------
 
     def stats(self, *, top_failures: int = 5) -> QueueStats:
-        """Counts by type and status, oldest pending age, throughput over the last minute, top errors."""
+        """Counts by type and status, oldest pending age, throughput over the last minute, failures by kind.
+
+        ``failed_by_kind`` counts every failed task; ``top_failures`` shows the most frequent messages.
+        """
         queries = _q()
 
         def _collect(cur: Cursor) -> QueueStats:
@@ -586,6 +660,10 @@ class TaskQueue:
             summary = cur.fetchone() or {}
             cur.execute(queries["stats_failures"], {"limit": top_failures})
             failures = [(r["error"] or "", int(r["n"])) for r in cur.fetchall()]
+            cur.execute(queries["stats_failed_by_kind"])
+            by_kind: dict[str, dict[str, int]] = {}
+            for r in cur.fetchall():
+                by_kind.setdefault(r["task_type"], {})[r["kind"]] = int(r["n"])
             oldest = summary.get("oldest_pending_s")
             return QueueStats(
                 counts=counts,
@@ -593,6 +671,7 @@ class TaskQueue:
                 completed_last_minute=int(summary.get("completed_last_minute") or 0),
                 expired_leases=int(summary.get("expired_leases") or 0),
                 top_failures=failures,
+                failed_by_kind=by_kind,
             )
 
         return self.db.run(_collect)

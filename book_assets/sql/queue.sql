@@ -1,5 +1,6 @@
--- Named queries of the task queue (book_assets/queue). The claim itself is the plpgsql function queue_claim
--- in migrations/0002_queue.sql: it needs loops (politeness allowances, round-robin picks) in one round trip.
+-- Named queries of the task queue (book_assets/queue). The claim itself is the plpgsql function
+-- queue_claim_v2 (migrations/0005) around queue_claim (migrations/0002): it needs loops (politeness
+-- allowances, round-robin picks) in one round trip.
 
 -- enqueue_many --
 -- Insert a batch given as a JSON array in one statement. Live URLs (pending / in progress) are deduplicated by
@@ -36,9 +37,10 @@ LEFT JOIN wake ON true
 ORDER BY x.ord;
 
 -- claim --
--- Claim up to n tasks (see queue_claim in migrations/0002_queue.sql).
-SELECT * FROM queue_claim(%(worker)s, %(n)s, %(types)s::TEXT[], %(lease_s)s::DOUBLE PRECISION,
-                          %(horizon_s)s::DOUBLE PRECISION, %(scheduled)s, %(interleave)s::JSONB);
+-- Claim up to n tasks, or replay the answer of the same request (see queue_claim_v2, migrations/0005).
+SELECT * FROM queue_claim_v2(%(request)s::UUID, %(worker)s, %(n)s, %(types)s::TEXT[],
+                             %(lease_s)s::DOUBLE PRECISION, %(horizon_s)s::DOUBLE PRECISION, %(scheduled)s,
+                             %(interleave)s::JSONB);
 
 -- heartbeat --
 -- Extend a lease the caller still holds (fenced by its token); never shortens it. Like a claim, a heartbeat
@@ -51,25 +53,43 @@ RETURNING lease_expires_at;
 
 -- complete_many --
 -- Mark tasks done, each only if its lease token still matches (a worker that lost its lease is refused).
+-- A task this lease already completed counts as done again, unchanged: a replay after a lost
+-- acknowledgement reports what happened.
 UPDATE tasks t
-SET status = 'completed', completed_at = now(), lease_expires_at = NULL
+SET status = 'completed', completed_at = CASE WHEN t.status = 'in_progress' THEN now() ELSE t.completed_at END,
+    lease_expires_at = NULL, claim_request = NULL
 FROM unnest(%(ids)s::BIGINT[], %(tokens)s::BIGINT[]) AS c(id, token)
-WHERE t.id = c.id AND t.lease_token = c.token AND t.status = 'in_progress'
+WHERE t.id = c.id AND t.lease_token = c.token AND t.status IN ('in_progress', 'completed')
 RETURNING t.id;
+
+-- lock_lease --
+-- Lock a task for a write that must happen only under its lease (storing its result): a row only while
+-- the caller's lease token is the task's, in progress (or completed by this very lease: a replay).
+SELECT status FROM tasks
+WHERE id = %(id)s AND lease_token = %(token)s AND status IN ('in_progress', 'completed')
+FOR UPDATE;
 
 -- fail --
 -- Record a failure under the caller's lease: back to pending after the backoff while attempts remain and the
--- error is retryable, otherwise failed (dead letter) with the error. A Retry-After also pushes the domain.
-WITH failed AS (
+-- error is retryable, otherwise failed (dead letter) with the error and its kind. A Retry-After also pushes
+-- the domain. The task keeps the token of the lease that failed it, so a replay after a lost acknowledgement
+-- reads the recorded outcome instead of being mistaken for a lost lease.
+WITH target AS (
+    SELECT t.id, t.status FROM tasks t WHERE t.id = %(id)s AND t.lease_token = %(token)s FOR UPDATE
+), failed AS (
     UPDATE tasks t
     SET status = CASE WHEN %(retryable)s AND t.attempts < t.max_attempts THEN 'pending' ELSE 'failed' END,
         run_at = CASE WHEN %(retryable)s AND t.attempts < t.max_attempts
                       THEN now() + make_interval(secs => greatest(%(delay_s)s::DOUBLE PRECISION,
                                                                   coalesce(%(retry_after_s)s::DOUBLE PRECISION, 0)))
                       ELSE t.run_at END,
-        error = %(error)s, worker_id = NULL, lease_token = NULL, lease_expires_at = NULL, slot_at = NULL
-    WHERE t.id = %(id)s AND t.lease_token = %(token)s AND t.status = 'in_progress'
+        error = %(error)s, error_kind = %(kind)s, worker_id = NULL, lease_expires_at = NULL, slot_at = NULL,
+        claim_request = NULL
+    FROM target x
+    WHERE t.id = x.id AND x.status = 'in_progress'
     RETURNING t.status, t.domain
+), replayed AS (
+    SELECT x.status FROM target x WHERE x.status IN ('pending', 'failed')
 ), pushed AS (
     UPDATE domains d
     SET next_slot_at = greatest(d.next_slot_at,
@@ -77,14 +97,14 @@ WITH failed AS (
     FROM failed f
     WHERE %(retry_after_s)s::DOUBLE PRECISION IS NOT NULL AND d.domain = f.domain
 )
-SELECT status FROM failed;
+SELECT status FROM failed UNION ALL SELECT status FROM replayed;
 
 -- release --
 -- Give leased tasks back (graceful shutdown): pending again, the attempt not counted.
 WITH released AS (
     UPDATE tasks t
     SET status = 'pending', attempts = greatest(t.attempts - 1, 0), worker_id = NULL, lease_token = NULL,
-        lease_expires_at = NULL, slot_at = NULL, started_at = NULL
+        lease_expires_at = NULL, slot_at = NULL, started_at = NULL, claim_request = NULL
     FROM unnest(%(ids)s::BIGINT[], %(tokens)s::BIGINT[]) AS c(id, token)
     WHERE t.id = c.id AND t.lease_token = c.token AND t.status = 'in_progress'
     RETURNING t.id
@@ -162,14 +182,49 @@ SELECT %(scope)s, l.member, l.weight FROM listed l
 ON CONFLICT (scope, member) DO UPDATE SET weight = excluded.weight, current = 0, idle = false;
 
 -- set_scope_budgets --
--- Give members a budget of claims (decremented at each claim; 0 stops serving the member).
-INSERT INTO queue_members AS m (scope, member, budget)
-SELECT %(scope)s, u.member, u.budget FROM unnest(%(members)s::TEXT[], %(budgets)s::BIGINT[]) AS u(member, budget)
-ON CONFLICT (scope, member) DO UPDATE SET budget = excluded.budget;
+-- Grant members a budget: the number of their tasks that may end (see queue_members in migrations/0005).
+-- The grant is named by its key; granting the same key again (a replayed statement) changes nothing.
+INSERT INTO queue_members AS m (scope, member, budget, budget_total, budget_key)
+SELECT %(scope)s, u.member, u.budget, u.budget, %(key)s
+FROM unnest(%(members)s::TEXT[], %(budgets)s::BIGINT[]) AS u(member, budget)
+ON CONFLICT (scope, member) DO UPDATE
+SET budget = excluded.budget, budget_total = excluded.budget_total, budget_key = excluded.budget_key
+WHERE m.budget_key IS DISTINCT FROM excluded.budget_key;
 
 -- clear_scope_budgets --
 -- Remove every budget of a scope.
-UPDATE queue_members SET budget = NULL WHERE scope = %(scope)s AND budget IS NOT NULL;
+UPDATE queue_members SET budget = NULL, budget_total = NULL, budget_key = NULL
+WHERE scope = %(scope)s AND budget_total IS NOT NULL;
+
+-- budget_report --
+-- Each budgeted member's grant and what became of the tasks charged to it.
+SELECT m.member, m.budget_total AS budget,
+       count(t.id) FILTER (WHERE t.status = 'completed') AS completed,
+       count(t.id) FILTER (WHERE t.status = 'failed') AS failed,
+       count(t.id) FILTER (WHERE t.status = 'in_progress') AS in_progress
+FROM queue_members m
+LEFT JOIN tasks t ON t.budget_key = m.budget_key AND t.task_group = m.member AND t.status <> 'pending'
+WHERE m.scope = %(scope)s AND m.budget_total IS NOT NULL
+GROUP BY m.member, m.budget_total ORDER BY m.member;
+
+-- outstanding --
+-- Work these task types can still be handed: in progress, or pending in a group that is neither out of
+-- budget nor weighted 0 (weight-0 groups are skipped on purpose and stay pending).
+WITH exhausted AS (
+    SELECT b.scope, b.member FROM queue_budget_left(ARRAY(SELECT 'groups:' || x FROM unnest(%(types)s::TEXT[]) x)) b
+    WHERE b.budget_left = 0
+)
+SELECT count(*) AS n FROM tasks t
+WHERE t.task_type = ANY(%(types)s)
+  AND (t.status = 'in_progress'
+       OR (t.status = 'pending'
+           AND NOT EXISTS (SELECT 1 FROM exhausted e WHERE e.scope = 'groups:' || t.task_type
+                                                     AND e.member = t.task_group)
+           AND NOT EXISTS (
+             SELECT 1 FROM queue_scopes s LEFT JOIN queue_members m
+                    ON m.scope = s.scope AND m.member = t.task_group
+             WHERE s.scope = 'groups:' || t.task_type
+               AND coalesce(m.weight, s.default_weight) = 0)));
 
 -- scope_state --
 -- The round-robin state of a scope (for inspection and tests).
@@ -191,9 +246,14 @@ SELECT extract(epoch FROM now() - (SELECT min(created_at) FROM tasks WHERE statu
            AS expired_leases;
 
 -- stats_failures --
--- The most frequent errors of failed (dead-lettered) tasks.
+-- The most frequent errors of failed (dead-lettered) tasks, for humans (one example message per error).
 SELECT left(error, 200) AS error, count(*) AS n FROM tasks
 WHERE status = 'failed' GROUP BY left(error, 200) ORDER BY n DESC, error LIMIT %(limit)s;
+
+-- stats_failed_by_kind --
+-- Every failed (dead-lettered) task, counted by type and error kind.
+SELECT task_type, coalesce(error_kind, 'unknown') AS kind, count(*) AS n FROM tasks
+WHERE status = 'failed' GROUP BY task_type, coalesce(error_kind, 'unknown') ORDER BY task_type, n DESC, kind;
 
 -- prune --
 -- Delete completed tasks finished more than older_than_s ago.
@@ -206,7 +266,9 @@ WITH moved AS (
     WHERE status = 'completed' AND completed_at < now() - make_interval(secs => %(older_than_s)s)
     RETURNING *
 )
-INSERT INTO tasks_archive SELECT moved.*, now() FROM moved;
+INSERT INTO tasks_archive
+SELECT (jsonb_populate_record(NULL::tasks_archive, to_jsonb(moved) || jsonb_build_object('archived_at', now()))).*
+FROM moved;
 
 -- listen --
 -- Subscribe this connection to enqueue wake-ups.
@@ -230,3 +292,8 @@ SET slot_at = m.slot, lease_expires_at = greatest(t.lease_expires_at, m.slot + m
 FROM moved m
 WHERE t.id = %(id)s
 RETURNING t.slot_at, t.lease_expires_at;
+
+-- pending_by_group --
+-- Pending tasks of one type per fairness group.
+SELECT task_group AS grp, count(*) AS n FROM tasks
+WHERE status = 'pending' AND task_type = %(task_type)s GROUP BY task_group;

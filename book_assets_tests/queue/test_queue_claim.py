@@ -89,10 +89,26 @@ def test_heartbeat_keeps_the_lease_alive(db: Database) -> None:
     assert queue.complete(task)
 
 
-def test_completing_twice_is_refused_the_second_time(queue: TaskQueue) -> None:
+def test_completing_twice_under_one_lease_changes_nothing_the_second_time(queue: TaskQueue, db: Database) -> None:
+    # A replay after a lost acknowledgement must report the completion, not a lost lease.
     queue.enqueue("detail", {"url": url(1)})
     (task,) = queue.claim("w").tasks
-    assert queue.complete(task) and not queue.complete(task)
+    assert queue.complete(task)
+    first = db.query("SELECT status, completed_at FROM tasks")[0]
+    assert queue.complete(task)
+    assert db.query("SELECT status, completed_at FROM tasks")[0] == first
+
+
+def test_a_completed_task_cannot_be_completed_by_an_older_lease(db: Database) -> None:
+    short = make_queue(db, lease_s=0.2)
+    short.enqueue("detail", {"url": url(1)})
+    (old,) = short.claim("slow").tasks
+    db.query("UPDATE tasks SET lease_expires_at = now() - interval '1 second'")
+    (new,) = short.claim("fast").tasks
+    assert short.complete(new)
+    assert not short.complete(old)
+    assert short.fail(old, "late", retryable=True) == "lost"
+    assert db.query("SELECT status FROM tasks")[0]["status"] == "completed"
 
 
 def test_complete_many_counts_only_tasks_still_held(db: Database) -> None:
