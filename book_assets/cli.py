@@ -213,18 +213,27 @@ def work_cmd(**options: Any) -> None:
 @user_errors
 def status_cmd() -> None:
     """Queue and book counts."""
-    from book_assets.crawl.config import TASK_TYPES
+    from book_assets.crawl.config import DETAIL, TASK_TYPES
+    from book_assets.crawl.pipeline import budget_line
     from book_assets.crawl.storage import book_counts
     from book_assets.queue import TaskQueue
 
     database = open_database(load_settings())
-    stats = TaskQueue(database, task_types=TASK_TYPES).stats()
+    queue = TaskQueue(database, task_types=TASK_TYPES)
+    stats = queue.stats()
     for task_type, by_status in sorted(stats.counts.items()):
         for status, count in sorted(by_status.items()):
             click.echo(f"tasks   {task_type:<8} {status:<12} {count}")
     click.echo(f"oldest pending: {stats.oldest_pending_s or 0:.0f}s; last minute: {stats.completed_last_minute} done")
+    click.echo(f"failed tasks: {stats.total('failed')}")
+    for task_type, by_kind in sorted(stats.failed_by_kind.items()):
+        for kind, count in by_kind.items():
+            click.echo(f"failed  {count:>5}  {task_type:<8} {kind}")
     for error, count in stats.top_failures:
-        click.echo(f"failed  {count:>5}  {error[:100]}")
+        click.echo(f"example {count:>5}  {error[:100]}")
+    budgets = queue.budget_report(DETAIL)
+    if budgets:
+        click.echo(budget_line(budgets))
     c = book_counts(database)
     click.echo(
         f"books   total {c['total']} / unique URLs {c['unique_urls']} / with raw HTML {c['with_html']}; "

@@ -104,6 +104,7 @@ class CrawlConfig:
             relaunch_after_pages=settings.relaunch_after_pages,
             recycle_page_after=settings.recycle_page_after,
             user_agent=settings.user_agent,
+            retry_after_max_s=settings.retry_after_max_s,
         )
         config = cls(
             base_url=base_url,

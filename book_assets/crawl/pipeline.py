@@ -11,7 +11,6 @@ from __future__ import annotations
 import multiprocessing
 import sys
 import time
-from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,7 +21,7 @@ from book_assets.crawl.storage import book_counts
 from book_assets.crawl.worker import Worker, WorkerStats, make_queue
 from book_assets.db.connection import Database
 from book_assets.db.migrations import migrate
-from book_assets.sql import load_queries
+from book_assets.queue import GroupBudget
 
 
 @dataclass
@@ -33,6 +32,7 @@ class CrawlReport:
     counts: dict[str, int]
     failed_by_reason: dict[str, int]
     quotas: dict[str, int] = field(default_factory=dict)
+    budgets: list[GroupBudget] = field(default_factory=list)
     elapsed_s: float = 0.0
 
     @property
@@ -51,7 +51,24 @@ class CrawlReport:
         lines += [
             f"  failed {n:>5}  {reason}" for reason, n in sorted(self.failed_by_reason.items(), key=lambda x: -x[1])
         ]
+        if self.budgets:
+            lines.append(budget_line(self.budgets))
         return lines
+
+
+def budget_line(budgets: list[GroupBudget]) -> str:
+    """One line saying whether the deep budget was delivered, with the numbers when it was not."""
+    budget = sum(b.budget for b in budgets)
+    completed = sum(b.completed for b in budgets)
+    failed = sum(b.failed for b in budgets)
+    leased = sum(b.in_progress for b in budgets)
+    if completed >= budget:
+        return f"deep budget {budget}: met, {completed} detail pages stored"
+    short = [f"{b.group} {b.completed}/{b.budget}" for b in budgets if not b.met]
+    return (
+        f"deep budget {budget}: NOT met, {completed} stored, {failed} failed for good, {leased} in flight "
+        f"(short: {', '.join(short[:10])}{', ...' if len(short) > 10 else ''})"
+    )
 
 
 def prepare(db: Database, config: CrawlConfig) -> None:
@@ -148,6 +165,7 @@ def crawl(database_url: str, config: CrawlConfig, *, progress: bool = False) -> 
             counts=book_counts(db),
             failed_by_reason=failed_by_reason(db, config),
             quotas=quotas,
+            budgets=make_queue(db, config).budget_report(DETAIL) if quotas else [],
             elapsed_s=time.monotonic() - started,
         )
     finally:
@@ -161,8 +179,7 @@ def apply_budget(db: Database, config: CrawlConfig) -> dict[str, int]:
 
     assert config.deep_budget is not None
     queue = make_queue(db, config)
-    rows = db.query(load_queries("crawl")["pending_by_group"], {"task_type": DETAIL})
-    available = {r["grp"]: int(r["n"]) for r in rows}
+    available = queue.pending_by_group(DETAIL)
     weights = weights_from_mapping({**config.weights, "*": config.default_weight}, "crawl config")
     quotas = split_budget(config.deep_budget, weights, available)
     queue.set_group_budgets(DETAIL, quotas)
@@ -170,9 +187,5 @@ def apply_budget(db: Database, config: CrawlConfig) -> dict[str, int]:
 
 
 def failed_by_reason(db: Database, config: CrawlConfig) -> dict[str, int]:
-    """Failed (dead-lettered) tasks by error kind: the part of the error before the first colon."""
-    queue = make_queue(db, config)
-    reasons: Counter[str] = Counter()
-    for error, count in queue.stats().top_failures:
-        reasons[error.split(":", 1)[0]] += count
-    return dict(reasons)
+    """Every failed (dead-lettered) task, counted by the error kind recorded when it failed."""
+    return make_queue(db, config).stats().failed_kinds()

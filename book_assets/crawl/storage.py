@@ -93,14 +93,36 @@ class StoredBook:
     changed: tuple[str, ...] = ()
 
 
-def store_book(db: Database, detail: BookDetail, fetch: FetchResult) -> StoredBook:
-    """Insert or update one book from a validated page, recording a version when anything changed."""
+def store_book(db: Database, detail: BookDetail, fetch: FetchResult, *, requested_url: str | None = None) -> StoredBook:
+    """Insert or update one book from a validated page in its own transaction (see :func:`write_book`)."""
+    return db.run(lambda cur: write_book(cur, detail, fetch, requested_url=requested_url))
+
+
+def served_bytes_if_lossy(fetch: FetchResult) -> bytes | None:
+    """The served bytes when ``raw_html`` (stored as UTF-8) does not reproduce them, else None.
+
+    Decoding can lose information: invalid UTF-8 becomes U+FFFD, a BOM is stripped, a NUL becomes U+FFFD
+    (PostgreSQL text cannot hold NUL), a legacy charset is transcoded. The exact bytes are then kept
+    beside the text, so ``content_hash`` (sha256 of the served bytes) always matches what is stored.
+    """
+    return None if fetch.html.encode("utf-8") == fetch.body else fetch.body
+
+
+def write_book(cur: Cursor, detail: BookDetail, fetch: FetchResult, *, requested_url: str | None = None) -> StoredBook:
+    """Insert or update one book from a validated page, recording a version when anything changed.
+
+    The book is keyed by ``detail.url``, the canonical URL of the page that was served (after redirects);
+    ``requested_url`` records the URL asked for when it differs. Runs inside the caller's transaction,
+    so a worker can store and complete its task atomically under its lease.
+    """
     fields = book_fields(detail)
     rendered = fetch.rendered_html if fetch.rendered_html and fetch.rendered_html != fetch.html else None
     params = {
         **fields,
         "url": detail.url,
+        "requested_url": requested_url if requested_url and requested_url != detail.url else None,
         "raw_html": fetch.html,
+        "raw_body": served_bytes_if_lossy(fetch),
         "rendered_html": rendered,
         "content_hash": fetch.content_hash,
         "http_status": fetch.status,
@@ -118,14 +140,14 @@ def store_book(db: Database, detail: BookDetail, fetch: FetchResult) -> StoredBo
         assert current is not None  # the insert conflicted, so the row exists
         changed = tuple(f for f in TRACKED_FIELDS if _normalise(current[f]) != _normalise(fields[f]))
         if not changed:
-            cur.execute(Q["touch_book"], {"id": current["id"], "fetched_at": fetch.fetched_at})
+            cur.execute(Q["touch_book"], {**params, "id": current["id"]})
             return StoredBook(current["id"], current["version"], "unchanged")
         cur.execute(Q["update_book"], {**params, "id": current["id"]})
         version = cur.fetchone()["version"]
         _record_version(cur, current["id"], version, detail.url, fields, changed, fetch)
         return StoredBook(current["id"], version, "changed", changed)
 
-    return db.run(_store)
+    return _store(cur)
 
 
 def _record_version(

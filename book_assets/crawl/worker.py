@@ -24,19 +24,18 @@ from typing import Any, TypeVar
 
 from book_assets.crawl.config import DETAIL, LISTING, TASK_TYPES, CrawlConfig
 from book_assets.crawl.discovery import NewTask, listing_tasks
-from book_assets.crawl.storage import parse_served_or_rendered, store_book
+from book_assets.crawl.storage import StoredBook, parse_served_or_rendered, write_book
 from book_assets.db.connection import Database
 from book_assets.queue import ClaimResult, LeaseLost, Task, TaskQueue
 from book_assets.queue import NewTask as QueueTask
-from book_assets.scraper.errors import FetchError, ParseError
+from book_assets.scraper.errors import ErrorKind, FetchError, ParseError
 from book_assets.scraper.fetch_browser import BrowserFetcher
 from book_assets.scraper.fetch_http import HttpFetcher
 from book_assets.scraper.fetching import FetchResult
 from book_assets.scraper.parsers import parse_listing
-from book_assets.sql import load_queries
+from book_assets.urls import canonical_url
 
 log = logging.getLogger(__name__)
-CRAWL_SQL = load_queries("crawl")
 #: How late after its politeness slot a request may still start (as the queue's own wait_for_slot).
 SLOT_TOLERANCE_S = 0.005
 T = TypeVar("T")
@@ -129,6 +128,7 @@ class Worker:
         self._db_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="db")
         self._stopping = asyncio.Event()
         self._in_flight: dict[int, Task] = {}
+        self._jobs: dict[int, asyncio.Task[None]] = {}
         self._claimed = 0
 
     async def _db(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -153,11 +153,12 @@ class Worker:
         running: set[asyncio.Task[None]] = set()
         try:
             async with self._fetcher() as fetcher:
-                await self._loop(fetcher, running)
+                try:
+                    await self._loop(fetcher, running)
+                finally:
+                    await self._shutdown(running)
                 self.stats.fetcher = dict(fetcher.stats())
         finally:
-            if running:
-                await self._shutdown(running)
             self._db_thread.shutdown(wait=True)
             self.db.close()
             self.stats.elapsed_s = time.monotonic() - started
@@ -178,6 +179,7 @@ class Worker:
                     self._claimed += 1
                     self._in_flight[task.id] = task
                     job = asyncio.create_task(self._process(fetcher, task))
+                    self._jobs[task.id] = job
                     running.add(job)
                 if result.retry_in_s is not None:
                     wait_s = min(max(result.retry_in_s, 0.01), 1.0)
@@ -193,7 +195,8 @@ class Worker:
             done, _ = await asyncio.wait(running, timeout=wait_s, return_when=asyncio.FIRST_COMPLETED)
             running.difference_update(done)
             if time.monotonic() - last_heartbeat > heartbeat_every and self._in_flight:
-                await self._db(self._heartbeat, list(self._in_flight.values()))
+                lost = await self._db(self._heartbeat, list(self._in_flight.values()))
+                self._drop(lost)
                 last_heartbeat = time.monotonic()
 
     def _claim(self, n: int) -> ClaimResult:
@@ -205,11 +208,20 @@ class Worker:
         return self.queue.claim(self.worker_id, n, task_types=self.task_types, scheduled=self.task_types == (DETAIL,))
 
     def _drained(self) -> bool:
-        return int(self.db.query(CRAWL_SQL["outstanding"], {"types": list(self.task_types)})[0]["n"]) == 0
+        return self.queue.outstanding(self.task_types) == 0
 
-    def _heartbeat(self, tasks: list[Task]) -> None:
-        for task in tasks:
-            self.queue.heartbeat(task)
+    def _heartbeat(self, tasks: list[Task]) -> list[int]:
+        """Extend every in-flight lease; returns the tasks whose lease is gone."""
+        return [task.id for task in tasks if not self.queue.heartbeat(task)]
+
+    def _drop(self, task_ids: list[int]) -> None:
+        """Abandon tasks whose lease is gone: another worker owns them now, so this one stops working on them."""
+        for task_id in task_ids:
+            job = self._jobs.get(task_id)
+            if job is not None and not job.done():
+                job.cancel()
+                self.stats.lost_leases += 1
+            self._in_flight.pop(task_id, None)
 
     async def _sleep(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):
@@ -217,7 +229,9 @@ class Worker:
 
     async def _shutdown(self, running: set[asyncio.Task[None]]) -> None:
         """Let in-flight pages finish for ``grace_s``, then release the rest to the queue."""
-        _done, pending = await asyncio.wait(running, timeout=self.grace_s)
+        pending: set[asyncio.Task[None]] = set()
+        if running:
+            _done, pending = await asyncio.wait(running, timeout=self.grace_s)
         for job in pending:
             job.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
@@ -228,35 +242,38 @@ class Worker:
             self._in_flight.clear()
 
     async def _process(self, fetcher: BrowserFetcher | HttpFetcher, task: Task) -> None:
+        """Fetch, validate, store and finish one task; whatever happens, it leaves the in-flight set."""
         try:
-            task = await self._wait_for_slot(task)
-            url = task.payload["url"]
-            try:
-                fetched = await fetcher.fetch(url)
-            except FetchError as exc:
-                await self._fail(task, str(exc), retryable=exc.retryable, retry_after_s=exc.retry_after)
-                return
-            self.stats.pages += 1
-            try:
-                if task.task_type == LISTING:
-                    await self._handle_listing(task, fetched)
-                else:
-                    await self._handle_detail(task, fetched)
-            except ParseError as exc:
-                kind = "not_a_book_page" if task.task_type == DETAIL else "not_a_listing_page"
-                await self._fail(task, f"{kind}: {exc}", retryable=False)
-                return
-            if not await self._db(self.queue.complete, task):
-                self.stats.lost_leases += 1
-            self._in_flight.pop(task.id, None)
+            await self._attempt(fetcher, task)
         except asyncio.CancelledError:
             raise
         except LeaseLost:  # another worker owns the task now; it will finish it
             self.stats.lost_leases += 1
-            self._in_flight.pop(task.id, None)
         except Exception as exc:  # a bug or an outage: record it on the task, keep the worker alive
             log.exception("task %s (%s) failed unexpectedly", task.id, task.payload.get("url"))
-            await self._fail(task, f"internal: {type(exc).__name__}: {exc}", retryable=True)
+            with contextlib.suppress(Exception):
+                current = self._in_flight.get(task.id, task)
+                await self._fail(current, ErrorKind.INTERNAL, f"{type(exc).__name__}: {exc}", retryable=True)
+        finally:
+            self._in_flight.pop(task.id, None)
+            self._jobs.pop(task.id, None)
+
+    async def _attempt(self, fetcher: BrowserFetcher | HttpFetcher, task: Task) -> None:
+        task = await self._wait_for_slot(task)
+        try:
+            fetched = await fetcher.fetch(task.payload["url"])
+        except FetchError as exc:
+            await self._fail(task, exc.kind, str(exc), retryable=exc.retryable, retry_after_s=exc.retry_after)
+            return
+        self.stats.pages += 1
+        try:
+            if task.task_type == LISTING:
+                await self._handle_listing(task, fetched)
+            else:
+                await self._handle_detail(task, fetched)
+        except ParseError as exc:
+            kind = ErrorKind.NOT_A_LISTING_PAGE if task.task_type == LISTING else exc.kind
+            await self._fail(task, kind, f"{kind}: {exc}", retryable=False)
 
     async def _wait_for_slot(self, task: Task) -> Task:
         """Sleep until the task's politeness slot; a late wake-up takes a fresh slot (see TaskQueue.wait_for_slot)."""
@@ -268,17 +285,19 @@ class Worker:
             self._in_flight[task.id] = task
         return task
 
-    async def _fail(self, task: Task, error: str, *, retryable: bool, retry_after_s: float | None = None) -> None:
-        kind = error.split(":", 1)[0]
-        self.stats.errors[kind] += 1
-        outcome = await self._db(self.queue.fail, task, error[:2000], retryable=retryable, retry_after_s=retry_after_s)
+    async def _fail(
+        self, task: Task, kind: str, error: str, *, retryable: bool, retry_after_s: float | None = None
+    ) -> None:
+        self.stats.errors[str(kind)] += 1
+        outcome = await self._db(
+            self.queue.fail, task, error[:2000], kind=kind, retryable=retryable, retry_after_s=retry_after_s
+        )
         if outcome == "retry":
             self.stats.retried += 1
         elif outcome == "dead":
             self.stats.failed += 1
         else:
             self.stats.lost_leases += 1
-        self._in_flight.pop(task.id, None)
 
     async def _handle_listing(self, task: Task, fetched: FetchResult) -> None:
         page = parse_listing(fetched.html, fetched.final_url)
@@ -288,6 +307,8 @@ class Worker:
         if outcome.tasks:
             created = await self._db(self._enqueue, outcome.tasks)
             self.stats.new_detail_tasks += created
+        if not await self._db(self.queue.complete, task):
+            self.stats.lost_leases += 1
 
     def _enqueue(self, tasks: list[NewTask]) -> int:
         results = self.queue.enqueue_many(
@@ -296,8 +317,19 @@ class Worker:
         return sum(1 for t, r in zip(tasks, results, strict=True) if r.created and t.task_type == DETAIL)
 
     async def _handle_detail(self, task: Task, fetched: FetchResult) -> None:
-        detail = parse_served_or_rendered(fetched.html, fetched.rendered_html, task.payload["url"])
-        stored = await self._db(store_book, self.db, detail, fetched)
+        """Store the book and complete its task in one transaction, under the task's lease.
+
+        A worker that stalled past its lease (a GC pause, a long reconnect, SIGSTOP) while another worker
+        took the task over gets :class:`LeaseLost` and writes nothing, so an older fetch can never be
+        stored over a newer one. The book is keyed by the canonical URL of the page served.
+        """
+        detail = parse_served_or_rendered(fetched.html, fetched.rendered_html, canonical_url(fetched.final_url))
+        requested = str(task.payload["url"])
+
+        def _store(cur: Any) -> StoredBook:
+            return write_book(cur, detail, fetched, requested_url=requested)
+
+        stored = await self._db(self.queue.complete_with, self._in_flight.get(task.id, task), _store)
         if stored.outcome == "new":
             self.stats.books_new += 1
         elif stored.outcome == "changed":

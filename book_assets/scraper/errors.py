@@ -6,17 +6,57 @@ single place without pulling in Playwright or httpx.
 
 from __future__ import annotations
 
+from enum import StrEnum
+from typing import ClassVar
+
+
+class ErrorKind(StrEnum):
+    """Why a page failed, recorded on its task (``tasks.error_kind``) and counted by the summaries.
+
+    Values are strings, so a kind compares equal to its name and is stored as it is.
+    """
+
+    # retryable: the server or the network was having a bad moment
+    TIMEOUT = "timeout"
+    CONNECTION = "connection"
+    HTTP_5XX = "http_5xx"
+    HTTP_429 = "http_429"
+    HTTP_408 = "http_408"
+    TRUNCATED = "truncated"
+    BROWSER_CRASHED = "browser_crashed"
+    BROWSER_ERROR = "browser_error"
+    INTERNAL = "internal"  # a bug or an outage on our side
+    # permanent: the same request fails the same way every time
+    HTTP_404 = "http_404"
+    HTTP_4XX = "http_4xx"
+    HTTP_3XX = "http_3xx"
+    HTTP_OTHER = "http_other"
+    OFFSITE = "offsite"
+    OFFSITE_REDIRECT = "offsite_redirect"
+    REDIRECT_LOOP = "redirect_loop"
+    TOO_LARGE = "too_large"
+    BAD_URL = "bad_url"
+    DOWNLOAD = "download"
+    NOT_A_BOOK_PAGE = "not_a_book_page"
+    NOT_A_LISTING_PAGE = "not_a_listing_page"
+
 
 class ParseError(ValueError):
     """A page could not be parsed into the expected model; the message is one line naming what was missing."""
+
+    kind: ClassVar[ErrorKind] = ErrorKind.NOT_A_BOOK_PAGE
 
 
 class NotABookPage(ParseError):
     """The HTML is not a complete book detail page (404 page, listing, garbage, or truncated HTML)."""
 
+    kind: ClassVar[ErrorKind] = ErrorKind.NOT_A_BOOK_PAGE
+
 
 class NotAListingPage(ParseError):
     """The HTML is not a complete listing page (root, ``catalogue/page-N``, or a category page)."""
+
+    kind: ClassVar[ErrorKind] = ErrorKind.NOT_A_LISTING_PAGE
 
 
 class ChromiumNotFound(RuntimeError):

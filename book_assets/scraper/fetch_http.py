@@ -121,7 +121,7 @@ class HttpFetcher:
                 self._counters["redirects_followed"] += 1
                 current = target
                 continue
-            error = error_for_status(current, status, headers)
+            error = error_for_status(current, status, headers, retry_after_max_s=self.settings.retry_after_max_s)
             if error is not None:
                 raise error
             return build_result(

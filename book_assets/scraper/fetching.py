@@ -9,6 +9,7 @@ agree on it and it can be unit-tested without a network.
 from __future__ import annotations
 
 import hashlib
+import math
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -67,6 +68,7 @@ PERMANENT_KINDS: frozenset[str] = frozenset(
     }
 )
 REDIRECT_STATUSES: frozenset[int] = frozenset({301, 302, 303, 307, 308})
+DEFAULT_RETRY_AFTER_MAX_S = 600.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +95,8 @@ class FetchSettings:
         user_agent: Sent by both fetchers; identifies the project to the site's operators.
         block_offsite_subresources: Browser only: abort scripts/XHR to hosts outside ``allowed_domains``
             (the live site pulls jQuery from a CDN it does not need for content).
+        retry_after_max_s: A server's Retry-After longer than this is clamped to it (and the error says
+            so): one page asking for 30 years must not park its domain for 30 years.
     """
 
     mode: Literal["browser", "http"] = "browser"
@@ -107,6 +111,7 @@ class FetchSettings:
     recycle_page_after: int = 25
     user_agent: str = DEFAULT_USER_AGENT
     block_offsite_subresources: bool = True
+    retry_after_max_s: float = DEFAULT_RETRY_AFTER_MAX_S
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
@@ -241,15 +246,18 @@ def host_allowed(url: str, allowed_domains: frozenset[str]) -> bool:
 def parse_retry_after(value: str | None, now: datetime | None = None) -> float | None:
     """Seconds to wait from a Retry-After header: delta-seconds or an HTTP-date; None if absent/invalid.
 
-    Negative results (a date in the past) become 0.
+    Negative results (a date in the past) become 0; a huge number (``999999999``, ``1e300``, ``inf``)
+    comes back as it is, for :func:`clamp_retry_after` to bound.
     """
     if value is None or not value.strip():
         return None
     value = value.strip()
     try:
-        return max(0.0, float(value))
+        seconds = float(value)
     except ValueError:
         pass
+    else:
+        return None if math.isnan(seconds) else max(0.0, seconds)
     try:
         when = parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError):
@@ -260,23 +268,36 @@ def parse_retry_after(value: str | None, now: datetime | None = None) -> float |
     return max(0.0, (when - now).total_seconds())
 
 
-def error_for_status(url: str, status: int, headers: dict[str, str]) -> FetchError | None:
+def clamp_retry_after(seconds: float | None, max_s: float) -> tuple[float | None, str]:
+    """``seconds`` bounded by ``max_s``, and a note for the task's error when it had to be bounded."""
+    if seconds is None or seconds <= max_s:
+        return seconds, ""
+    shown = f"{seconds:.0f}" if math.isfinite(seconds) and seconds < 1e15 else f"{seconds:g}"
+    return max_s, f"; Retry-After {shown}s clamped to {max_s:g}s (retry_after_max_s)"
+
+
+def error_for_status(
+    url: str, status: int, headers: dict[str, str], *, retry_after_max_s: float = DEFAULT_RETRY_AFTER_MAX_S
+) -> FetchError | None:
     """The error for a final (non-redirect-followed) response status, or None for 2xx.
 
     5xx, 408 and 429 are retryable (the Scrapy retry set, generalised to all 5xx); 404 and other 4xx are
-    permanent. Retry-After is read for 429 and 5xx (503 is the usual one).
+    permanent. Retry-After is read for 429 and 5xx (503 is the usual one) and bounded by
+    ``retry_after_max_s``.
     """
     if 200 <= status < 300:
         return None
-    retry_after = parse_retry_after(headers.get("retry-after"))
+    retry_after, clamped = clamp_retry_after(parse_retry_after(headers.get("retry-after")), retry_after_max_s)
     if status == 404:
         return fetch_error("http_404", "not found", url=url, status=status)
     if status == 429:
-        return fetch_error("http_429", "too many requests", url=url, status=status, retry_after=retry_after)
+        return fetch_error("http_429", f"too many requests{clamped}", url=url, status=status, retry_after=retry_after)
     if status == 408:
-        return fetch_error("http_408", "request timeout", url=url, status=status, retry_after=retry_after)
+        return fetch_error("http_408", f"request timeout{clamped}", url=url, status=status, retry_after=retry_after)
     if 500 <= status < 600:
-        return fetch_error("http_5xx", f"server error {status}", url=url, status=status, retry_after=retry_after)
+        return fetch_error(
+            "http_5xx", f"server error {status}{clamped}", url=url, status=status, retry_after=retry_after
+        )
     if 400 <= status < 500:
         return fetch_error("http_4xx", f"client error {status}", url=url, status=status)
     if 300 <= status < 400:

@@ -8,11 +8,12 @@ FROM books WHERE url = %(url)s FOR UPDATE;
 -- First sight of a book; a concurrent insert of the same URL wins and this one returns nothing.
 INSERT INTO books (url, title, price, rating, category, availability, upc, description, raw_html,
                    price_amount, price_excl_tax, price_incl_tax, tax, rating_value, stock, num_reviews,
-                   product_type, content_hash, http_status, fetched_at, rendered_html, scraped_at)
+                   product_type, content_hash, http_status, fetched_at, rendered_html, raw_body, requested_url,
+                   scraped_at)
 VALUES (%(url)s, %(title)s, %(price)s, %(rating)s, %(category)s, %(availability)s, %(upc)s, %(description)s,
         %(raw_html)s, %(price_amount)s, %(price_excl_tax)s, %(price_incl_tax)s, %(tax)s, %(rating_value)s,
         %(stock)s, %(num_reviews)s, %(product_type)s, %(content_hash)s, %(http_status)s, %(fetched_at)s,
-        %(rendered_html)s, now())
+        %(rendered_html)s, %(raw_body)s, %(requested_url)s, now())
 ON CONFLICT (url) DO NOTHING
 RETURNING id;
 
@@ -23,14 +24,22 @@ UPDATE books SET title = %(title)s, price = %(price)s, rating = %(rating)s, cate
        price_amount = %(price_amount)s, price_excl_tax = %(price_excl_tax)s, price_incl_tax = %(price_incl_tax)s,
        tax = %(tax)s, rating_value = %(rating_value)s, stock = %(stock)s, num_reviews = %(num_reviews)s,
        product_type = %(product_type)s, content_hash = %(content_hash)s, http_status = %(http_status)s,
-       fetched_at = %(fetched_at)s, rendered_html = %(rendered_html)s, scraped_at = now(), updated_at = now(),
-       version = version + 1
+       fetched_at = %(fetched_at)s, rendered_html = %(rendered_html)s, raw_body = %(raw_body)s,
+       requested_url = %(requested_url)s, scraped_at = now(), updated_at = now(), version = version + 1
 WHERE id = %(id)s
 RETURNING version;
 
 -- touch_book --
--- An unchanged book was seen again: only the time of the last fetch moves.
-UPDATE books SET fetched_at = %(fetched_at)s WHERE id = %(id)s;
+-- An unchanged book was seen again: its fields stay, the fetch time moves, and the stored page becomes the
+-- one just served when its bytes differ (so raw_html, raw_body and content_hash always describe one fetch).
+UPDATE books
+SET fetched_at = %(fetched_at)s, http_status = %(http_status)s, requested_url = %(requested_url)s,
+    raw_html = CASE WHEN content_hash IS DISTINCT FROM %(content_hash)s THEN %(raw_html)s ELSE raw_html END,
+    raw_body = CASE WHEN content_hash IS DISTINCT FROM %(content_hash)s THEN %(raw_body)s ELSE raw_body END,
+    rendered_html = CASE WHEN content_hash IS DISTINCT FROM %(content_hash)s THEN %(rendered_html)s
+                         ELSE rendered_html END,
+    content_hash = %(content_hash)s
+WHERE id = %(id)s;
 
 -- insert_version --
 -- One row of a book's history.

@@ -12,8 +12,9 @@ from collections.abc import Mapping
 import dagster as dg
 
 from book_assets.crawl.config import DETAIL, LISTING
-from book_assets.crawl.pipeline import apply_budget, drain, failed_by_reason, prepare, seed
+from book_assets.crawl.pipeline import apply_budget, budget_line, drain, failed_by_reason, prepare, seed
 from book_assets.crawl.storage import book_counts
+from book_assets.crawl.worker import make_queue
 from book_assets.defs.resources import (
     DatabaseResource,
     FetcherResource,
@@ -128,4 +129,11 @@ def book_details(
     }
     if quotas:
         metadata["quotas"] = counter_table(quotas, "category", "quota")
+        with database.open() as db:
+            budgets = make_queue(db, config).budget_report(DETAIL)
+        metadata["deep_budget"] = config.deep_budget
+        metadata["budget_completed"] = sum(b.completed for b in budgets)
+        metadata["budget_failed"] = sum(b.failed for b in budgets)
+        metadata["budget_met"] = all(b.met for b in budgets)
+        metadata["budget_status"] = budget_line(budgets)
     return dg.MaterializeResult(metadata=metadata)
