@@ -18,6 +18,7 @@ class Action(enum.Enum):
     """What the server does with one request."""
 
     SERVE = "serve"
+    NOT_FOUND = "404"
     ERROR_500 = "500"
     ERROR_503 = "503"
     RATE_LIMIT = "429"
@@ -31,6 +32,7 @@ SCRIPT_NAMES: dict[str, Action] = {
     "200": Action.SERVE,
     "serve": Action.SERVE,
     "ok": Action.SERVE,
+    "404": Action.NOT_FOUND,
     "500": Action.ERROR_500,
     "503": Action.ERROR_503,
     "429": Action.RATE_LIMIT,
@@ -79,7 +81,7 @@ class Faults:
         truncate_fraction: share of the body sent before closing.
         scripted: per-path steps consumed in order, e.g. ``{"/catalogue/x_1/index.html": [503, 503]}``:
             the first two requests for that path get 503, later ones are served normally (subject to the
-            probabilities). Steps are status codes (500, 503, 429, 200) or names ("reset", "hang",
+            probabilities). Steps are status codes (404, 500, 503, 429, 200) or names ("reset", "hang",
             "truncate", "serve"). Resetting the stats restarts the scripts.
         max_connections: cap on simultaneously open client connections (``None``: no cap).
         over_capacity: what happens to a connection beyond the cap: ``"wait"`` (it is accepted by the

@@ -167,6 +167,11 @@ class SandboxApp:
         self.host = ""
         self.port = 0
 
+    def set_catalogue(self, catalogue: Catalogue) -> None:
+        """Serve another catalogue (another simulated day) from the next request on."""
+        self.site = Site(catalogue, js_mode=self.site.js_mode)
+        self.catalogue = catalogue
+
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> None:
         if self.faults.max_connections is not None:
             self._slots = asyncio.Semaphore(self.faults.max_connections)
@@ -270,6 +275,9 @@ class SandboxApp:
                 await asyncio.sleep(self.faults.hang_s)
                 writer.transport.abort()
                 return False
+            if action is Action.NOT_FOUND:
+                self._respond(writer, 404, self.site.not_found, head_only=method == "HEAD")
+                return True
             if action is Action.ERROR_500 or action is Action.ERROR_503:
                 status = 500 if action is Action.ERROR_500 else 503
                 self._respond(writer, status, error_html(status, _REASONS[status]), head_only=method == "HEAD")
@@ -460,6 +468,12 @@ class SandboxServer:
 
     def stats(self) -> SandboxStats:
         return self.app.recorder.snapshot()
+
+    def set_day(self, day: int) -> None:
+        """Serve simulated day ``day`` of the same catalogue from now on, on the same port."""
+        catalogue = Catalogue(seed=self.catalogue.seed, day=day)
+        self.catalogue = catalogue
+        self.app.set_catalogue(catalogue)
 
     def reset_stats(self) -> None:
         """Clear hit counts, concurrency peak and times; scripted failures start over."""
