@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from book_assets.scraper.fetching import FetchSettings
+from book_assets.scraper.targets import with_start_port
 from book_assets.settings import ConfigError, Settings
 
 if TYPE_CHECKING:
@@ -99,7 +100,8 @@ class CrawlConfig:
             timeout_s=settings.timeout_s,
             block_resource_types=frozenset(settings.block_resource_types),
             block_url_patterns=tuple(settings.block_url_patterns),
-            allowed_domains=domains,
+            # The fetchers compare ports too: the start host only at the start URL's port (#12).
+            allowed_domains=with_start_port(domains, base_url),
             max_body_bytes=settings.max_body_bytes,
             relaunch_after_pages=settings.relaunch_after_pages,
             recycle_page_after=settings.recycle_page_after,

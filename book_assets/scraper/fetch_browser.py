@@ -5,11 +5,14 @@ Why the design is as it is:
 - One browser per fetcher and pages reused from an ``asyncio.Queue``: launching Chromium costs ~1 s and
   ~100 MB, opening a tab costs milliseconds. A page is reused only after a clean fetch; after any error it
   is closed and replaced, so a half-finished navigation never leaks into the next fetch.
-- Off-domain hosts are blocked twice. Chromium is launched with ``--host-resolver-rules`` that make every
-  host outside ``allowed_domains`` unresolvable, because Playwright's request routing is *not* consulted
-  for redirect hops: a redirect to another host would otherwise be requested before we could object.
-  The route handler additionally aborts off-domain requests it does see (first hops, subresources),
-  and the navigation's redirect chain is inspected to report "offsite_redirect".
+- Off-domain targets are blocked twice, under one policy (:mod:`book_assets.scraper.targets`: host and
+  port, IP literals, internal addresses). Chromium is launched with ``--host-resolver-rules`` that make
+  every target outside ``allowed_domains`` unresolvable (IP literals and other ports too, see
+  :func:`host_resolver_rules`), because Playwright's request routing is *not* consulted for redirect
+  hops: a redirect to another host would otherwise be requested before we could object. The route
+  handler additionally aborts off-domain requests it does see (first hops, subresources), the request
+  hook fails a fetch as soon as a disallowed hop appears, and the redirect chain is inspected to report
+  "offsite_redirect".
 - ``html`` is the served body (``response.body()`` of the main navigation, decoded), identical to what the
   HTTP fetcher returns; ``rendered_html`` is ``page.content()`` after load, which includes JS-built DOM.
 - The browser is relaunched after ``relaunch_after_pages`` pages (bounding Chromium's memory growth) once
@@ -53,6 +56,7 @@ from book_assets.scraper.fetching import (
     truncation_error,
     utc_now,
 )
+from book_assets.scraper.targets import DEFAULT_PORTS, ip_literal, is_internal, parse_allowed, parse_target
 
 # Chromium net error names (as they appear in Playwright messages) -> our kinds.
 _NET_ERROR_KINDS: tuple[tuple[str, str], ...] = (
@@ -69,12 +73,40 @@ _NET_ERROR_KINDS: tuple[tuple[str, str], ...] = (
 _CLOSED_MARKERS = ("Target page, context or browser has been closed", "Browser has been closed", "Target closed")
 
 
-def host_resolver_rules(allowed_domains: frozenset[str]) -> str | None:
-    """Chromium ``--host-resolver-rules`` value that makes every host but ``allowed_domains`` unresolvable."""
-    if not allowed_domains:
-        return None
-    excludes = "".join(f", EXCLUDE {host}" for host in sorted(allowed_domains))
-    return f"MAP * ~NOTFOUND{excludes}"
+#: With no allowed entries: names are allowed, but the usual internal IPv4 ranges and localhost names are not.
+_INTERNAL_PATTERNS = (
+    "localhost", "*.localhost", "0.*", "10.*", "127.*", "169.254.*", "192.168.*",
+    *(f"172.{n}.*" for n in range(16, 32)),
+)  # fmt: skip
+
+
+def host_resolver_rules(allowed_domains: frozenset[str]) -> str:
+    """Chromium ``--host-resolver-rules`` that make every target outside ``allowed_domains`` unresolvable.
+
+    The rules act in Chromium's network stack, on every request: redirect hops and meta refreshes included,
+    which request routing does not see, and IP literals too (checked with Chromium 13x: ``127.0.0.2`` fails
+    with ERR_NAME_NOT_RESOLVED under ``MAP * ~NOTFOUND``). Ports: a ``MAP`` pattern is tried against the
+    host and then ``host:port``, and the first matching ``MAP`` wins, so a ``host:port`` entry becomes an
+    identity ``MAP host:port host:port`` before ``MAP * ~NOTFOUND`` (a default port allows both 80 and
+    443, as :mod:`book_assets.scraper.targets` does); a bare host becomes ``EXCLUDE host`` (any port).
+    """
+    entries = [e for e in (parse_allowed(a) for a in sorted(allowed_domains)) if e is not None]
+    if not entries:
+        return ", ".join(f"MAP {pattern} ~NOTFOUND" for pattern in _INTERNAL_PATTERNS)
+    maps, excludes = [], []
+    for entry in entries:
+        host = f"[{entry.host}]" if ":" in entry.host else entry.host
+        if entry.port is None:
+            excludes.append(f"EXCLUDE {host}")
+            continue
+        ports = sorted(DEFAULT_PORTS.values()) if entry.port in DEFAULT_PORTS.values() else [entry.port]
+        maps += [f"MAP {host}:{port} {host}:{port}" for port in ports]
+    return ", ".join([*maps, "MAP * ~NOTFOUND", *excludes])
+
+
+def _internal(url: str) -> bool:
+    target = parse_target(url)
+    return target is not None and (ip_literal(target.host) is not None or is_internal(target.host))
 
 
 @dataclass
@@ -204,9 +236,7 @@ class BrowserFetcher:
                 bundled = None
             self._executable_path = find_chromium(bundled)
         args = list(CHROMIUM_ARGS)
-        rules = host_resolver_rules(self.settings.allowed_domains)
-        if rules is not None:
-            args.append(f"--host-resolver-rules={rules}")
+        args.append(f"--host-resolver-rules={host_resolver_rules(self.settings.allowed_domains)}")
         try:
             browser = await self._playwright.chromium.launch(
                 executable_path=self._executable_path, headless=True, args=args
@@ -248,7 +278,9 @@ class BrowserFetcher:
             main_navigation = False
         try:
             offsite = url.startswith(("http://", "https://")) and not host_allowed(url, self.settings.allowed_domains)
-            if offsite and (main_navigation or self.settings.block_offsite_subresources):
+            # An internal address (IP literal, loopback, private, link-local) is refused even as a subresource
+            # when off-domain subresources are otherwise let through.
+            if offsite and (main_navigation or self.settings.block_offsite_subresources or _internal(url)):
                 self._counters["offsite_blocked"] += 1
                 await route.abort("blockedbyclient")
                 return
@@ -297,8 +329,18 @@ class BrowserFetcher:
         slot = _Slot(page=page, generation=self._generation)
 
         def on_request(request: Request) -> None:
+            # Fired for every hop, redirects included (which routing never sees). The resolver rules have
+            # already made a disallowed hop unresolvable; this fails the fetch at once and names the hop.
+            allowed = not request.url.startswith(("http://", "https://")) or host_allowed(
+                request.url, self.settings.allowed_domains
+            )
+            if not allowed:
+                self._counters["offsite_blocked"] += 1
             if request.is_navigation_request() and request.frame == page.main_frame:
                 slot.trace.navigation_urls.append(request.url)
+                if not allowed:
+                    slot.trace.failure = f"offsite hop {request.url}"
+                    slot.trace.failed.set()
 
         def on_failed(request: Request) -> None:
             if request.is_navigation_request() and request.frame == page.main_frame:

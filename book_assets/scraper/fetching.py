@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Literal, Protocol, Self
-from urllib.parse import urlsplit
 
 from book_assets.scraper.errors import FetchError
 from book_assets.scraper.parsers import decode_html
+from book_assets.scraper.targets import target_allowed
 
 __all__ = [
     "PERMANENT_KINDS",
@@ -228,19 +228,13 @@ def fetch_error(
 
 
 def host_allowed(url: str, allowed_domains: frozenset[str]) -> bool:
-    """True if ``url`` is http(s) and its hostname is in ``allowed_domains`` (empty set: any host).
+    """True if ``url`` is http(s) and its host (and port, for a ``host:port`` entry) is allowed.
 
-    A URL whose host or port cannot be read is never allowed (the queue would refuse it anyway).
+    An empty set allows any host by name but no IP literal or ``localhost``; the rules are
+    :func:`book_assets.scraper.targets.target_allowed`. A URL whose host or port cannot be read is never
+    allowed (the queue would refuse it anyway).
     """
-    try:
-        parts = urlsplit(url)
-        host = (parts.hostname or "").rstrip(".")
-        parts.port  # noqa: B018 - raises on a malformed or out-of-range port
-    except ValueError:
-        return False
-    if parts.scheme not in ("http", "https") or not host:
-        return False
-    return not allowed_domains or host in allowed_domains
+    return target_allowed(url, allowed_domains)
 
 
 def parse_retry_after(value: str | None, now: datetime | None = None) -> float | None:

@@ -88,7 +88,9 @@ def test_host_resolver_rules_exclude_only_allowed_hosts() -> None:
     assert host_resolver_rules(frozenset({"b.example", "a.example"})) == (
         "MAP * ~NOTFOUND, EXCLUDE a.example, EXCLUDE b.example"
     )
-    assert host_resolver_rules(frozenset()) is None
+    # No allowed hosts: names resolve, internal addresses do not (#12).
+    assert "MAP 127.* ~NOTFOUND" in host_resolver_rules(frozenset())
+    assert "MAP * ~NOTFOUND" not in host_resolver_rules(frozenset())
 
 
 def test_env_var_pointing_nowhere_is_an_error(tmp_path: Path) -> None:
