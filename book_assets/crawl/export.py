@@ -1,4 +1,12 @@
-"""Export stored books as JSON Lines, CSV or Parquet (structured fields; raw HTML only when asked)."""
+"""Export stored books as JSON Lines, CSV or Parquet (structured fields; raw HTML only when asked).
+
+Why CSV cells are rewritten: titles and descriptions are written by the site, and a spreadsheet opening the
+CSV runs a cell that starts with ``=``, ``+``, ``-`` or ``@`` as a formula (``=HYPERLINK(...)`` leaks data,
+DDE formulas run programs), and a leading tab or carriage return hides the same from a quick look. Per
+OWASP's "CSV Injection" advice such a text cell gets a leading ``'``, which spreadsheets show as text and do
+not evaluate; numbers are left alone (a negative price is not a formula). JSON Lines and Parquet are read
+by programs, not spreadsheets, and keep every value exactly as stored.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +21,8 @@ from book_assets.db.connection import Database
 from book_assets.sql import load_queries
 
 Format = Literal["jsonl", "csv", "parquet"]
+#: First characters that make a spreadsheet treat a cell as a formula (OWASP: = + - @ tab CR).
+FORMULA_TRIGGERS = ("=", "+", "-", "@", "\t", "\r")
 
 
 def _plain(value: Any) -> Any:
@@ -20,6 +30,13 @@ def _plain(value: Any) -> Any:
         return str(value)
     if isinstance(value, datetime):
         return value.isoformat()
+    return value
+
+
+def spreadsheet_safe(value: Any) -> Any:
+    """A text cell a spreadsheet will not evaluate: ``'`` before a leading formula trigger; others as they are."""
+    if isinstance(value, str) and value.startswith(FORMULA_TRIGGERS):
+        return "'" + value
     return value
 
 
@@ -39,7 +56,7 @@ def export_books(db: Database, fmt: Format, output: Path, *, with_html: bool = F
             if rows:
                 writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
                 writer.writeheader()
-                writer.writerows({k: _plain(v) for k, v in row.items()} for row in rows)
+                writer.writerows({k: _plain(spreadsheet_safe(v)) for k, v in row.items()} for row in rows)
     else:
         import pandas as pd
 
