@@ -284,41 +284,30 @@ def _dagster_env(settings: Settings) -> dict[str, str]:
 @click.option("--daemon/--no-daemon", default=True, show_default=True, help="Also run the schedule/sensor daemon.")
 @user_errors
 def ui(host: str, port: int, daemon: bool) -> None:
-    """Start the Dagster web UI (and daemon) on the project's instance."""
-    import subprocess
-
+    """Start the Dagster web UI (and daemon) on the project's instance; SIGTERM or Ctrl-C stops them all."""
     from book_assets.settings import PROJECT_ROOT
+    from book_assets.supervise import run_together
 
     env = _dagster_env(load_settings())
     bindir = Path(sys.executable).parent
     workspace = str(PROJECT_ROOT / "workspace.yaml")
-    daemon_proc = (
-        subprocess.Popen([str(bindir / "dagster-daemon"), "run", "-w", workspace], env=env) if daemon else None
-    )
+    commands = [[str(bindir / "dagster-webserver"), "-h", host, "-p", str(port), "-w", workspace]]
+    if daemon:
+        commands.append([str(bindir / "dagster-daemon"), "run", "-w", workspace])
     click.echo(f"Dagster UI on http://{host}:{port} (Ctrl-C to stop)")
-    try:
-        subprocess.run(
-            [str(bindir / "dagster-webserver"), "-h", host, "-p", str(port), "-w", workspace], env=env, check=False
-        )
-    except KeyboardInterrupt:
-        pass
-    finally:
-        if daemon_proc is not None:
-            daemon_proc.terminate()
-            daemon_proc.wait(timeout=30)
+    sys.exit(run_together(commands, env))
 
 
 @main.command("daemon")
 @user_errors
 def daemon_cmd() -> None:
     """Run the Dagster daemon (schedules, sensors, run queue) on the project's instance."""
-    import subprocess
-
     from book_assets.settings import PROJECT_ROOT
+    from book_assets.supervise import run_together
 
     env = _dagster_env(load_settings())
     bindir = Path(sys.executable).parent
-    subprocess.run([str(bindir / "dagster-daemon"), "run", "-w", str(PROJECT_ROOT / "workspace.yaml")], env=env)
+    sys.exit(run_together([[str(bindir / "dagster-daemon"), "run", "-w", str(PROJECT_ROOT / "workspace.yaml")]], env))
 
 
 @main.command("demo")

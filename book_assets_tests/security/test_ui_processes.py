@@ -1,0 +1,95 @@
+"""``book-pipeline ui`` ends with its children (#12): SIGTERM to it stops dagster-webserver, dagster-daemon
+and the code servers they started, as real processes on a real port and the test database.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+import psutil
+import psycopg2
+import pytest
+
+CLI = [sys.executable, "-m", "book_assets.cli"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _descendants(pid: int) -> list[psutil.Process]:
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+
+
+def _names(procs: list[psutil.Process]) -> str:
+    out = []
+    for p in procs:
+        with_cmd = p.cmdline() if p.is_running() else []
+        out.append(" ".join(with_cmd)[:120])
+    return "\n".join(out)
+
+
+def _drop_dagster_database(database_url: str) -> None:
+    parts = urlsplit(database_url)
+    conn = psycopg2.connect(urlunsplit(parts._replace(path="/postgres")), connect_timeout=10)
+    conn.autocommit = True
+    with conn.cursor() as cur:
+        cur.execute(f'DROP DATABASE IF EXISTS "{parts.path.strip("/")}_dagster" WITH (FORCE)')
+    conn.close()
+
+
+@pytest.mark.slow
+def test_sigterm_to_ui_stops_webserver_daemon_and_their_children(database_url: str, tmp_path: Path) -> None:
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("BOOK_PIPELINE_", "DAGSTER_"))}
+    env.update({"DATABASE_URL": database_url, "BOOK_PIPELINE_DATA_DIR": str(tmp_path / "data")})
+    log = (tmp_path / "ui.log").open("wb")
+    ui = subprocess.Popen([*CLI, "ui", "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT)
+    family: list[psutil.Process] = []
+    try:
+        deadline = time.monotonic() + 150
+        while time.monotonic() < deadline:
+            assert ui.poll() is None, (tmp_path / "ui.log").read_text()[-2000:]
+            family = _descendants(ui.pid)
+            commands = " ".join(" ".join(p.cmdline()) for p in family if p.is_running())
+            if "dagster-webserver" in commands and "dagster-daemon" in commands:
+                try:
+                    if httpx.get(f"http://127.0.0.1:{port}/server_info", timeout=2).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+            time.sleep(0.5)
+        else:
+            pytest.fail("the UI did not come up:\n" + (tmp_path / "ui.log").read_text()[-2000:])
+        time.sleep(2)  # let the daemon start its code server too
+        family = _descendants(ui.pid)
+        assert len(family) >= 2
+        ui.send_signal(signal.SIGTERM)
+        code = ui.wait(timeout=60)
+        _gone, alive = psutil.wait_procs(family, timeout=30)
+        assert not alive, "still running after SIGTERM to ui:\n" + _names(alive)
+        assert code == 0  # a stop it handled, not death by signal
+        with pytest.raises(httpx.HTTPError):
+            httpx.get(f"http://127.0.0.1:{port}/server_info", timeout=2)
+    finally:
+        for proc in [*family, *_descendants(ui.pid)]:
+            if proc.is_running():
+                proc.kill()
+        if ui.poll() is None:
+            ui.kill()
+            ui.wait()
+        log.close()
+        _drop_dagster_database(database_url)
