@@ -87,6 +87,23 @@ def _metadata(result: dg.ExecuteInProcessResult, asset: str) -> dict[str, Any]:
     return {}
 
 
+def demo_resources(
+    sandbox: SandboxServer, *, fetch_mode: str, workers: int, concurrency: int
+) -> dict[str, dg.ConfigurableResource]:
+    """The demo's resources: the sandbox as the site, and the database by reference to ``DATABASE_URL``.
+
+    Why a reference: a resource built with the URL itself (``DatabaseResource(url=url)``) puts the URL, and
+    its password, into the job snapshot that Dagster stores with every run and shows in the UI (#12);
+    ``EnvVar`` is stored as the variable's name and read when the step runs.
+    """
+    return {
+        "database": DatabaseResource(url=dg.EnvVar("DATABASE_URL")),
+        "site": SiteResource(base_url=f"{sandbox.url}/", allowed_domains=[sandbox.host], rate=0.0),
+        "fetcher": FetcherResource(mode=fetch_mode, workers=workers, concurrency=concurrency),
+        "scheduling": SchedulingResource(),
+    }
+
+
 def run_demo(
     settings: Settings,
     *,
@@ -110,12 +127,7 @@ def run_demo(
         echo(f"database: {mask_url(url)}; Dagster instance: {env['DAGSTER_HOME']}/dagster.yaml")
         with SandboxServer(day=day, port=port) as sandbox:
             echo(f"sandbox:  {sandbox.url}/ (day {day}); fetching with {fetch_mode}, {workers}x{concurrency}")
-            resources = {
-                "database": DatabaseResource(url=url),
-                "site": SiteResource(base_url=f"{sandbox.url}/", allowed_domains=[sandbox.host], rate=0.0),
-                "fetcher": FetcherResource(mode=fetch_mode, workers=workers, concurrency=concurrency),
-                "scheduling": SchedulingResource(),
-            }
+            resources = demo_resources(sandbox, fetch_mode=fetch_mode, workers=workers, concurrency=concurrency)
             # The project's full_refresh_job, bound to the sandbox's resources: the run shows under its
             # real job name in the UI, with its crawl tag.
             demo_defs = dg.Definitions(
