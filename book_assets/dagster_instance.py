@@ -32,7 +32,7 @@ def dagster_environment(settings: Settings) -> dict[str, str]:
     return {
         "DAGSTER_HOME": str(Path(os.environ.get("DAGSTER_HOME", PROJECT_ROOT)).resolve()),
         "DAGSTER_PG_USERNAME": unquote(parts.username or "postgres"),
-        # dagster treats an empty variable as unset; the embedded server trusts local connections.
+        # dagster treats an empty variable as unset; a URL without a password (peer or trust auth) still works.
         "DAGSTER_PG_PASSWORD": unquote(parts.password or "trust"),
         "DAGSTER_PG_HOST": parts.hostname or "127.0.0.1",
         "DAGSTER_PG_PORT": str(parts.port or 5432),

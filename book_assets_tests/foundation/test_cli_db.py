@@ -78,5 +78,8 @@ def test_embedded_cluster_starts_keeps_data_and_stops(tmp_path: Path) -> None:
             assert cur.fetchone() == (7,)
         conn.close()
     finally:
+        where = embedded.status(pgdata).pgdata
         embedded.down(pgdata)
+        if where != pgdata:  # relocated (as root, /tmp/pytest-of-root is 0700): not left under /var/lib
+            shutil.rmtree(where.parent, ignore_errors=True)
     assert embedded.down(pgdata) is False
