@@ -295,7 +295,7 @@ def ui(host: str, port: int, daemon: bool) -> None:
     if daemon:
         commands.append([str(bindir / "dagster-daemon"), "run", "-w", workspace])
     click.echo(f"Dagster UI on http://{host}:{port} (Ctrl-C to stop)")
-    sys.exit(run_together(commands, env))
+    sys.exit(run_together(commands, env, status_when_stopped=0))  # a stop asked for is a clean exit
 
 
 @main.command("daemon")
@@ -316,9 +316,21 @@ def daemon_cmd() -> None:
 @click.option("--fetch-mode", type=click.Choice(["browser", "http"]), default="browser", show_default=True)
 @click.option("--workers", default=2, show_default=True, type=click.IntRange(1, 64))
 @click.option("--concurrency", default=4, show_default=True, type=click.IntRange(1, 64))
+@click.option("--supervised/--in-process", default=True, hidden=True, help="Run the demo in a child process group.")
 @user_errors
-def demo_cmd(port: int, day: int, fetch_mode: str, workers: int, concurrency: int) -> None:
+def demo_cmd(port: int, day: int, fetch_mode: str, workers: int, concurrency: int, supervised: bool) -> None:
     """Crawl the local replica through Dagster (all three assets and their checks), then summarize."""
+    if supervised:
+        # In-process Dagster delays SIGTERM until the run ends (minutes, crawling on); as a process group of
+        # its own, the demo and everything it started (workers, Playwright, Chromium) stop when we are asked.
+        import os
+
+        from book_assets.supervise import run_together
+
+        child = [sys.executable, "-m", "book_assets.cli", "demo", "--in-process", "--port", str(port)]
+        child += ["--day", str(day), "--fetch-mode", fetch_mode, "--workers", str(workers)]
+        child += ["--concurrency", str(concurrency)]
+        sys.exit(run_together([child], os.environ))
     from book_assets.demo import run_demo
 
     report = run_demo(

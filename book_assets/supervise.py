@@ -29,10 +29,17 @@ def _raise_stop(signum: int, _frame: FrameType | None) -> None:
     raise _Stop(signum)
 
 
-def run_together(commands: Sequence[Sequence[str]], env: Mapping[str, str], *, grace_s: float = 20.0) -> int:
+def run_together(
+    commands: Sequence[Sequence[str]],
+    env: Mapping[str, str],
+    *,
+    grace_s: float = 20.0,
+    status_when_stopped: int | None = None,
+) -> int:
     """Start every command, wait until a stop signal or until one exits, then stop them all.
 
-    Returns the exit status of the first child that ended by itself (0 when stopped by a signal).
+    Returns the exit status of the first child that ended by itself; when a signal stopped them,
+    ``status_when_stopped``, or by default the shell's ``128 + signal number``.
     """
     previous = {sig: signal.signal(sig, _raise_stop) for sig in STOP_SIGNALS}
     procs: list[subprocess.Popen[bytes]] = []
@@ -46,8 +53,8 @@ def run_together(commands: Sequence[Sequence[str]], env: Mapping[str, str], *, g
                 status = ended[0].returncode or 0
                 break
             time.sleep(0.2)
-    except _Stop:
-        status = 0
+    except _Stop as stop:
+        status = 128 + int(stop.args[0]) if status_when_stopped is None else status_when_stopped
     finally:
         # Our own signals during the shutdown must not cut it short.
         for sig in STOP_SIGNALS:

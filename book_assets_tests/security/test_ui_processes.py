@@ -1,5 +1,6 @@
-"""``book-pipeline ui`` ends with its children (#12): SIGTERM to it stops dagster-webserver, dagster-daemon
-and the code servers they started, as real processes on a real port and the test database.
+"""``book-pipeline ui`` and ``demo`` end with their children (#12): SIGTERM to ``ui`` stops dagster-webserver,
+dagster-daemon and the code servers they started; SIGTERM to ``demo`` stops its crawl, Playwright and
+Chromium — real processes on a real port and the test database.
 """
 
 from __future__ import annotations
@@ -34,12 +35,15 @@ def _descendants(pid: int) -> list[psutil.Process]:
         return []
 
 
+def _cmd(proc: psutil.Process) -> str:
+    try:
+        return " ".join(proc.cmdline())
+    except psutil.Error:  # gone, or a zombie
+        return ""
+
+
 def _names(procs: list[psutil.Process]) -> str:
-    out = []
-    for p in procs:
-        with_cmd = p.cmdline() if p.is_running() else []
-        out.append(" ".join(with_cmd)[:120])
-    return "\n".join(out)
+    return "\n".join(_cmd(p)[:120] for p in procs)
 
 
 def _drop_dagster_database(database_url: str) -> None:
@@ -64,7 +68,7 @@ def test_sigterm_to_ui_stops_webserver_daemon_and_their_children(database_url: s
         while time.monotonic() < deadline:
             assert ui.poll() is None, (tmp_path / "ui.log").read_text()[-2000:]
             family = _descendants(ui.pid)
-            commands = " ".join(" ".join(p.cmdline()) for p in family if p.is_running())
+            commands = " ".join(_cmd(p) for p in family)
             if "dagster-webserver" in commands and "dagster-daemon" in commands:
                 try:
                     if httpx.get(f"http://127.0.0.1:{port}/server_info", timeout=2).status_code == 200:
@@ -91,5 +95,42 @@ def test_sigterm_to_ui_stops_webserver_daemon_and_their_children(database_url: s
         if ui.poll() is None:
             ui.kill()
             ui.wait()
+        log.close()
+        _drop_dagster_database(database_url)
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+def test_sigterm_to_demo_stops_its_crawl_and_browser(database_url: str, tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("BOOK_PIPELINE_", "DAGSTER_"))}
+    env.update({"DATABASE_URL": database_url, "BOOK_PIPELINE_DATA_DIR": str(tmp_path / "data")})
+    log = (tmp_path / "demo.log").open("wb")
+    command = [*CLI, "demo", "--port", "0", "--fetch-mode", "browser", "--workers", "1", "--concurrency", "1"]
+    demo = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+    family: list[psutil.Process] = []
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            assert demo.poll() is None, (tmp_path / "demo.log").read_text()[-2000:]
+            family = _descendants(demo.pid)
+            if any("chrom" in _cmd(p) for p in family):
+                break
+            time.sleep(0.5)
+        else:
+            pytest.fail("the demo never started a browser:\n" + (tmp_path / "demo.log").read_text()[-2000:])
+        time.sleep(2)  # crawling now
+        family = _descendants(demo.pid)
+        demo.send_signal(signal.SIGTERM)
+        code = demo.wait(timeout=60)
+        _gone, alive = psutil.wait_procs(family, timeout=30)
+        assert not alive, "still running after SIGTERM to demo:\n" + _names(alive)
+        assert code == 128 + signal.SIGTERM
+    finally:
+        for proc in [*family, *_descendants(demo.pid)]:
+            if proc.is_running():
+                proc.kill()
+        if demo.poll() is None:
+            demo.kill()
+            demo.wait()
         log.close()
         _drop_dagster_database(database_url)
