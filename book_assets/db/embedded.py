@@ -51,6 +51,7 @@ from urllib.parse import quote
 import psutil
 import psycopg2
 import psycopg2.extensions
+from psycopg2 import sql
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")  # platformdirs warns when XDG_RUNTIME_DIR is unset
@@ -447,7 +448,7 @@ def _switch_to_password(pgdata: Path, cluster: Path, port: int, report: Callable
         # Hashed here, so the clear password never reaches the server (nor its log).
         verifier = psycopg2.extensions.encrypt_password(password, SUPERUSER, conn, AUTH_METHOD)
         with conn.cursor() as cur:
-            cur.execute(f"ALTER ROLE {SUPERUSER} PASSWORD %s", (verifier,))
+            cur.execute(sql.SQL("ALTER ROLE {} PASSWORD %s").format(sql.Identifier(SUPERUSER)), (verifier,))
             # Rewritten in place: the file keeps its owner (the server user) and mode 0600.
             with open(cluster / "pg_hba.conf", "r+") as fh:
                 fh.write(HBA_CONF)
