@@ -360,6 +360,8 @@ def _ensure_initialized(pgdata: Path) -> Path:
         version = int((cluster / "PG_VERSION").read_text().strip())
         if version != POSTGRES_VERSION:
             raise EmbeddedError(f"{cluster} holds a PostgreSQL {version} cluster; this build runs {POSTGRES_VERSION}")
+        if cluster == pgdata and _server_user() is not None and not _server_can("-x", str(cluster.parent)):
+            return _move_out_of_reach(pgdata)
         return cluster
     pgdata.parent.mkdir(parents=True, exist_ok=True)
     if _server_user() is not None and not _server_can("-x", str(pgdata.parent)):
@@ -378,6 +380,28 @@ def _ensure_initialized(pgdata: Path) -> Path:
     if cluster != pgdata:
         _write_state(pgdata, cluster=str(cluster))
     return cluster
+
+
+def _move_out_of_reach(pgdata: Path) -> Path:
+    """Move a stopped in-place cluster its server user can no longer reach to where it can (same file system).
+
+    Clusters made before #12 sit in the checkout with the parents opened up; once someone closes a parent
+    again (``chmod 700 /root``), the server cannot start there. A rename is atomic and keeps every byte; a
+    copy across file systems could be half done when interrupted, so that case stops with instructions.
+    """
+    if _postmaster(pgdata) is not None:
+        return pgdata  # still running from before the parent was closed: leave it be until it stops
+    target = _relocated_dir(pgdata)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.rename(pgdata, target)
+    except OSError as exc:
+        raise EmbeddedError(
+            f"the server user {SERVER_USER} cannot reach {pgdata} and it cannot be moved to {target} ({exc}); "
+            f"move it there yourself or set BOOK_PIPELINE_DATA_DIR to a folder {SERVER_USER} can reach"
+        ) from None
+    _write_state(pgdata, cluster=str(target))
+    return target
 
 
 def _initdb(cluster: Path, password: str) -> None:

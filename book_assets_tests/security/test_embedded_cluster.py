@@ -230,3 +230,31 @@ def test_binaries_the_server_user_cannot_reach_are_copied_not_opened(
     finally:
         embedded.down(cluster_root / "data" / "pg")
         cache_clear()
+
+
+@pytest.mark.skipif(not AS_ROOT, reason="only root runs the server as another user")
+def test_in_place_cluster_its_user_can_no_longer_reach_is_moved_not_opened(
+    cluster_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = cluster_root / "home"
+    pgdata = home / "checkout" / ".data" / "pg"
+    state = embedded.up(pgdata)
+    conn = psycopg2.connect(embedded.admin_url(state.port or 0))
+    conn.autocommit = True
+    with conn.cursor() as cur:
+        cur.execute("CREATE TABLE kept (x int); INSERT INTO kept VALUES (7)")
+    conn.close()
+    embedded.down(pgdata)
+    home.chmod(0o700)  # someone closes the home again, as /root is by default
+    monkeypatch.setattr(embedded, "SERVICE_ROOT", cluster_root / "service")
+    moved = embedded.up(pgdata)
+    try:
+        assert moved.pgdata.is_relative_to(cluster_root / "service")
+        assert stat.S_IMODE(home.stat().st_mode) == 0o700
+        conn = psycopg2.connect(embedded.admin_url(moved.port or 0))
+        with conn.cursor() as cur:
+            cur.execute("SELECT x FROM kept")
+            assert cur.fetchone() == (7,)
+        conn.close()
+    finally:
+        embedded.down(pgdata)
