@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg2
 import pytest
 
+from book_assets.db import embedded
 from book_assets.db.connection import Database
 
 WORKER_CMD = [sys.executable, "-m", "book_assets.cli", "work"]
@@ -63,3 +67,23 @@ def wait_until(predicate: Callable[[], bool], timeout_s: float, every_s: float =
 def drained(db: Database) -> bool:
     counts = task_counts(db)
     return bool(counts) and counts.get("pending", 0) == 0 and counts.get("in_progress", 0) == 0
+
+
+@pytest.fixture
+def private_database() -> Iterator[tuple[Path, str]]:
+    """A PostgreSQL cluster of its own (data folder, URL of its database "chaos"), to stop or crash at will."""
+    # Not under tmp_path: pytest sessions of other engineers chmod /tmp/pytest-of-<user> to 0700, and the
+    # server runs as another system user when we are root, so it would lose access to its own data directory.
+    root = Path(tempfile.mkdtemp(prefix="book-pipeline-chaos-pg-"))
+    root.chmod(0o755)
+    pgdata = root / "pg" / "data"
+    state = embedded.up(pgdata)
+    assert state.port is not None
+    conn = psycopg2.connect(embedded.admin_url(state.port), connect_timeout=10)
+    conn.autocommit = True
+    with conn.cursor() as cur:
+        cur.execute('CREATE DATABASE "chaos"')
+    conn.close()
+    yield pgdata, embedded.admin_url(state.port, "chaos")
+    embedded.down(pgdata)
+    shutil.rmtree(root, ignore_errors=True)

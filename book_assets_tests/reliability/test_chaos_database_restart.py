@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -21,25 +19,6 @@ from book_assets_tests.crawl.conftest import stored_vs_truth
 from book_assets_tests.reliability.conftest import task_counts, wait_until, worker_env
 
 pytestmark = pytest.mark.chaos
-
-
-@pytest.fixture
-def private_database() -> Any:
-    # Not under tmp_path: pytest sessions of other engineers chmod /tmp/pytest-of-<user> to 0700, and the
-    # server runs as another system user when we are root, so it would lose access to its own data directory.
-    root = Path(tempfile.mkdtemp(prefix="book-pipeline-chaos-pg-"))
-    root.chmod(0o755)
-    pgdata = root / "pg" / "data"
-    state = embedded.up(pgdata)
-    assert state.port is not None
-    conn = psycopg2.connect(embedded.admin_url(state.port), connect_timeout=10)
-    conn.autocommit = True
-    with conn.cursor() as cur:
-        cur.execute('CREATE DATABASE "chaos"')
-    conn.close()
-    yield pgdata, embedded.admin_url(state.port, "chaos")
-    embedded.down(pgdata)
-    shutil.rmtree(root, ignore_errors=True)
 
 
 def test_crawl_survives_a_database_restart_with_no_partial_rows(
