@@ -112,3 +112,5 @@ def test_deep_budget_limits_book_details_and_reports_the_quotas(
     details = metadata_of(result, "book_details")
     assert details["books_new"] == 60
     assert "| Travel | 11 |" in details["quotas"]  # weight 50 asks for ~30 books; Travel has 11: capped
+    assert (details["deep_budget"], details["budget_completed"], details["budget_failed"]) == (60, 60, 0)
+    assert details["budget_met"] is True and details["budget_status"].startswith("deep budget 60: met")

@@ -97,3 +97,21 @@ def test_settings_normalise_domains_and_reject_nonsense() -> None:
     assert FetchSettings(allowed_domains=frozenset({"Books.ToScrape.com."})).allowed_domains == {"books.toscrape.com"}
     with pytest.raises(ValueError):
         FetchSettings(concurrency=0)
+
+
+@pytest.mark.parametrize("header", ["999999999", "1e300", "inf", "Infinity"])
+def test_a_huge_retry_after_is_clamped_and_the_error_says_so(header: str) -> None:
+    error = error_for_status(URL, 429, {"retry-after": header}, retry_after_max_s=5)
+    assert error is not None and error.retry_after == 5
+    assert "clamped to 5s (retry_after_max_s)" in str(error)
+
+
+@pytest.mark.parametrize("header", ["nan", "NaN"])
+def test_a_retry_after_that_is_not_a_number_is_ignored(header: str) -> None:
+    assert parse_retry_after(header) is None
+
+
+def test_a_retry_after_http_date_far_ahead_is_clamped_too() -> None:
+    error = error_for_status(URL, 503, {"retry-after": "Fri, 01 Jan 2100 00:00:00 GMT"}, retry_after_max_s=600)
+    assert error is not None and error.retry_after == 600 and error.retryable
+
