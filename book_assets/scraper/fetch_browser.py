@@ -417,9 +417,7 @@ class BrowserFetcher:
                     raise fetch_error("offsite_redirect", f"ended on {final_url}", url=url)
                 headers = await response.all_headers()
                 status = response.status
-                error = error_for_status(
-                    final_url, status, headers, retry_after_max_s=self.settings.retry_after_max_s
-                )
+                error = error_for_status(final_url, status, headers, retry_after_max_s=self.settings.retry_after_max_s)
                 if error is not None:
                     slot.clean = True
                     raise error

@@ -114,4 +114,3 @@ def test_a_retry_after_that_is_not_a_number_is_ignored(header: str) -> None:
 def test_a_retry_after_http_date_far_ahead_is_clamped_too() -> None:
     error = error_for_status(URL, 503, {"retry-after": "Fri, 01 Jan 2100 00:00:00 GMT"}, retry_after_max_s=600)
     assert error is not None and error.retry_after == 600 and error.retryable
-
