@@ -232,10 +232,11 @@ class Worker:
         pending: set[asyncio.Task[None]] = set()
         if running:
             _done, pending = await asyncio.wait(running, timeout=self.grace_s)
+        # Taken before cancelling: a cancelled job leaves the in-flight set on its way out.
+        leftover = [self._in_flight[i] for i, job in self._jobs.items() if job in pending and i in self._in_flight]
         for job in pending:
             job.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
-        leftover = list(self._in_flight.values())
         if leftover:
             released = await self._db(self.queue.release, leftover)
             self.stats.released += int(released)
