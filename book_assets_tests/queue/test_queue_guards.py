@@ -1,0 +1,79 @@
+"""Every finishing call is fenced twice: by the lease token and by the task's status. A call made under a
+lease that already ended — completed, failed or released — changes nothing (these are the status guards a
+replayed or buggy call would get past if either fence were missing)."""
+
+from __future__ import annotations
+
+import pytest
+
+from book_assets.db.connection import Database
+from book_assets.queue import LeaseLost, Task, TaskQueue
+from book_assets_tests.queue.helpers import make_queue, url
+
+
+def _one(queue: TaskQueue) -> Task:
+    queue.enqueue("detail", {"url": url(1)})
+    (task,) = queue.claim("w").tasks
+    return task
+
+
+def _row(db: Database) -> dict[str, object]:
+    return db.query("SELECT status, attempts, error, run_at, completed_at FROM tasks")[0]
+
+
+def test_a_fail_after_the_same_lease_completed_the_task_changes_nothing(db: Database) -> None:
+    queue = make_queue(db)
+    task = _one(queue)
+    assert queue.complete(task)
+    before = _row(db)
+    assert queue.fail(task, "late", kind="timeout", retryable=True) == "lost"
+    assert _row(db) == before and before["status"] == "completed"
+
+
+def test_a_lease_that_failed_cannot_complete_the_task_it_gave_back(db: Database) -> None:
+    queue = make_queue(db)
+    task = _one(queue)
+    assert queue.fail(task, "503", kind="http_5xx", retryable=True) == "retry"
+    before = _row(db)
+    assert not queue.complete(task)
+    assert _row(db) == before and before["status"] == "pending"
+
+
+def test_a_replayed_fail_reports_the_recorded_outcome_and_changes_nothing(db: Database) -> None:
+    queue = make_queue(db)
+    task = _one(queue)
+    assert queue.fail(task, "gone", kind="http_404", retryable=False) == "dead"
+    before = _row(db)
+    assert queue.fail(task, "gone", kind="http_404", retryable=False) == "dead"
+    assert _row(db) == before
+
+
+def test_a_heartbeat_after_the_lease_ended_is_refused(db: Database) -> None:
+    queue = make_queue(db)
+    task = _one(queue)
+    assert queue.fail(task, "503", kind="http_5xx", retryable=True) == "retry"
+    assert not queue.heartbeat(task)
+    assert db.query("SELECT lease_expires_at FROM tasks")[0]["lease_expires_at"] is None
+
+
+def test_a_release_after_the_lease_completed_the_task_changes_nothing(db: Database) -> None:
+    queue = make_queue(db)
+    task = _one(queue)
+    assert queue.complete(task)
+    before = _row(db)
+    assert queue.release([task]) == 0
+    assert _row(db) == before
+
+
+def test_store_and_complete_under_a_lease_that_ended_writes_nothing(db: Database) -> None:
+    queue = make_queue(db)
+    task = _one(queue)
+    assert queue.fail(task, "503", kind="http_5xx", retryable=True) == "retry"
+    wrote: list[bool] = []
+
+    def work(cur: object) -> None:
+        wrote.append(True)
+
+    with pytest.raises(LeaseLost):
+        queue.complete_with(task, work)
+    assert wrote == [] and _row(db)["status"] == "pending"
