@@ -4,7 +4,7 @@ SHELL := /bin/bash
 VENV := .venv/bin
 export DAGSTER_HOME ?= $(CURDIR)
 
-.PHONY: setup demo test ui chaos lint bench db-up db-down clean
+.PHONY: setup demo test ui chaos lint bench mutants db-up db-down clean
 
 setup:
 	@bash scripts/bootstrap.sh
@@ -28,6 +28,10 @@ bench: setup
 	$(VENV)/python benchmarks/sandbox_bench.py
 	$(VENV)/python benchmarks/queue_bench.py
 	$(VENV)/python benchmarks/crawl_bench.py
+
+# Every critical mutant in scripts/mutants.yaml must be killed by its tests (JSON report; exit 1 otherwise).
+mutants: setup
+	$(VENV)/python scripts/mutants.py
 
 db-up: setup
 	$(VENV)/book-pipeline db up
