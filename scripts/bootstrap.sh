@@ -52,3 +52,15 @@ if ! command -v psql >/dev/null 2>&1; then
   fi
   command -v psql >/dev/null 2>&1 || { say "no psql: install the PostgreSQL client (apt-get install -y postgresql-client)"; exit 1; }
 fi
+
+# 5. A compose client: the tests validate docker-compose.yml with `config` (no engine needed).
+if ! { command -v docker >/dev/null 2>&1 && docker compose version >/dev/null 2>&1; } \
+   && ! command -v docker-compose >/dev/null 2>&1; then
+  say "installing a compose client (docker-compose) to validate docker-compose.yml"
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-compose >/dev/null
+  elif command -v sudo >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
+    sudo apt-get update -qq >/dev/null && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-compose >/dev/null
+  fi
+  command -v docker-compose >/dev/null 2>&1 || { say "no compose client: install docker-compose (apt-get install -y docker-compose)"; exit 1; }
+fi

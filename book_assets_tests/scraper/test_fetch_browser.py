@@ -25,7 +25,16 @@ try:
 except ChromiumNotFound:
     CHROMIUM = None
 
-needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="no Chromium installed")
+
+
+@pytest.fixture
+def chromium_installed() -> str:
+    """A missing Chromium is a missing install step (``make setup`` installs one), never a skipped test."""
+    assert CHROMIUM is not None, "no Chromium found: run `make setup` or set BOOK_PIPELINE_CHROMIUM"
+    return CHROMIUM
+
+
+needs_chromium = pytest.mark.usefixtures("chromium_installed")
 
 
 def settings(**overrides: object) -> FetchSettings:
