@@ -19,27 +19,46 @@ UV=$(command -v uv || echo "$HOME/.local/bin/uv")
 # 2. The virtualenv, exactly as locked (a no-op in well under a second when already in sync).
 "$UV" sync --frozen --quiet
 
-# 3. A Chromium for Playwright: an explicit path, Playwright's own build, or the system's.
-chromium_ok() {
-  if [ -n "${BOOK_PIPELINE_CHROMIUM:-}" ]; then
-    [ -x "$BOOK_PIPELINE_CHROMIUM" ] || { say "BOOK_PIPELINE_CHROMIUM=$BOOK_PIPELINE_CHROMIUM is not an executable"; exit 1; }
-    return 0
+# 3. A Chromium for Playwright: an explicit path; else a headless shell (Playwright's own where it can be
+#    downloaded, else Debian's chromium-headless-shell as root), which is faster than full Chromium for a
+#    crawler (issue 14); full Chromium (Playwright's, then the system's) only as a fallback.
+#    A headless-shell install that failed once is not retried on every run (marker in .venv; delete it to retry).
+PW_CACHE="${PLAYWRIGHT_BROWSERS_PATH:-$HOME/.cache/ms-playwright}"
+SHELL_MARKER=.venv/.book-pipeline-no-headless-shell
+apt_install() {
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    { apt-get install -y -qq "$1" >/dev/null 2>&1 || { apt-get update -qq >/dev/null && apt-get install -y -qq "$1" >/dev/null; }; } \
+      && return 0
+  elif command -v sudo >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
+    sudo apt-get update -qq >/dev/null && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$1" >/dev/null && return 0
   fi
-  compgen -G "${PLAYWRIGHT_BROWSERS_PATH:-$HOME/.cache/ms-playwright}/chromium*-*/chrome-linux*/chrome" >/dev/null && return 0
+  return 1
+}
+headless_shell_ok() {
+  compgen -G "$PW_CACHE/chromium_headless_shell-*/chrome-*linux*/*headless?shell" >/dev/null && return 0
+  [ -x /usr/bin/chromium-headless-shell ] || command -v chromium-headless-shell >/dev/null 2>&1
+}
+chromium_ok() {
+  headless_shell_ok && return 0
+  compgen -G "$PW_CACHE/chromium-*/chrome-linux*/chrome" >/dev/null && return 0
   for c in /usr/bin/chromium /usr/bin/chromium-browser /usr/bin/google-chrome; do [ -x "$c" ] && return 0; done
   return 1
 }
-if ! chromium_ok; then
-  say "no Chromium found; trying Playwright's own build"
-  if ! timeout 300 .venv/bin/playwright install chromium >/tmp/book-pipeline-playwright-install.log 2>&1; then
-    say "playwright install failed (no download access?); trying the system package"
-    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-      apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
-    elif command -v sudo >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
-      sudo apt-get update -qq >/dev/null && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
-    fi
+if [ -n "${BOOK_PIPELINE_CHROMIUM:-}" ]; then
+  [ -x "$BOOK_PIPELINE_CHROMIUM" ] || { say "BOOK_PIPELINE_CHROMIUM=$BOOK_PIPELINE_CHROMIUM is not an executable"; exit 1; }
+elif ! headless_shell_ok && [ ! -e "$SHELL_MARKER" ]; then
+  say "no Chromium headless shell found; trying Playwright's own build"
+  export DEBIAN_FRONTEND=noninteractive
+  if ! timeout 300 .venv/bin/playwright install chromium-headless-shell >/tmp/book-pipeline-playwright-install.log 2>&1; then
+    say "playwright install failed (no download access?); trying the system package chromium-headless-shell"
+    apt_install chromium-headless-shell || { say "no headless shell available; full Chromium will be used"; touch "$SHELL_MARKER"; }
   fi
-  chromium_ok || { say "no Chromium: install one (apt-get install -y chromium) or set BOOK_PIPELINE_CHROMIUM=/path/to/chrome"; exit 1; }
+fi
+if [ -z "${BOOK_PIPELINE_CHROMIUM:-}" ] && ! chromium_ok; then
+  say "no Chromium found; trying Playwright's own full build, then the system package chromium"
+  export DEBIAN_FRONTEND=noninteractive
+  timeout 300 .venv/bin/playwright install chromium >>/tmp/book-pipeline-playwright-install.log 2>&1 || apt_install chromium || true
+  chromium_ok || { say "no Chromium: install one (apt-get install -y chromium-headless-shell) or set BOOK_PIPELINE_CHROMIUM=/path/to/chrome"; exit 1; }
 fi
 
 # 4. psql: the tests log in to the embedded server as another local user, with and without its password.

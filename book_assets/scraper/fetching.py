@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Literal, Protocol, Self
 
+from book_assets.scraper.blocking import blocked_url_patterns
 from book_assets.scraper.errors import FetchError
 from book_assets.scraper.parsers import decode_html
 from book_assets.scraper.targets import target_allowed
@@ -69,6 +70,8 @@ PERMANENT_KINDS: frozenset[str] = frozenset(
 )
 REDIRECT_STATUSES: frozenset[int] = frozenset({301, 302, 303, 307, 308})
 DEFAULT_RETRY_AFTER_MAX_S = 600.0
+FetchMode = Literal["browser", "http", "adaptive"]
+JavaScript = Literal["on", "off", "auto"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,8 +79,12 @@ class FetchSettings:
     """Fetcher settings with their defaults; the project-wide settings module maps onto this.
 
     Attributes:
-        mode: Which fetcher the crawler builds: "browser" (Playwright Chromium, sees JS-built DOM) or
-            "http" (httpx, faster, served HTML only).
+        mode: Which fetcher the crawler builds: "browser" (Playwright Chromium, sees JS-built DOM),
+            "http" (httpx, faster, served HTML only) or "adaptive" (both: the browser only for the page
+            types whose data rendering changes, decided per domain in PostgreSQL, see ``crawl.adaptive``).
+        javascript: Browser only: "on", "off", or "auto" (off until a page type is found to need it:
+            its served HTML does not parse while the rendered DOM does). With JavaScript off Chromium runs
+            no script and the rendered DOM is not serialized (it equals the served HTML).
         concurrency: Requests in flight per fetcher (browser: pages in the pool). 4 keeps two cores busy
             without making Chromium thrash.
         timeout_s: Deadline for one fetch including redirects and reading the body.
@@ -99,7 +106,8 @@ class FetchSettings:
             so): one page asking for 30 years must not park its domain for 30 years.
     """
 
-    mode: Literal["browser", "http"] = "browser"
+    mode: FetchMode = "browser"
+    javascript: JavaScript = "auto"
     concurrency: int = 4
     timeout_s: float = 30.0
     block_resource_types: frozenset[str] = DEFAULT_BLOCK_RESOURCE_TYPES
@@ -128,6 +136,7 @@ class FetchSettings:
         object.__setattr__(self, "allowed_domains", frozenset(h.lower().rstrip(".") for h in self.allowed_domains))
         object.__setattr__(self, "block_resource_types", frozenset(self.block_resource_types))
         object.__setattr__(self, "block_url_patterns", tuple(self.block_url_patterns))
+        blocked_url_patterns(self.block_resource_types, self.block_url_patterns)  # raises naming the setting
 
 
 @dataclass(frozen=True, slots=True)

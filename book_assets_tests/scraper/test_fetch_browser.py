@@ -13,7 +13,7 @@ from typing import TypeVar
 import pytest
 from scraper_site import POUND_PAGE, LocalSite
 
-from book_assets.scraper.chromium import ENV_VAR, find_chromium
+from book_assets.scraper.chromium import ENV_VAR, chromium_kind, find_chromium
 from book_assets.scraper.errors import ChromiumNotFound, FetchError
 from book_assets.scraper.fetch_browser import BrowserFetcher, host_resolver_rules
 from book_assets.scraper.fetching import FetchSettings
@@ -110,7 +110,7 @@ def test_env_var_pointing_nowhere_is_an_error(tmp_path: Path) -> None:
 def test_no_chromium_anywhere_names_env_var_and_apt(tmp_path: Path) -> None:
     env = {"PATH": str(tmp_path), "PLAYWRIGHT_BROWSERS_PATH": str(tmp_path)}
     with pytest.raises(ChromiumNotFound) as info:
-        find_chromium(env=env, system_candidates=("/nonexistent/chromium", "no-such-chrome"))
+        find_chromium(env=env, system_candidates=("/nonexistent/chromium", "no-such-chrome"), headless_candidates=())
     assert ENV_VAR in str(info.value) and "apt-get install -y chromium" in str(info.value)
 
 
@@ -126,7 +126,26 @@ def test_bundled_chromium_is_preferred_over_system(tmp_path: Path) -> None:
     exe.write_text("#!/bin/sh\n")
     exe.chmod(0o755)
     env = {"PLAYWRIGHT_BROWSERS_PATH": str(tmp_path / "none")}
-    assert find_chromium(bundled=str(exe), env=env, system_candidates=("/usr/bin/chromium",)) == str(exe)
+    found = find_chromium(bundled=str(exe), env=env, system_candidates=("/usr/bin/chromium",), headless_candidates=())
+    assert found == str(exe)
+
+
+def test_a_headless_shell_is_preferred_over_any_full_chromium(tmp_path: Path) -> None:
+    full, shell = tmp_path / "chrome", tmp_path / "chromium-headless-shell"
+    for exe in (full, shell):
+        exe.write_text("#!/bin/sh\n")
+        exe.chmod(0o755)
+    env = {"PLAYWRIGHT_BROWSERS_PATH": str(tmp_path / "none")}
+    found = find_chromium(bundled=str(full), env=env, headless_candidates=(str(shell),))
+    assert found == str(shell) and chromium_kind(found) == "headless-shell"
+    # Playwright's own headless shell comes before the system's.
+    bundled_shell = tmp_path / "pw" / "chromium_headless_shell-1187" / "chrome-headless-shell-linux64"
+    bundled_shell.mkdir(parents=True)
+    (bundled_shell / "chrome-headless-shell").write_text("#!/bin/sh\n")
+    (bundled_shell / "chrome-headless-shell").chmod(0o755)
+    env = {"PLAYWRIGHT_BROWSERS_PATH": str(tmp_path / "pw")}
+    assert find_chromium(env=env, headless_candidates=(str(shell),)) == str(bundled_shell / "chrome-headless-shell")
+    assert chromium_kind(str(full)) == "chromium"
 
 
 @pytest.mark.browser

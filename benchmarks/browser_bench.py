@@ -1,0 +1,182 @@
+"""Browser benchmark (issue 14): the project's browser crawl against Chromium's ceiling on the same pages.
+
+One process tree, one sandbox (in its own process), one after the other on the same pages:
+
+1. ``ceiling``: a bare Playwright loop over the sandbox's 1000 book pages — the same Chromium binary the
+   crawl uses (``find_chromium``), 8 tabs, images/CSS/fonts/media blocked inside Chromium (CDP
+   ``Network.setBlockedURLs``), JavaScript off, no database, no parsing.
+2. ``browser``: a full crawl of the sandbox (about 1,080 pages: listings and books) with default settings
+   (workers, tabs, JavaScript), politeness off, in a scratch database.
+3. ``adaptive``: the same crawl with ``fetch_mode=adaptive`` (null while the mode does not exist).
+4. ``http``: the same crawl with ``fetch_mode=http``.
+
+``browser_peak_pss_mb`` is the peak, over the browser crawl, of one worker process plus its descendants
+(Playwright's Node driver and Chromium's processes), summed as PSS so pages shared between Chromium's
+processes count once; sampled every 250 ms. Prints one JSON line:
+
+    {"ceiling_pages_per_s": N, "browser_pages_per_s": N, "browser_vs_ceiling": R, "adaptive_pages_per_s": N,
+     "http_pages_per_s": N, "browser_peak_pss_mb": N, "chromium": "path"}
+
+(and per-run details on stderr). Never a timed assertion: run it by hand, under
+``flock /tmp/book-pipeline-cpu.lock``, on an idle machine.
+
+Usage: python benchmarks/browser_bench.py [--runs ceiling,browser,adaptive,http] [--tabs 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import multiprocessing
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import crawl_bench
+from crawl_bench import _reset, _scratch_database
+
+from book_assets.crawl.config import CrawlConfig
+from book_assets.crawl.pipeline import crawl
+from book_assets.sandbox.catalogue import Catalogue
+from book_assets.scraper.chromium import CHROMIUM_ARGS, find_chromium
+from book_assets.settings import load_settings
+
+#: What the ceiling loop blocks inside Chromium: the sandbox's images, stylesheets, fonts and media.
+CEILING_BLOCKED = ["*.jpg", "*.jpeg", "*.png", "*.gif", "*.webp", "*.svg", "*.ico", "*.css", "*.woff*", "*.ttf"]
+
+
+async def _ceiling(base_url: str, paths: list[str], tabs: int, chromium: str) -> float:
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=chromium, headless=True, args=list(CHROMIUM_ARGS))
+        context = await browser.new_context(java_script_enabled=False, service_workers="block")
+        queue: asyncio.Queue[str] = asyncio.Queue()
+        for path in paths:
+            queue.put_nowait(base_url.rstrip("/") + path)
+
+        async def tab() -> None:
+            page = await context.new_page()
+            cdp = await context.new_cdp_session(page)
+            await cdp.send("Network.enable")
+            await cdp.send("Network.setBlockedURLs", {"urls": CEILING_BLOCKED})
+            while not queue.empty():
+                url = queue.get_nowait()
+                response = await page.goto(url, wait_until="load")
+                assert response is not None and response.status == 200, url
+                await response.body()
+
+        started = time.monotonic()
+        await asyncio.gather(*(tab() for _ in range(tabs)))
+        elapsed = time.monotonic() - started
+        await browser.close()
+    return len(paths) / elapsed
+
+
+def _crawl(url: str, base_url: str, mode: str, result: Any) -> None:
+    settings = load_settings(fetch_mode=mode, rate=0.0)
+    config = CrawlConfig.from_settings(settings, base_url=base_url)
+    report = crawl(url, config)
+    result["pages"] = report.stats.pages
+    result["books"] = report.counts["total"]
+    result["elapsed_s"] = report.elapsed_s
+    result["workers"] = config.workers
+    result["concurrency"] = config.fetch.concurrency
+    result["summary"] = report.summary_lines()
+
+
+def _worker_pss(root: psutil.Process) -> float:
+    """Largest PSS (bytes) of one worker process tree below ``root`` (the crawl's pool children)."""
+    best = 0
+    for worker in root.children():
+        total = 0
+        with contextlib.suppress(psutil.Error):
+            for member in [worker, *worker.children(recursive=True)]:
+                with contextlib.suppress(psutil.Error):
+                    info = member.memory_full_info()
+                    total += getattr(info, "pss", info.rss)
+        best = max(best, total)
+    return best
+
+
+def measure_crawl(url: str, base_url: str, mode: str) -> dict[str, Any]:
+    """One full crawl in a child process, sampling the memory of each worker's process tree."""
+    _reset(url)
+    manager = multiprocessing.Manager()
+    shared = manager.dict()
+    proc = multiprocessing.get_context("spawn").Process(target=_crawl, args=(url, base_url, mode, shared))
+    started = time.monotonic()
+    proc.start()
+    parent, peak = psutil.Process(proc.pid), 0.0
+    while proc.is_alive():
+        with contextlib.suppress(psutil.Error):
+            peak = max(peak, _worker_pss(parent))
+        time.sleep(0.25)
+    proc.join()
+    out = dict(shared)
+    if proc.exitcode != 0 or not out.get("pages"):
+        return {"error": f"exit code {proc.exitcode}", "pages_per_s": None}
+    out["pages_per_s"] = round(out["pages"] / out["elapsed_s"], 1)
+    out["peak_worker_pss_mb"] = round(peak / 1e6, 1)
+    out["wall_s"] = round(time.monotonic() - started, 1)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--runs", default="ceiling,browser,adaptive,http")
+    parser.add_argument("--tabs", type=int, default=8)
+    args = parser.parse_args()
+    runs = args.runs.split(",")
+    crawl_bench.BENCH_DB = "bookpipeline_bench_browser"  # not crawl_bench's own scratch database
+    url = _scratch_database()
+    chromium = find_chromium()
+    out: dict[str, Any] = {
+        "ceiling_pages_per_s": None,
+        "browser_pages_per_s": None,
+        "browser_vs_ceiling": None,
+        "adaptive_pages_per_s": None,
+        "http_pages_per_s": None,
+        "browser_peak_pss_mb": None,
+        "chromium": chromium,
+    }
+    sandbox = subprocess.Popen(
+        [sys.executable, "-m", "book_assets.cli", "sandbox", "serve", "--port", "0"], stdout=subprocess.PIPE, text=True
+    )
+    line = sandbox.stdout.readline() if sandbox.stdout else ""
+    base_url = next(tok for tok in line.split() if tok.startswith("http"))
+    try:
+        if "ceiling" in runs:
+            paths = sorted(Catalogue().ground_truth())
+            out["ceiling_pages_per_s"] = round(asyncio.run(_ceiling(base_url, paths, args.tabs, chromium)), 1)
+            print(json.dumps({"ceiling": out["ceiling_pages_per_s"], "pages": len(paths)}), file=sys.stderr)
+        for mode in ("browser", "adaptive", "http"):
+            if mode not in runs:
+                continue
+            try:
+                figures = measure_crawl(url, base_url, mode)
+            except Exception as exc:  # a mode this checkout does not have yet
+                figures = {"error": f"{type(exc).__name__}: {exc}", "pages_per_s": None}
+            print(json.dumps({mode: figures}), file=sys.stderr)
+            out[f"{mode}_pages_per_s"] = figures.get("pages_per_s")
+            if mode == "browser":
+                out["browser_peak_pss_mb"] = figures.get("peak_worker_pss_mb")
+        if out["ceiling_pages_per_s"] and out["browser_pages_per_s"]:
+            out["browser_vs_ceiling"] = round(out["browser_pages_per_s"] / out["ceiling_pages_per_s"], 2)
+    finally:
+        sandbox.terminate()
+        sandbox.wait(10)
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
