@@ -77,3 +77,13 @@ def test_store_and_complete_under_a_lease_that_ended_writes_nothing(db: Database
     with pytest.raises(LeaseLost):
         queue.complete_with(task, work)
     assert wrote == [] and _row(db)["status"] == "pending"
+
+
+def test_a_fail_from_an_older_lease_leaves_the_new_holders_task_alone(db: Database) -> None:
+    queue = make_queue(db)
+    old = _one(queue)
+    db.query("UPDATE tasks SET lease_expires_at = now() - interval '1 second'")
+    (new,) = queue.claim("w2").tasks
+    assert queue.fail(old, "late", kind="timeout", retryable=True) == "lost"
+    row = db.query("SELECT status, lease_token, error FROM tasks")[0]
+    assert row == {"status": "in_progress", "lease_token": new.lease_token, "error": None}
