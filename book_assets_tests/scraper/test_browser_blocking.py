@@ -12,23 +12,11 @@ import pytest
 
 from book_assets.sandbox.server import SandboxServer
 from book_assets.sandbox.testing import SandboxFactory
-from book_assets.scraper.chromium import find_chromium
-from book_assets.scraper.errors import ChromiumNotFound
 from book_assets.scraper.fetch_browser import BrowserFetcher
 from book_assets.scraper.fetching import FetchResult, FetchSettings
 from book_assets.scraper.targets import with_start_port
 
-try:
-    find_chromium()
-    HAVE_CHROMIUM = True
-except ChromiumNotFound:
-    HAVE_CHROMIUM = False
-
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not HAVE_CHROMIUM, reason="no Chromium installed"),
-    pytest.mark.timeout(120),
-]
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(120)]
 BOOK = "/catalogue/a-brave-guide-to-cooking-at-home_120/index.html"
 
 
