@@ -144,7 +144,10 @@ def _crawl_options(fn: F) -> F:
         click.option("--workers", type=click.IntRange(min=1, max=64), help="Worker processes."),
         click.option("--concurrency", type=click.IntRange(min=1, max=64), help="Pages in flight per worker."),
         click.option("--rate", type=click.FloatRange(min=0), help="Seconds between request starts per domain."),
-        click.option("--fetch", "fetch_mode", type=click.Choice(["browser", "http"]), help="Fetch mode."),
+        click.option("--fetch", "fetch_mode", type=click.Choice(["browser", "http", "adaptive"]), help="Fetch mode."),
+        click.option(
+            "--javascript", type=click.Choice(["on", "off", "auto"]), help="Browser JavaScript (auto: where needed)."
+        ),
         click.option("--weights", "weights_file", type=click.Path(dir_okay=False), help="Category weights file."),
         click.option("--deep-budget", type=click.IntRange(min=0), help="At most N detail pages this run."),
         click.option("--interleave", type=click.IntRange(min=1), help="Detail pages per listing page."),

@@ -62,7 +62,20 @@ class Settings(BaseSettings):
     max_pages: int | None = Field(default=None, ge=1, description="Limit on listing pages followed per start URL.")
 
     # --- fetching ------------------------------------------------------------------------------
-    fetch_mode: Literal["browser", "http"] = Field(default="browser", description="browser (Playwright) or http.")
+    fetch_mode: Literal["browser", "http", "adaptive"] = Field(
+        default="browser",
+        description="browser (Playwright), http, or adaptive (http where it gives the browser's records).",
+    )
+    javascript: Literal["on", "off", "auto"] = Field(
+        default="auto",
+        description="Browser JavaScript: on, off, or auto (off until a page type's served HTML does not parse).",
+    )
+    adaptive_probe_pages: int = Field(
+        default=5, ge=1, description="Adaptive: pages per (domain, page type) fetched both ways before trusting http."
+    )
+    adaptive_sample_rate: float = Field(
+        default=0.02, ge=0, le=1, description="Adaptive: share of plain-fetched pages re-checked in the browser."
+    )
     workers: int = Field(default=2, ge=1, le=64, description="Worker processes for a crawl (one per core).")
     concurrency: int = Field(default=4, ge=1, le=64, description="Concurrent pages per worker process.")
     timeout_s: float = Field(default=30.0, gt=0, description="Navigation / request timeout in seconds.")

@@ -71,6 +71,8 @@ class CrawlConfig:
     deep_budget: int | None = None
     interleave: int = 20
     chromium_path: str | None = None
+    adaptive_probe_pages: int = 5
+    adaptive_sample_rate: float = 0.02
 
     @classmethod
     def from_settings(
@@ -94,20 +96,10 @@ class CrawlConfig:
         domains = frozenset(d.lower() for d in (settings.allowed_domains or (host,)))
         if host not in domains:
             raise ConfigError(f"invalid setting allowed_domains: the start URL's host {host} is not allowed")
-        fetch = FetchSettings(
-            mode=settings.fetch_mode,
-            concurrency=settings.concurrency,
-            timeout_s=settings.timeout_s,
-            block_resource_types=frozenset(settings.block_resource_types),
-            block_url_patterns=tuple(settings.block_url_patterns),
-            # The fetchers compare ports too: the start host only at the start URL's port (#12).
-            allowed_domains=with_start_port(domains, base_url),
-            max_body_bytes=settings.max_body_bytes,
-            relaunch_after_pages=settings.relaunch_after_pages,
-            recycle_page_after=settings.recycle_page_after,
-            user_agent=settings.user_agent,
-            retry_after_max_s=settings.retry_after_max_s,
-        )
+        try:
+            fetch = _fetch_settings(settings, domains, base_url)
+        except ValueError as exc:  # the message names the setting (block_url_patterns, ...)
+            raise ConfigError(f"invalid setting {exc}") from None
         config = cls(
             base_url=base_url,
             allowed_domains=domains,
@@ -123,11 +115,34 @@ class CrawlConfig:
             deep_budget=settings.deep_budget,
             interleave=settings.interleave,
             chromium_path=settings.chromium_path,
+            adaptive_probe_pages=settings.adaptive_probe_pages,
+            adaptive_sample_rate=settings.adaptive_sample_rate,
         )
-        fetch_overrides = {k: overrides.pop(k) for k in ("mode", "concurrency", "timeout_s") if k in overrides}
+        fetch_overrides = {
+            k: overrides.pop(k) for k in ("mode", "concurrency", "timeout_s", "javascript") if k in overrides
+        }
         if fetch_overrides:
             try:
                 config = replace(config, fetch=replace(config.fetch, **fetch_overrides))
             except ValueError as exc:
                 raise ConfigError(f"invalid setting: {exc}") from None
         return replace(config, **overrides) if overrides else config
+
+
+def _fetch_settings(settings: Settings, domains: frozenset[str], base_url: str) -> FetchSettings:
+    """The fetchers' share of ``settings``."""
+    return FetchSettings(
+        mode=settings.fetch_mode,
+        javascript=settings.javascript,
+        concurrency=settings.concurrency,
+        timeout_s=settings.timeout_s,
+        block_resource_types=frozenset(settings.block_resource_types),
+        block_url_patterns=tuple(settings.block_url_patterns),
+        # The fetchers compare ports too: the start host only at the start URL's port (#12).
+        allowed_domains=with_start_port(domains, base_url),
+        max_body_bytes=settings.max_body_bytes,
+        relaunch_after_pages=settings.relaunch_after_pages,
+        recycle_page_after=settings.recycle_page_after,
+        user_agent=settings.user_agent,
+        retry_after_max_s=settings.retry_after_max_s,
+    )

@@ -15,6 +15,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from book_assets.crawl.adaptive import Decision, forget_decisions, list_decisions
 from book_assets.crawl.config import DETAIL, LISTING, TASK_TYPES, CrawlConfig, weights_by_category_name
 from book_assets.crawl.discovery import start_task
 from book_assets.crawl.storage import book_counts
@@ -34,6 +35,8 @@ class CrawlReport:
     quotas: dict[str, int] = field(default_factory=dict)
     budgets: list[GroupBudget] = field(default_factory=list)
     elapsed_s: float = 0.0
+    #: Adaptive mode: the shared decision per (domain, page type) at the end of the crawl.
+    decisions: list[Decision] = field(default_factory=list)
 
     @property
     def pages_per_s(self) -> float:
@@ -53,6 +56,12 @@ class CrawlReport:
         ]
         if self.budgets:
             lines.append(budget_line(self.budgets))
+        if self.decisions:
+            lines.append(
+                f"adaptive: {self.stats.rendered} pages rendered, {self.stats.plain} fetched plain, "
+                f"{self.stats.checked} compared, {self.stats.disagreements} disagreements"
+            )
+            lines += [f"  {decision.line()}" for decision in self.decisions]
         return lines
 
 
@@ -79,6 +88,13 @@ def prepare(db: Database, config: CrawlConfig) -> None:
         queue.set_domain_policy(domain, min_interval_s=config.rate, max_in_flight=config.max_in_flight_per_domain)
     queue.set_group_weights(DETAIL, weights_by_category_name(config.weights), default_weight=config.default_weight)
     queue.clear_group_budgets(DETAIL)
+    if config.fetch.mode == "adaptive":
+        forget_decisions(db, sorted(config.allowed_domains))
+
+
+def decisions(db: Database, config: CrawlConfig) -> list[Decision]:
+    """Adaptive mode: the stored decision per (domain, page type); other modes: none."""
+    return list_decisions(db) if config.fetch.mode == "adaptive" else []
 
 
 def seed(db: Database, config: CrawlConfig) -> bool:
@@ -167,6 +183,7 @@ def crawl(database_url: str, config: CrawlConfig, *, progress: bool = False) -> 
             quotas=quotas,
             budgets=make_queue(db, config).budget_report(DETAIL) if quotas else [],
             elapsed_s=time.monotonic() - started,
+            decisions=decisions(db, config),
         )
     finally:
         db.close()

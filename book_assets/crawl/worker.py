@@ -1,5 +1,9 @@
 """A crawl worker: one process, one browser (or HTTP client), C pages in flight, one DB connection.
 
+Fetching follows the fetch mode: ``http``; ``browser``, with JavaScript off until a page type's served HTML
+turns out not to parse while its render does (``javascript=auto``, learnt per worker); or ``adaptive``,
+plain HTTP for the page types where it gives the browser's records (:mod:`book_assets.crawl.adaptive`).
+
 The loop claims as many tasks as it has free page slots (fairly scheduled by the queue), sleeps until each
 task's politeness slot, fetches, validates, stores, and finishes the task. Every database call runs on a
 single dedicated thread so the process's one connection is never shared between threads, while the event
@@ -19,9 +23,12 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
+from urllib.parse import urlsplit
 
+from book_assets.crawl.adaptive import AdaptiveState, Mode, records_agree, sampled
 from book_assets.crawl.config import DETAIL, LISTING, TASK_TYPES, CrawlConfig
 from book_assets.crawl.discovery import NewTask, listing_tasks
 from book_assets.crawl.storage import StoredBook, parse_served_or_rendered, write_book
@@ -57,6 +64,12 @@ class WorkerStats:
     failed: int = 0
     released: int = 0
     lost_leases: int = 0
+    #: Adaptive mode: pages fetched in the browser / over plain HTTP / both ways and compared, and
+    #: comparisons (or plain pages that only parsed once rendered) where the records differed.
+    rendered: int = 0
+    plain: int = 0
+    checked: int = 0
+    disagreements: int = 0
     errors: Counter[str] = field(default_factory=Counter)
     by_category: Counter[str] = field(default_factory=Counter)
     fetcher: dict[str, int] = field(default_factory=dict)
@@ -75,6 +88,10 @@ class WorkerStats:
             "failed",
             "released",
             "lost_leases",
+            "rendered",
+            "plain",
+            "checked",
+            "disagreements",
         ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.errors.update(other.errors)
@@ -130,6 +147,14 @@ class Worker:
         self._in_flight: dict[int, Task] = {}
         self._jobs: dict[int, asyncio.Task[None]] = {}
         self._claimed = 0
+        self._http: HttpFetcher | None = None
+        self._browser: BrowserFetcher | None = None
+        # javascript=auto in browser mode: the (domain, page type)s whose served HTML did not parse but
+        # whose render did, in this worker; every other page is fetched with scripts off.
+        self._needs_js: set[tuple[str, str]] = set()
+        self._adaptive = (
+            AdaptiveState(self.db, probe_pages=config.adaptive_probe_pages) if config.fetch.mode == "adaptive" else None
+        )
 
     async def _db(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         loop = asyncio.get_running_loop()
@@ -139,10 +164,26 @@ class Worker:
         """Stop claiming; in-flight pages finish (or are released after the grace period)."""
         self._stopping.set()
 
-    def _fetcher(self) -> BrowserFetcher | HttpFetcher:
-        if self.config.fetch.mode == "http":
-            return HttpFetcher(self.config.fetch)
-        return BrowserFetcher(self.config.fetch, executable_path=self.config.chromium_path)
+    async def _open_fetchers(self, stack: AsyncExitStack) -> BrowserFetcher | HttpFetcher:
+        """The fetchers the mode needs (adaptive: both; the browser starts on its first fetch)."""
+        mode = self.config.fetch.mode
+        if mode in ("http", "adaptive"):
+            self._http = await stack.enter_async_context(HttpFetcher(self.config.fetch))
+        if mode in ("browser", "adaptive"):
+            self._browser = BrowserFetcher(self.config.fetch, executable_path=self.config.chromium_path)
+            stack.push_async_callback(self._browser.close)
+            if mode == "browser":
+                await self._browser.start()
+        primary = self._browser if mode == "browser" else self._http
+        assert primary is not None
+        return primary
+
+    def _fetcher_stats(self) -> dict[str, int]:
+        total: dict[str, int] = {}
+        for fetcher in (self._http, self._browser):
+            for key, value in (fetcher.stats() if fetcher is not None else {}).items():
+                total[key] = total.get(key, 0) + value
+        return total
 
     async def run(self) -> WorkerStats:
         started = time.monotonic()
@@ -152,12 +193,16 @@ class Worker:
                 loop.add_signal_handler(sig, self.stop)
         running: set[asyncio.Task[None]] = set()
         try:
-            async with self._fetcher() as fetcher:
+            async with AsyncExitStack() as stack:
+                fetcher = await self._open_fetchers(stack)
                 try:
                     await self._loop(fetcher, running)
                 finally:
                     await self._shutdown(running)
-                self.stats.fetcher = dict(fetcher.stats())
+                    if self._adaptive is not None:
+                        with contextlib.suppress(Exception):
+                            await self._db(self._adaptive.flush)
+                self.stats.fetcher = self._fetcher_stats()
         finally:
             self._db_thread.shutdown(wait=True)
             self.db.close()
@@ -262,19 +307,102 @@ class Worker:
     async def _attempt(self, fetcher: BrowserFetcher | HttpFetcher, task: Task) -> None:
         task = await self._wait_for_slot(task)
         try:
-            fetched = await fetcher.fetch(task.payload["url"])
+            fetched, fallback = await self._fetch(fetcher, task)
         except FetchError as exc:
             await self._fail(task, exc.kind, str(exc), retryable=exc.retryable, retry_after_s=exc.retry_after)
             return
         self.stats.pages += 1
         try:
-            if task.task_type == LISTING:
-                await self._handle_listing(task, fetched)
-            else:
-                await self._handle_detail(task, fetched)
+            try:
+                await self._handle(task, fetched)
+            except ParseError:
+                if fallback is None:
+                    raise
+                # Served HTML that does not parse, fetched plain or without scripts: render it before
+                # giving up; if the render parses, this page type needs rendering from now on.
+                try:
+                    rendered = await self._render(task)
+                except FetchError as exc:
+                    await self._fail(task, exc.kind, str(exc), retryable=exc.retryable, retry_after_s=exc.retry_after)
+                    return
+                await self._handle(task, rendered)
+                self._learn_rendering_needed(task, fallback)
         except ParseError as exc:
             kind = ErrorKind.NOT_A_LISTING_PAGE if task.task_type == LISTING else exc.kind
             await self._fail(task, kind, f"{kind}: {exc}", retryable=False)
+
+    async def _handle(self, task: Task, fetched: FetchResult) -> None:
+        if task.task_type == LISTING:
+            await self._handle_listing(task, fetched)
+        else:
+            await self._handle_detail(task, fetched)
+
+    # ------------------------------------------------------------------ fetching by mode
+
+    @property
+    def _render_js(self) -> bool:
+        """Scripts on for a render that is meant to see what JavaScript builds (unless javascript=off)."""
+        return self.config.fetch.javascript != "off"
+
+    async def _fetch(
+        self, fetcher: BrowserFetcher | HttpFetcher, task: Task
+    ) -> tuple[FetchResult, Literal["js", "adaptive"] | None]:
+        """The page, and how to render it should its served HTML not parse (None: nothing more to try)."""
+        url = str(task.payload["url"])
+        key = (urlsplit(url).hostname or "", task.task_type)
+        if self._adaptive is not None:
+            return await self._fetch_adaptive(url, key)
+        if not isinstance(fetcher, BrowserFetcher):
+            return await fetcher.fetch(url), None
+        setting = self.config.fetch.javascript
+        javascript = setting == "on" or (setting == "auto" and key in self._needs_js)
+        fetched = await fetcher.fetch(url, javascript=javascript)
+        return fetched, ("js" if setting == "auto" and not javascript else None)
+
+    async def _fetch_adaptive(
+        self, url: str, key: tuple[str, str]
+    ) -> tuple[FetchResult, Literal["js", "adaptive"] | None]:
+        """Adaptive mode: the page type's shared mode decides; probes and the sample are fetched both ways."""
+        assert self._adaptive is not None and self._http is not None and self._browser is not None
+        mode = self._adaptive.cached(*key) or await self._db(self._adaptive.sync, *key)
+        if mode == Mode.BROWSER:
+            self.stats.rendered += 1
+            self._adaptive.count(*key, rendered=1)
+            return await self._browser.fetch(url, javascript=self._render_js), None
+        plain = await self._http.fetch(url)
+        self.stats.plain += 1
+        if mode == Mode.HTTP and not sampled(url, self.config.adaptive_sample_rate):
+            self._adaptive.count(*key, plain=1)
+            return plain, "adaptive"
+        try:
+            rendered = await self._browser.fetch(url, javascript=self._render_js)
+        except FetchError:
+            self._adaptive.count(*key, plain=1)  # no evidence either way; the plain page still counts
+            return plain, "adaptive"
+        agreed = records_agree(key[1], plain.html, rendered.rendered_html or rendered.html, plain.final_url)
+        self.stats.rendered += 1
+        self.stats.checked += 1
+        self.stats.disagreements += not agreed
+        self._adaptive.count(*key, rendered=1, plain=1, agreed=agreed)
+        await self._db(self._adaptive.sync, *key)  # a check can change the shared decision: write it now
+        return (plain if agreed else rendered), None
+
+    async def _render(self, task: Task) -> FetchResult:
+        """The page rendered with scripts on, after its served HTML did not parse."""
+        assert self._browser is not None
+        return await self._browser.fetch(str(task.payload["url"]), javascript=self._render_js)
+
+    def _learn_rendering_needed(self, task: Task, fallback: Literal["js", "adaptive"]) -> None:
+        """A page parsed only once rendered: its page type is rendered from now on (adaptive: by every worker)."""
+        key = (urlsplit(str(task.payload["url"])).hostname or "", task.task_type)
+        if fallback == "js":
+            if key not in self._needs_js:
+                log.info("%s %s pages need JavaScript: rendering them from now on", *key)
+            self._needs_js.add(key)
+        elif self._adaptive is not None:
+            self.stats.rendered += 1
+            self.stats.disagreements += 1
+            self._adaptive.count(*key, rendered=1, agreed=False)
 
     async def _wait_for_slot(self, task: Task) -> Task:
         """Sleep until the task's politeness slot; a late wake-up takes a fresh slot (see TaskQueue.wait_for_slot)."""

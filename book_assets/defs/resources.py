@@ -56,7 +56,10 @@ class DatabaseResource(dg.ConfigurableResource):
 class FetcherResource(dg.ConfigurableResource):
     """How pages are fetched: Playwright Chromium or plain HTTP, and how many at once."""
 
-    mode: str | None = Field(default=None, description="browser (Playwright Chromium) or http (httpx).")
+    mode: str | None = Field(
+        default=None, description="browser (Playwright Chromium), http (httpx) or adaptive (http where it suffices)."
+    )
+    javascript: str | None = Field(default=None, description="Browser JavaScript: on, off or auto (where needed).")
     workers: int | None = Field(default=None, description="Worker processes of a drain (one per core).")
     concurrency: int | None = Field(default=None, description="Pages in flight per worker process.")
     timeout_s: float | None = Field(default=None, description="Navigation / request timeout in seconds.")
@@ -71,6 +74,7 @@ class FetcherResource(dg.ConfigurableResource):
     def settings_overrides(self) -> dict[str, Any]:
         return _set(
             fetch_mode=self.mode,
+            javascript=self.javascript,
             workers=self.workers,
             concurrency=self.concurrency,
             timeout_s=self.timeout_s,

@@ -11,10 +11,11 @@ from collections.abc import Mapping
 
 import dagster as dg
 
-from book_assets.crawl.config import DETAIL, LISTING
-from book_assets.crawl.pipeline import apply_budget, budget_line, drain, failed_by_reason, prepare, seed
+from book_assets.crawl.config import DETAIL, LISTING, CrawlConfig
+from book_assets.crawl.pipeline import apply_budget, budget_line, decisions, drain, failed_by_reason, prepare, seed
 from book_assets.crawl.storage import book_counts
-from book_assets.crawl.worker import make_queue
+from book_assets.crawl.worker import WorkerStats, make_queue
+from book_assets.db.connection import Database
 from book_assets.defs.resources import (
     DatabaseResource,
     FetcherResource,
@@ -39,6 +40,25 @@ def counter_table(counts: Mapping[str, int], key: str, value: str) -> dg.Metadat
     if len(rows) == 2:
         rows.append("| (none) | 0 |")
     return dg.MetadataValue.md("\n".join(rows))
+
+
+def fetch_metadata(db: Database, config: CrawlConfig, stats: WorkerStats) -> dict[str, object]:
+    """Adaptive mode: pages rendered vs fetched plain, disagreements, and the decision per page type."""
+    found = decisions(db, config)
+    if not found:
+        return {}
+    rows = ["| domain | page type | mode | rendered | plain | agreed | disagreed |", "|---|---|---|" + "---:|" * 4]
+    rows += [
+        f"| {d.domain} | {d.page_type} | {d.mode} | {d.rendered} | {d.plain} | {d.agreements} | {d.disagreements} |"
+        for d in found
+    ]
+    return {
+        "pages_rendered": stats.rendered,
+        "pages_plain": stats.plain,
+        "pages_compared": stats.checked,
+        "disagreements": stats.disagreements,
+        "fetch_decisions": dg.MetadataValue.md("\n".join(rows)),
+    }
 
 
 @dg.asset(
@@ -66,6 +86,7 @@ def listing_discovery(
     stats = drain(url, config, task_types=(LISTING,), workers=config.workers)
     with database.open() as db:
         failures = failed_by_reason(db, config)
+        fetching = fetch_metadata(db, config, stats)
     return dg.MaterializeResult(
         metadata={
             "start_url": dg.MetadataValue.url(config.base_url),
@@ -77,6 +98,7 @@ def listing_discovery(
             "retried": stats.retried,
             "failed_tasks_by_reason": counter_table(failures, "reason", "failed tasks"),
             "elapsed_s": round(stats.elapsed_s, 1),
+            **fetching,
         }
     )
 
@@ -108,6 +130,7 @@ def book_details(
     with database.open() as db:
         counts = book_counts(db)
         failures = failed_by_reason(db, config)
+        fetching = fetch_metadata(db, config, stats)
     metadata: dict[str, object] = {
         "dagster/row_count": counts["total"],
         "books_stored": stats.books_stored,
@@ -126,6 +149,7 @@ def book_details(
         "book_versions": counts.get("versions", 0),
         "books_by_category": counter_table(stats.by_category, "category", "books stored this run"),
         "failed_tasks_by_reason": counter_table(failures, "reason", "failed tasks"),
+        **fetching,
     }
     if quotas:
         metadata["quotas"] = counter_table(quotas, "category", "quota")

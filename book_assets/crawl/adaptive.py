@@ -1,0 +1,186 @@
+"""Adaptive fetching: render in the browser only the page types whose records rendering changes.
+
+Why: on this 2-core machine plain HTTP crawls the sandbox at 88-154 pages/s and the browser at 8-11 (issue
+14), yet books.toscrape.com serves all its data in the HTML. Crawlee's ``AdaptivePlaywrightCrawler`` answers
+the same question per page by rendering a sample; here the answer is kept per (domain, page type) in
+PostgreSQL (``adaptive_decisions``), so every worker on every host shares it:
+
+- ``probe``: a page is fetched both ways; its HTTP body and the browser's rendered DOM are parsed and the
+  records compared. ``adaptive_probe_pages`` agreements switch the page type to ``http``.
+- ``http``: pages are fetched plain; a sample (``adaptive_sample_rate``, chosen by a hash of the URL so a
+  retry samples the same pages) is re-checked in the browser, and a page whose plain HTML does not parse is
+  rendered before it is given up.
+- ``browser``: any disagreement, found by any worker, switches that page type to the browser for the rest
+  of the crawl (modes only move forward).
+
+Page types are the crawl's task types (``listing``, ``detail``). Counts are flushed to PostgreSQL at most
+once a second per page type (and at once after a check), which is also how often a worker re-reads the
+shared mode; a page fetched plain in that second that needed rendering fails to parse and is rendered
+anyway, so a stale mode costs time, never a book.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from book_assets.crawl.config import LISTING
+from book_assets.db.connection import Database
+from book_assets.scraper.errors import ParseError
+from book_assets.scraper.parsers import parse_book, parse_listing
+from book_assets.sql import load_queries
+
+Q = load_queries("adaptive")
+#: How long a worker trusts its copy of a shared decision before flushing its counts and re-reading it.
+REFRESH_S = 1.0
+
+
+class Mode(StrEnum):
+    """How a page type is fetched in adaptive mode."""
+
+    PROBE = "probe"
+    HTTP = "http"
+    BROWSER = "browser"
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One (domain, page type)'s shared decision and what led to it."""
+
+    domain: str
+    page_type: str
+    mode: Mode
+    agreements: int
+    disagreements: int
+    rendered: int
+    plain: int
+    decided_at: datetime | None = None
+
+    def line(self) -> str:
+        """One summary line: the mode, then the evidence."""
+        return (
+            f"adaptive {self.domain} {self.page_type}: {self.mode} ({self.rendered} rendered, {self.plain} plain; "
+            f"{self.agreements} agreed, {self.disagreements} disagreed)"
+        )
+
+
+def sampled(url: str, rate: float) -> bool:
+    """Whether ``url`` is in the re-check sample: a stable hash, so every worker and retry agrees."""
+    if rate <= 0:
+        return False
+    digest = int.from_bytes(hashlib.blake2b(url.encode(), digest_size=8).digest(), "big")
+    return digest / 2**64 < rate
+
+
+def _parse(page_type: str, html: str, url: str) -> Any:
+    return parse_listing(html, url) if page_type == LISTING else parse_book(html, url)
+
+
+def records_agree(page_type: str, plain_html: str, rendered_html: str | None, url: str) -> bool:
+    """True when the plain HTML parses to the same record as the rendered DOM (pure).
+
+    A render that does not parse either (an error page) is no evidence that rendering helps: agreement.
+    """
+    try:
+        rendered = _parse(page_type, rendered_html if rendered_html is not None else plain_html, url)
+    except ParseError:
+        return True
+    try:
+        return _parse(page_type, plain_html, url) == rendered
+    except ParseError:
+        return False
+
+
+@dataclass
+class _Pending:
+    """Counts not yet written to PostgreSQL for one (domain, page type)."""
+
+    agreements: int = 0
+    disagreements: int = 0
+    rendered: int = 0
+    plain: int = 0
+
+    def any(self) -> bool:
+        return bool(self.agreements or self.disagreements or self.rendered or self.plain)
+
+
+@dataclass
+class AdaptiveState:
+    """One worker's view of the shared decisions, with the counts it has yet to write.
+
+    All methods that touch the database are plain functions meant for the worker's database thread.
+    """
+
+    db: Database
+    probe_pages: int
+    pending: dict[tuple[str, str], _Pending] = field(default_factory=dict)
+    modes: dict[tuple[str, str], tuple[Mode, float]] = field(default_factory=dict)
+
+    def cached(self, domain: str, page_type: str) -> Mode | None:
+        """The mode known for this key if it is fresh (under ``REFRESH_S``), else None: call :meth:`sync`."""
+        known = self.modes.get((domain, page_type))
+        if known is None or time.monotonic() - known[1] > REFRESH_S:
+            return None
+        return known[0]
+
+    def count(
+        self, domain: str, page_type: str, *, rendered: int = 0, plain: int = 0, agreed: bool | None = None
+    ) -> None:
+        """Add counts (and a check's outcome) to what this worker will write at its next :meth:`sync`."""
+        pending = self.pending.setdefault((domain, page_type), _Pending())
+        pending.rendered += rendered
+        pending.plain += plain
+        if agreed is True:
+            pending.agreements += 1
+        elif agreed is False:
+            pending.disagreements += 1
+            # Act on a disagreement at once, before the shared row says so.
+            self.modes[(domain, page_type)] = (Mode.BROWSER, time.monotonic())
+
+    def sync(self, domain: str, page_type: str) -> Mode:
+        """Write this key's pending counts and read the shared mode (database thread)."""
+        pending = self.pending.pop((domain, page_type), _Pending())
+        params = {
+            "domain": domain,
+            "page_type": page_type,
+            "probe_pages": self.probe_pages,
+            "agreements": pending.agreements,
+            "disagreements": pending.disagreements,
+            "rendered": pending.rendered,
+            "plain": pending.plain,
+        }
+        mode = Mode(self.db.query(Q["record_pages"], params)[0]["mode"])
+        self.modes[(domain, page_type)] = (mode, time.monotonic())
+        return mode
+
+    def flush(self) -> None:
+        """Write every pending count (database thread); the worker calls it before it exits."""
+        for domain, page_type in list(self.pending):
+            if self.pending[(domain, page_type)].any():
+                self.sync(domain, page_type)
+
+
+def forget_decisions(db: Database, domains: list[str]) -> None:
+    """Start a crawl's decisions afresh for ``domains``."""
+    db.query(Q["forget_decisions"], {"domains": domains})
+
+
+def list_decisions(db: Database) -> list[Decision]:
+    """Every stored decision, for the summary and Dagster metadata."""
+    return [
+        Decision(
+            domain=row["domain"],
+            page_type=row["page_type"],
+            mode=Mode(row["mode"]),
+            agreements=row["agreements"],
+            disagreements=row["disagreements"],
+            rendered=row["rendered"],
+            plain=row["plain"],
+            decided_at=row["decided_at"],
+        )
+        for row in db.query(Q["list_decisions"])
+    ]

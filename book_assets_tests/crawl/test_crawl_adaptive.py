@@ -1,0 +1,165 @@
+"""Adaptive fetching (issue 14): plain HTTP where it gives the browser's records, the browser elsewhere.
+
+Against the sandbox (normal and ``js_mode``) and a stub site whose book pages a script changes, with the
+decision read back from PostgreSQL, where every worker shares it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from book_assets.crawl.adaptive import AdaptiveState, Mode, forget_decisions, list_decisions, records_agree, sampled
+from book_assets.crawl.pipeline import crawl
+from book_assets.crawl.storage import TRACKED_FIELDS
+from book_assets.db.connection import Database
+from book_assets.defs.crawl.assets import fetch_metadata
+from book_assets.sandbox.catalogue import Catalogue
+from book_assets.sandbox.pages import Site
+from book_assets_tests.crawl.conftest import sandbox_config, stored_vs_truth
+from book_assets_tests.reliability.stub_site import Page, StubSite
+
+LISTING = "/catalogue/category/books/mystery_3/index.html"
+CARD_HREF = re.compile(r'href="\.\./\.\./\.\./([a-z0-9-]+_\d+)/index\.html"')
+
+
+def _books(db: Database) -> dict[str, dict[str, Any]]:
+    rows = db.query("SELECT url, " + ", ".join(TRACKED_FIELDS) + " FROM books")
+    return {row["url"]: row for row in rows}
+
+
+def _decisions(db: Database) -> dict[str, Mode]:
+    return {d.page_type: d.mode for d in list_decisions(db)}
+
+
+# --------------------------------------------------------------------------- pure
+
+
+def test_the_recheck_sample_is_stable_and_near_its_rate() -> None:
+    urls = [f"http://127.0.0.1:8800/catalogue/book_{n}/index.html" for n in range(20_000)]
+    picked = [u for u in urls if sampled(u, 0.02)]
+    assert 0.015 < len(picked) / len(urls) < 0.025
+    assert picked == [u for u in urls if sampled(u, 0.02)]
+    assert not any(sampled(u, 0.0) for u in urls[:1000]) and all(sampled(u, 1.0) for u in urls[:1000])
+
+
+def test_a_page_whose_data_only_a_script_builds_disagrees_and_a_plain_page_agrees() -> None:
+    catalogue = Catalogue()
+    path, _book = next(iter(catalogue.ground_truth().items()))
+    plain = Site(catalogue).get(path)
+    scripted = Site(catalogue, js_mode=True).get(path)
+    assert plain is not None and scripted is not None
+    url = "http://127.0.0.1:8800" + path
+    assert records_agree("detail", plain.decode(), plain.decode(), url)
+    assert not records_agree("detail", scripted.decode(), plain.decode(), url)  # only the render parses
+    # An error page that no render can parse is no evidence for the browser.
+    assert records_agree("detail", "<html>oops</html>", "<html>oops</html>", url)
+
+
+# --------------------------------------------------------------------------- shared decision
+
+
+def test_two_workers_share_one_decision(db: Database, database_url: str) -> None:
+    one, two = Database(database_url), Database(database_url)
+    try:
+        first, second = AdaptiveState(one, probe_pages=5), AdaptiveState(two, probe_pages=5)
+        for _ in range(3):
+            first.count("example.org", "detail", rendered=1, plain=1, agreed=True)
+        assert first.sync("example.org", "detail") == Mode.PROBE
+        for _ in range(2):
+            second.count("example.org", "detail", rendered=1, plain=1, agreed=True)
+        assert second.sync("example.org", "detail") == Mode.HTTP  # 3 + 2 agreements, from two workers
+        assert first.sync("example.org", "detail") == Mode.HTTP
+
+        second.count("example.org", "detail", rendered=1, plain=1, agreed=False)
+        assert second.sync("example.org", "detail") == Mode.BROWSER
+        first.count("example.org", "detail", rendered=1, plain=1, agreed=True)
+        assert first.sync("example.org", "detail") == Mode.BROWSER  # once browser, browser for good
+        assert first.sync("example.org", "listing") == Mode.PROBE  # page types decide separately
+        [detail, _listing] = list_decisions(db)
+        assert (detail.agreements, detail.disagreements, detail.rendered, detail.plain) == (6, 1, 7, 7)
+        forget_decisions(db, ["example.org"])
+        assert list_decisions(db) == []
+    finally:
+        one.close()
+        two.close()
+
+
+# --------------------------------------------------------------------------- crawls
+
+
+@pytest.mark.browser
+def test_adaptive_on_the_normal_sandbox_stores_what_a_browser_crawl_stores_mostly_over_http(
+    db: Database, database_url: str, sandbox_factory: Any
+) -> None:
+    server = sandbox_factory()
+    categories = ("Travel", "Mystery", "Poetry")
+    crawl(database_url, sandbox_config(server.url, mode="browser", concurrency=4, categories=categories))
+    by_browser = _books(db)
+    db.query("TRUNCATE books, book_versions, tasks RESTART IDENTITY CASCADE")
+    server.reset_stats()
+
+    report = crawl(
+        database_url, sandbox_config(server.url, mode="adaptive", concurrency=4, categories=categories, workers=2)
+    )
+    assert _books(db) == by_browser and len(by_browser) == 62
+    assert _decisions(db)["detail"] == Mode.HTTP
+    assert report.stats.disagreements == 0 and report.stats.plain >= len(by_browser)
+    assert report.stats.rendered < len(by_browser) / 2
+    assert any(line.startswith("adaptive:") for line in report.summary_lines())
+
+
+@pytest.mark.browser
+def test_a_script_that_changes_book_pages_flips_only_the_book_page_type_to_the_browser(
+    db: Database, database_url: str
+) -> None:
+    site = Site(Catalogue())
+    listing = site.get(LISTING)
+    assert listing is not None
+    keys = list(dict.fromkeys(CARD_HREF.findall(listing.decode())))
+    # Every book page gets a script that rewrites its title: the rendered DOM disagrees with the served HTML.
+    rewrite = "<script>document.querySelector('.product_main h1').textContent = 'Rewritten by script';</script>"
+    pages = {LISTING: Page(body=listing)}  # its next page is not served: one http_404, nothing else
+    for key in keys:
+        body = site.get(f"/catalogue/{key}/index.html")
+        assert body is not None
+        pages[f"/catalogue/{key}/index.html"] = Page(body=body.replace(b"</body>", rewrite.encode() + b"</body>"))
+    with StubSite(pages) as stub:
+        config = sandbox_config(stub.url_for(LISTING), mode="adaptive", concurrency=2)
+        report = crawl(database_url, config)
+    assert _decisions(db) == {"detail": Mode.BROWSER, "listing": Mode.PROBE}, report.summary_lines()
+    # Every book came through the browser (its rendered DOM is kept); as in browser mode, the served HTML
+    # wins where it is a complete book page, so the titles are the served ones.
+    rows = db.query("SELECT title, rendered_html FROM books")
+    assert len(rows) == 20 and all("Rewritten by script" in (row["rendered_html"] or "") for row in rows)
+    assert "Rewritten by script" not in {row["title"] for row in rows}
+    assert report.stats.disagreements >= 1
+    assert any("127.0.0.1 detail: browser" in line for line in report.summary_lines())
+    metadata = fetch_metadata(db, config, report.stats)
+    assert metadata["disagreements"] == report.stats.disagreements and "fetch_decisions" in metadata
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_adaptive_on_the_javascript_sandbox_stores_all_1000_books_by_the_browser(
+    db: Database, database_url: str, sandbox_factory: Any
+) -> None:
+    server = sandbox_factory(js_mode=True)
+    report = crawl(database_url, sandbox_config(server.url, mode="adaptive", concurrency=4, workers=2))
+    assert report.counts["total"] == 1000 and report.failed_by_reason == {}
+    assert stored_vs_truth(db.query("SELECT * FROM books"), server.catalogue.ground_truth(), server.url) == []
+    decisions = list_decisions(db)
+    assert [(d.page_type, d.mode) for d in decisions if d.page_type == "detail"] == [("detail", Mode.BROWSER)]
+    assert sum(d.rendered for d in decisions if d.page_type == "detail") >= 1000
+
+
+@pytest.mark.browser
+def test_browser_mode_runs_no_script_on_pages_that_need_none(
+    database_url: str, db: Database, sandbox_factory: Any
+) -> None:
+    server = sandbox_factory()
+    report = crawl(database_url, sandbox_config(server.url, mode="browser", concurrency=4, categories=("Travel",)))
+    assert report.counts["total"] == 11
+    assert [p for p in server.stats().hits if p.endswith(".js")] == []
