@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from book_assets.db.connection import Database
@@ -54,21 +52,26 @@ def test_claim_with_unknown_type_or_bad_n_is_rejected(queue: TaskQueue) -> None:
         queue.claim("w", 0)
 
 
+def expire_leases(db: Database) -> None:
+    """Let every lease run out now (times are set in SQL, never slept for: the suite runs on busy machines)."""
+    db.query("UPDATE tasks SET lease_expires_at = now() - interval '1 second' WHERE status = 'in_progress'")
+
+
 def test_expired_lease_is_reclaimed_by_next_claim(db: Database) -> None:
-    queue = make_queue(db, lease_s=0.2)
+    queue = make_queue(db, lease_s=30)
     queue.enqueue("detail", {"url": url(1)})
     (lost,) = queue.claim("dead-worker").tasks
     assert not queue.claim("other")
-    time.sleep(0.3)
+    expire_leases(db)
     (task,) = queue.claim("other").tasks
     assert task.id == lost.id and task.attempt == 2 and task.lease_token != lost.lease_token
 
 
 def test_late_complete_of_a_reclaimed_task_is_refused(db: Database) -> None:
-    queue = make_queue(db, lease_s=0.2)
+    queue = make_queue(db, lease_s=30)
     queue.enqueue("detail", {"url": url(1)})
     (stale,) = queue.claim("slow").tasks
-    time.sleep(0.3)
+    expire_leases(db)
     (fresh,) = queue.claim("fast").tasks
     assert queue.complete(stale) is False
     assert queue.fail(stale, "late", retryable=True) == "lost"
@@ -79,14 +82,25 @@ def test_late_complete_of_a_reclaimed_task_is_refused(db: Database) -> None:
 
 
 def test_heartbeat_keeps_the_lease_alive(db: Database) -> None:
-    queue = make_queue(db, lease_s=0.4)
+    queue = make_queue(db, lease_s=30)
     queue.enqueue("detail", {"url": url(1)})
     (task,) = queue.claim("w").tasks
-    for _ in range(4):
-        time.sleep(0.15)
-        assert queue.heartbeat(task)
+    db.query("UPDATE tasks SET lease_expires_at = now() + interval '1 second'")  # about to run out
+    assert queue.heartbeat(task)
+    left = db.query("SELECT extract(epoch FROM lease_expires_at - now()) AS s FROM tasks")[0]["s"]
+    assert left > 25  # extended to a whole lease again
     assert not queue.claim("thief")
     assert queue.complete(task)
+
+
+def test_a_heartbeat_never_shortens_a_lease(db: Database) -> None:
+    queue = make_queue(db, lease_s=30)
+    queue.enqueue("detail", {"url": url(1)})
+    (task,) = queue.claim("w").tasks
+    db.query("UPDATE tasks SET lease_expires_at = now() + interval '1 hour'")
+    assert queue.heartbeat(task, extend_s=5)
+    left = db.query("SELECT extract(epoch FROM lease_expires_at - now()) AS s FROM tasks")[0]["s"]
+    assert left > 3000
 
 
 def test_completing_twice_under_one_lease_changes_nothing_the_second_time(queue: TaskQueue, db: Database) -> None:
@@ -112,27 +126,28 @@ def test_a_completed_task_cannot_be_completed_by_an_older_lease(db: Database) ->
 
 
 def test_complete_many_counts_only_tasks_still_held(db: Database) -> None:
-    short = make_queue(db, lease_s=0.2)
-    long = make_queue(db, lease_s=30)
-    short.enqueue_many(NewTask("detail", {"url": url(i)}) for i in range(3))
-    expiring = short.claim("a", 2).tasks
-    held = long.claim("b", 1).tasks
-    time.sleep(0.3)
-    reclaimed = long.claim("c", 1).tasks  # reclaims both expired leases, takes one
+    queue = make_queue(db, lease_s=30)
+    queue.enqueue_many(NewTask("detail", {"url": url(i)}) for i in range(3))
+    expiring = queue.claim("a", 2).tasks
+    held = queue.claim("b", 1).tasks
+    db.query("UPDATE tasks SET lease_expires_at = now() - interval '1 second' WHERE worker_id = 'a'")
+    reclaimed = queue.claim("c", 1).tasks  # reclaims both expired leases, takes one
     assert reclaimed[0].id in {t.id for t in expiring}
-    assert long.complete_many([*expiring, *held]) == 1
-    assert long.complete_many(reclaimed) == 1
+    assert queue.complete_many([*expiring, *held]) == 1
+    assert queue.complete_many(reclaimed) == 1
 
 
 def test_retryable_failure_backs_off_then_dead_letters_after_max_attempts(db: Database) -> None:
-    queue = make_queue(db, backoff=Backoff(base_s=0.1, max_s=0.1, jitter="none"))
+    queue = make_queue(db, backoff=Backoff(base_s=60, max_s=60, jitter="none"))
     queue.enqueue("detail", {"url": url(1)}, max_attempts=3)
     outcomes = []
     for _ in range(3):
         (task,) = queue.claim("w").tasks
         outcomes.append(queue.fail(task, f"HTTP 503 on attempt {task.attempt}", retryable=True))
         assert not queue.claim("w"), "a retry must wait for its backoff"
-        time.sleep(0.15)
+        wait = db.query("SELECT extract(epoch FROM run_at - now()) AS s FROM tasks WHERE status = 'pending'")
+        assert not wait or 55 < wait[0]["s"] <= 60  # the backoff, counted from the failure
+        db.query("UPDATE tasks SET run_at = now() WHERE status = 'pending'")  # the backoff has passed
     assert outcomes == ["retry", "retry", "dead"]
     row = db.query("SELECT status, attempts, error FROM tasks")[0]
     assert row == {"status": "failed", "attempts": 3, "error": "HTTP 503 on attempt 3"}
@@ -147,11 +162,11 @@ def test_permanent_failure_fails_at_once(queue: TaskQueue, db: Database) -> None
 
 
 def test_task_whose_leases_keep_expiring_is_dead_lettered(db: Database) -> None:
-    queue = make_queue(db, lease_s=0.1)
+    queue = make_queue(db, lease_s=30)
     queue.enqueue("detail", {"url": url(1)}, max_attempts=2)
     for _ in range(2):
         assert queue.claim("crashy")
-        time.sleep(0.15)
+        expire_leases(db)
     assert not queue.claim("w")
     row = db.query("SELECT status, attempts, error FROM tasks")[0]
     assert (row["status"], row["attempts"]) == ("failed", 2) and "lease expired" in row["error"]

@@ -92,9 +92,9 @@ def test_database_refuses_negative_priority_written_around_the_library(db: Datab
 
 def test_task_is_not_claimed_before_its_run_at(queue: TaskQueue) -> None:
     queue.enqueue("detail", {"url": url(1)}, run_at=datetime.now(UTC) + timedelta(hours=1))
-    queue.enqueue("detail", {"url": url(2)}, run_at=0.3)
+    queue.enqueue("detail", {"url": url(2)}, run_at=60.0)
     assert not queue.claim("w", 5)
-    time.sleep(0.35)
+    queue.db.query("UPDATE tasks SET run_at = now() WHERE payload->>'url' = %s", (url(2),))  # its time came
     assert [t.url for t in queue.claim("w", 5).tasks] == [url(2)]
 
 
@@ -114,16 +114,14 @@ def test_enqueue_wakes_a_waiting_worker(db: Database, database_url: str) -> None
     producer = make_queue(db)
     timer = threading.Timer(0.2, lambda: producer.enqueue("detail", {"url": url(1)}))
     timer.start()
-    started = time.monotonic()
     try:
-        assert waiter.wait_for_work(5.0)
+        assert waiter.wait_for_work(30.0)  # True: woken by the NOTIFY (a timeout returns False)
     finally:
         timer.join()
         waiter.db.close()
-    assert time.monotonic() - started < 2.0
 
 
 def test_waiting_without_work_times_out(queue: TaskQueue) -> None:
     started = time.monotonic()
     assert not queue.wait_for_work(0.2)
-    assert 0.15 < time.monotonic() - started < 1.5
+    assert time.monotonic() - started >= 0.19  # it did wait (an upper bound would be a timing assert)

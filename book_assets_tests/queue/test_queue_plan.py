@@ -7,8 +7,6 @@ no sequential scan of ``tasks`` may happen, and the pending-task indexes must be
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from book_assets.db.connection import Database
@@ -44,18 +42,15 @@ def _scans(db: Database) -> tuple[int, dict[str, int]]:
 def test_claims_use_the_pending_indexes_with_100000_pending_tasks(queue: TaskQueue, db: Database) -> None:
     _fill(db, PENDING)
     seq_before, idx_before = _scans(db)
-    started = time.perf_counter()
     for _ in range(10):  # past plpgsql's five custom plans, into the cached generic plan
         assert len(queue.claim("w", 5)) == 5
         assert len(queue.claim("w", 5, task_types=["detail"])) == 5
         assert len(queue.claim("w", 3, task_types=["detail"], scheduled=True)) == 3
         assert len(queue.claim("w", 4, interleave={"listing": 1, "detail": 3})) == 4
-    per_claim_ms = (time.perf_counter() - started) * 1000 / 40
     seq_after, idx_after = _scans(db)
     assert seq_after == seq_before, "a claim scanned the whole tasks table"
     used = {name for name, n in idx_after.items() if n > idx_before.get(name, 0)}
     assert {"idx_tasks_pending", "idx_tasks_pending_type", "idx_tasks_pending_group"} <= used
-    assert per_claim_ms < 50
 
 
 def test_candidate_query_plan_is_an_ordered_index_scan(db: Database) -> None:
