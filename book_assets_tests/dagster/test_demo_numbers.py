@@ -1,0 +1,52 @@
+"""`book-pipeline demo` end to end (http mode, through Dagster on the project's PostgreSQL instance): every
+number it prints equals what the database holds."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import psycopg2
+import pytest
+
+from book_assets.db.connection import Database
+
+pytestmark = pytest.mark.slow
+
+
+def test_every_number_the_demo_prints_equals_the_database(db: Database, database_url: str, tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BOOK_PIPELINE_")}
+    env.update(DATABASE_URL=database_url, BOOK_PIPELINE_DATA_DIR=str(tmp_path))
+    command = [sys.executable, "-m", "book_assets.cli", "demo", "--fetch-mode", "http", "--port", "0"]
+    try:
+        proc = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    finally:
+        admin = psycopg2.connect(database_url, connect_timeout=10)
+        admin.autocommit = True
+        with admin.cursor() as cur:
+            cur.execute(f'DROP DATABASE IF EXISTS "{urlsplit(database_url).path.strip("/")}_dagster" WITH (FORCE)')
+        admin.close()
+    out = proc.stdout
+    assert proc.returncode == 0, (out + proc.stderr)[-3000:]
+
+    assert re.search(r"Dagster run \S+ succeeded", out), out
+    books = re.search(r"books: +(\d+) stored from (\S+), (\d+) unique URLs, (\d+) with raw HTML", out)
+    versions = re.search(r"versions: +(\d+) book versions", out)
+    run = re.search(r"this run: +(\d+) new, (\d+) changed, (\d+) unchanged, (\d+) failed pages", out)
+    queue = re.search(r"queue: +(\d+) failed task\(s\), (\d+) still pending", out)
+    snapshot = re.search(r"snapshot: +(\d+) rows", out)
+    checks = re.search(r"checks: +(\d+)/(\d+) passed", out)
+    assert books and versions and run and queue and snapshot and checks, out
+
+    counts = db.query("SELECT count(*) AS t, count(DISTINCT url) AS u, count(raw_html) AS h FROM books")[0]
+    assert (int(books[1]), int(books[3]), int(books[4])) == (counts["t"], counts["u"], counts["h"]) == (1000,) * 3
+    assert int(versions[1]) == db.query("SELECT count(*) AS n FROM book_versions")[0]["n"]
+    assert tuple(map(int, run.groups())) == (counts["t"], 0, 0, 0)
+    by_status = {r["status"]: r["n"] for r in db.query("SELECT status, count(*) AS n FROM tasks GROUP BY 1")}
+    assert (int(queue[1]), int(queue[2])) == (by_status.get("failed", 0), by_status.get("pending", 0))
+    assert int(snapshot[1]) == db.query("SELECT count(*) AS n FROM category_balanced_snapshot")[0]["n"]
+    assert checks[1] == checks[2] and int(checks[2]) >= 5
