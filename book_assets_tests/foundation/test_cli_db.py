@@ -27,9 +27,9 @@ def test_db_url_prints_a_url_psql_connects_with(database_url: str) -> None:
     assert result.returncode == 0, result.stderr
     url = result.stdout.strip()
     psycopg2.connect(url).close()
-    if shutil.which("psql"):
-        out = subprocess.run(["psql", url, "-Atc", "SELECT 42"], capture_output=True, text=True, timeout=30)
-        assert out.stdout.strip() == "42", out.stderr
+    assert shutil.which("psql"), "no psql: `make setup` installs the PostgreSQL client"
+    out = subprocess.run(["psql", url, "-Atc", "SELECT 42"], capture_output=True, text=True, timeout=30)
+    assert out.stdout.strip() == "42", out.stderr
 
 
 def test_db_status_against_an_external_database_url(database_url: str) -> None:

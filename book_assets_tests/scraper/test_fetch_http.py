@@ -144,12 +144,13 @@ def test_concurrent_fetches_share_one_client_and_count_stats(local_site: LocalSi
     assert stats["errors"] == 1
 
 
-def test_close_twice_is_safe() -> None:
-    async def main() -> None:
+def test_close_twice_is_safe_and_releases_the_connection_pool() -> None:
+    async def main() -> tuple[bool, bool]:
         fetcher = HttpFetcher(settings())
         async with fetcher:
-            pass
+            opened = fetcher._client is not None
         await fetcher.close()
         await fetcher.close()
+        return opened, fetcher._client is None
 
-    asyncio.run(main())
+    assert asyncio.run(main()) == (True, True)
