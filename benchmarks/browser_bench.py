@@ -21,6 +21,7 @@ processes count once; sampled every 250 ms. Prints one JSON line:
 ``flock /tmp/book-pipeline-cpu.lock``, on an idle machine.
 
 Usage: python benchmarks/browser_bench.py [--runs ceiling,browser,adaptive,http] [--tabs 8]
+       [--workers W --concurrency C]  (the crawls' settings instead of the defaults)
 """
 
 from __future__ import annotations
@@ -82,8 +83,8 @@ async def _ceiling(base_url: str, paths: list[str], tabs: int, chromium: str) ->
     return len(paths) / elapsed
 
 
-def _crawl(url: str, base_url: str, mode: str, result: Any) -> None:
-    settings = load_settings(fetch_mode=mode, rate=0.0)
+def _crawl(url: str, base_url: str, mode: str, overrides: dict[str, Any], result: Any) -> None:
+    settings = load_settings(fetch_mode=mode, rate=0.0, **overrides)
     config = CrawlConfig.from_settings(settings, base_url=base_url)
     report = crawl(url, config)
     result["pages"] = report.stats.pages
@@ -108,12 +109,12 @@ def _worker_pss(root: psutil.Process) -> float:
     return best
 
 
-def measure_crawl(url: str, base_url: str, mode: str) -> dict[str, Any]:
+def measure_crawl(url: str, base_url: str, mode: str, overrides: dict[str, Any]) -> dict[str, Any]:
     """One full crawl in a child process, sampling the memory of each worker's process tree."""
     _reset(url)
     manager = multiprocessing.Manager()
     shared = manager.dict()
-    proc = multiprocessing.get_context("spawn").Process(target=_crawl, args=(url, base_url, mode, shared))
+    proc = multiprocessing.get_context("spawn").Process(target=_crawl, args=(url, base_url, mode, overrides, shared))
     started = time.monotonic()
     proc.start()
     parent, peak = psutil.Process(proc.pid), 0.0
@@ -134,7 +135,9 @@ def measure_crawl(url: str, base_url: str, mode: str) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", default="ceiling,browser,adaptive,http")
-    parser.add_argument("--tabs", type=int, default=8)
+    parser.add_argument("--tabs", type=int, default=8, help="tabs of the ceiling loop")
+    parser.add_argument("--workers", type=int, help="crawl workers (default: the setting)")
+    parser.add_argument("--concurrency", type=int, help="crawl pages per worker (default: the setting)")
     args = parser.parse_args()
     runs = args.runs.split(",")
     crawl_bench.BENCH_DB = "bookpipeline_bench_browser"  # not crawl_bench's own scratch database
@@ -163,7 +166,8 @@ def main() -> None:
             if mode not in runs:
                 continue
             try:
-                figures = measure_crawl(url, base_url, mode)
+                overrides = {"workers": args.workers, "concurrency": args.concurrency}
+                figures = measure_crawl(url, base_url, mode, {k: v for k, v in overrides.items() if v is not None})
             except Exception as exc:  # a mode this checkout does not have yet
                 figures = {"error": f"{type(exc).__name__}: {exc}", "pages_per_s": None}
             print(json.dumps({mode: figures}), file=sys.stderr)

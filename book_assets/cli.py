@@ -177,6 +177,11 @@ def _crawl_config(settings_overrides: dict[str, Any]) -> tuple[str, Any]:
     return url, config
 
 
+def _pages_in_flight(config: Any) -> str:
+    low, high = config.min_concurrency, config.fetch.concurrency
+    return str(high) if low == high else f"{low}..{high} (autoscaled)"
+
+
 @main.command("crawl")
 @_crawl_options
 @click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar.")
@@ -187,7 +192,7 @@ def crawl_cmd(progress: bool, **options: Any) -> None:
 
     url, config = _crawl_config(options)
     click.echo(
-        f"crawling {config.base_url} with {config.workers} worker(s) x {config.fetch.concurrency} pages "
+        f"crawling {config.base_url} with {config.workers} worker(s) x {_pages_in_flight(config)} pages "
         f"({config.fetch.mode} mode), {config.rate}s between requests per domain",
         err=True,
     )

@@ -77,7 +77,16 @@ class Settings(BaseSettings):
         default=0.02, ge=0, le=1, description="Adaptive: share of plain-fetched pages re-checked in the browser."
     )
     workers: int = Field(default=2, ge=1, le=64, description="Worker processes for a crawl (one per core).")
-    concurrency: int = Field(default=4, ge=1, le=64, description="Concurrent pages per worker process.")
+    concurrency: int | None = Field(
+        default=None,
+        ge=1,
+        le=64,
+        description="Pages in flight per worker: a number pins it; unset, it autoscales (min/max_concurrency).",
+    )
+    min_concurrency: int = Field(
+        default=4, ge=1, le=64, description="Autoscaling: pages in flight per worker at the start and at least."
+    )
+    max_concurrency: int = Field(default=16, ge=1, le=64, description="Autoscaling: most pages in flight per worker.")
     timeout_s: float = Field(default=30.0, gt=0, description="Navigation / request timeout in seconds.")
     chromium_path: str | None = Field(
         default=None,

@@ -72,6 +72,8 @@ class CrawlConfig:
     interleave: int = 20
     chromium_path: str | None = None
     adaptive_probe_pages: int = 5
+    #: Pages in flight per worker autoscale between this and ``fetch.concurrency``; equal: pinned.
+    min_concurrency: int = 4
     adaptive_sample_rate: float = 0.02
 
     @classmethod
@@ -117,10 +119,13 @@ class CrawlConfig:
             chromium_path=settings.chromium_path,
             adaptive_probe_pages=settings.adaptive_probe_pages,
             adaptive_sample_rate=settings.adaptive_sample_rate,
+            min_concurrency=settings.concurrency or min(settings.min_concurrency, settings.max_concurrency),
         )
         fetch_overrides = {
             k: overrides.pop(k) for k in ("mode", "concurrency", "timeout_s", "javascript") if k in overrides
         }
+        if "concurrency" in fetch_overrides:  # a number pins it
+            config = replace(config, min_concurrency=int(fetch_overrides["concurrency"]))  # type: ignore[call-overload]
         if fetch_overrides:
             try:
                 config = replace(config, fetch=replace(config.fetch, **fetch_overrides))
@@ -134,7 +139,7 @@ def _fetch_settings(settings: Settings, domains: frozenset[str], base_url: str) 
     return FetchSettings(
         mode=settings.fetch_mode,
         javascript=settings.javascript,
-        concurrency=settings.concurrency,
+        concurrency=settings.concurrency or settings.max_concurrency,
         timeout_s=settings.timeout_s,
         block_resource_types=frozenset(settings.block_resource_types),
         block_url_patterns=tuple(settings.block_url_patterns),
