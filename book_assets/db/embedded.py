@@ -208,6 +208,11 @@ def _install_dir() -> Path:
     return target / parts[0]
 
 
+def binary(name: str) -> Path:
+    """The path of one of the bundled PostgreSQL programs (``pg_dump``, ``psql``, ...)."""
+    return _bin() / name
+
+
 def _bin() -> Path:
     return _install_dir() / "bin"
 

@@ -9,7 +9,11 @@ with a clear error instead of being written to by code that does not know its ta
 from __future__ import annotations
 
 import hashlib
+import os
+import re
+import subprocess
 from dataclasses import dataclass
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from book_assets.db.connection import Cursor, Database
 from book_assets.sql import migration_files
@@ -84,3 +88,32 @@ def migrate(db: Database) -> MigrationReport:
 
     version = db.run(_apply)
     return MigrationReport(applied=applied, current_version=version, latest_version=latest)
+
+
+#: pg_dump lines that describe the dump, not the schema: comments, session settings, and the random
+#: ``\\restrict`` keys that pg_dump 17.6+ writes around every dump.
+_DUMP_NOISE = re.compile(r"^(--.*|SET .*|SELECT pg_catalog\.set_config\(.*|\\(un)?restrict .*)$")
+
+
+def dump_schema(url: str) -> str:
+    """The schema of the database at ``url`` as ``pg_dump --schema-only`` prints it, minus the dump's noise.
+
+    This is what ``book_assets/sql/schema.sql`` holds for a database migrated from 0001 to the latest
+    migration: the current schema, readable in one file, and a test keeps the two equal. The password goes
+    to pg_dump through the environment, never on its command line.
+    """
+    from book_assets.db.embedded import binary
+
+    parts = urlsplit(url)
+    env = {**os.environ, "PGPASSWORD": unquote(parts.password or "")}
+    netloc = parts.netloc.rsplit("@", 1)
+    user = netloc[0].split(":", 1)[0] + "@" if len(netloc) == 2 else ""
+    bare = urlunsplit(parts._replace(netloc=user + netloc[-1]))
+    command = [str(binary("pg_dump")), "--schema-only", "--no-owner", "--no-privileges", "--dbname", bare]
+    return schema_text(subprocess.run(command, env=env, capture_output=True, text=True, timeout=120, check=True).stdout)
+
+
+def schema_text(sql: str) -> str:
+    """A schema dump (or ``schema.sql``) without comments, session settings and runs of blank lines."""
+    lines = [line for line in sql.splitlines() if not _DUMP_NOISE.match(line)]
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip() + "\n"
