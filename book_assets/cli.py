@@ -123,11 +123,14 @@ def db_status() -> None:
     click.echo(f"schema:   version {version}")
     if version == 0:
         return
-    for row in database.query("SELECT status, count(*) AS n FROM tasks GROUP BY status ORDER BY status"):
-        click.echo(f"tasks:    {row['status']:<12} {row['n']}")
-    books = database.query(
-        "SELECT count(*) AS total, count(DISTINCT url) AS unique_urls, count(raw_html) AS with_html FROM books"
-    )[0]
+    from book_assets.crawl.config import TASK_TYPES
+    from book_assets.crawl.storage import book_counts
+    from book_assets.queue import TaskQueue
+
+    stats = TaskQueue(database, task_types=TASK_TYPES).stats()
+    for status in sorted({s for by_status in stats.counts.values() for s in by_status}):
+        click.echo(f"tasks:    {status:<12} {stats.total(status)}")
+    books = book_counts(database)
     click.echo(
         f"books:    total {books['total']}, unique URLs {books['unique_urls']}, with raw HTML {books['with_html']}"
     )

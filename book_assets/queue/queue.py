@@ -676,6 +676,10 @@ class TaskQueue:
 
         return self.db.run(_collect)
 
+    def failed_watermark(self) -> dict[str, Any]:
+        """The dead letters' ``failed`` count, ``max_id`` and ``last_claimed_at``: new with every new failure."""
+        return self.db.query(_q()["failed_watermark"])[0]
+
     def prune(self, older_than_s: float, *, archive: bool = False) -> int:
         """Delete (or move to ``tasks_archive``) completed tasks finished more than ``older_than_s`` ago."""
         params = {"older_than_s": _check_number("older_than_s", older_than_s)}

@@ -48,12 +48,6 @@ SELECT category, count(*)::int AS books FROM books WHERE category IS NOT NULL GR
 -- Books per category in the published snapshot table.
 SELECT category, count(*)::int AS books FROM category_balanced_snapshot GROUP BY category ORDER BY category;
 
--- failed_tasks_watermark --
--- The failed-tasks sensor's view of the dead letters: how many, the newest id, and the latest claim among them
--- (a requeued task that fails again keeps its id but not its claim time, so the triple changes).
-SELECT count(*) AS failed, max(id) AS max_id, max(started_at) AS last_claimed_at
-FROM tasks WHERE status = 'failed';
-
 -- site_book_counts --
 -- The seed's check restricted to one site (URL prefix), for the demo's summary when the database holds others.
 SELECT count(*) AS total, count(DISTINCT url) AS unique_urls, count(raw_html) AS with_html

@@ -297,3 +297,9 @@ RETURNING t.slot_at, t.lease_expires_at;
 -- Pending tasks of one type per fairness group.
 SELECT task_group AS grp, count(*) AS n FROM tasks
 WHERE status = 'pending' AND task_type = %(task_type)s GROUP BY task_group;
+
+-- failed_watermark --
+-- The dead letters at a glance: how many, the newest id, and the latest claim among them (a requeued task
+-- that fails again keeps its id but not its claim time, so the triple changes).
+SELECT count(*) AS failed, max(id) AS max_id, max(started_at) AS last_claimed_at
+FROM tasks WHERE status = 'failed';

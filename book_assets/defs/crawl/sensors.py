@@ -16,15 +16,13 @@ from book_assets.crawl.config import TASK_TYPES
 from book_assets.defs.crawl.jobs import requeue_failed_tasks
 from book_assets.defs.resources import DatabaseResource
 from book_assets.queue import TaskQueue
-from book_assets.sql import load_queries
-
-Q = load_queries("checks")
 
 
 def _watermark(database: DatabaseResource) -> tuple[int, dict[str, Any], list[tuple[str, int]]]:
     with database.open(application_name="book-pipeline sensor") as db:
-        stats = TaskQueue(db, task_types=TASK_TYPES).stats(top_failures=3)
-        row = db.query(Q["failed_tasks_watermark"])[0]
+        queue = TaskQueue(db, task_types=TASK_TYPES)
+        stats = queue.stats(top_failures=3)
+        row = queue.failed_watermark()
     last = row["last_claimed_at"]
     mark = {
         "failed": int(row["failed"]),
