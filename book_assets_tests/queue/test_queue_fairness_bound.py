@@ -97,3 +97,33 @@ def test_four_worker_processes_together_stay_within_the_bound(db: Database, data
     sequence = [group for _, group in sorted(p for r in results for p in r)]
     backlogged = sequence[: 60 * 10 // 5 - 10]  # before any group can have run dry (C, D: 60 each)
     assert _violations(backlogged, weights) == []
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    weights=st.dictionaries(st.sampled_from("ABCDE"), st.integers(1, 5), min_size=2, max_size=4),
+    sizes=st.lists(st.integers(0, 6), min_size=4, max_size=4),
+    batch=st.integers(1, 4),
+)
+def test_database_scheduler_drains_in_exactly_the_reference_order(
+    database_url: str, weights: dict[str, int], sizes: list[int], batch: int
+) -> None:
+    """The reference implementation (scheduling/wrr.py) is the oracle: same weights, same backlog, same order,
+    including groups that run dry on the way."""
+    from book_assets.scheduling.wrr import sequence as reference
+
+    counts = dict(zip(sorted(weights), sizes, strict=False))
+    db = Database(database_url)
+    try:
+        truncate_all(db)
+        queue = make_queue(db)
+        queue.enqueue_many(
+            NewTask("detail", {"url": url(f"{g}-{i}")}, group=g) for g, n in counts.items() for i in range(n)
+        )
+        queue.set_group_weights("detail", weights)
+        order: list[str] = []
+        while tasks := queue.claim("w", batch, task_types=["detail"], scheduled=True).tasks:
+            order.extend(t.group or "" for t in tasks)
+        assert order == reference(weights, counts, discovery="lazy")
+    finally:
+        db.close()
