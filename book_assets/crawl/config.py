@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from book_assets.categories import KNOWN_CATEGORIES, slugify
 from book_assets.scraper.fetching import FetchSettings
 from book_assets.scraper.targets import with_start_port
 from book_assets.settings import ConfigError, Settings
@@ -22,26 +23,13 @@ LISTING_PRIORITY = 10
 DETAIL_PRIORITY = 5
 
 
-#: The live site's categories (the sandbox replicates them); weights given by slug are mapped to these names,
-#: since detail tasks are grouped by the category name the site shows.
-KNOWN_CATEGORIES = (
-    "Travel", "Mystery", "Historical Fiction", "Sequential Art", "Classics", "Philosophy", "Romance",
-    "Womens Fiction", "Fiction", "Childrens", "Religion", "Nonfiction", "Music", "Default", "Science Fiction",
-    "Sports and Games", "Add a comment", "Fantasy", "New Adult", "Young Adult", "Science", "Poetry", "Paranormal",
-    "Art", "Psychology", "Autobiography", "Parenting", "Adult Fiction", "Humor", "Horror", "History",
-    "Food and Drink", "Christian Fiction", "Business", "Biography", "Thriller", "Contemporary", "Spirituality",
-    "Academic", "Self Help", "Historical", "Christian", "Suspense", "Short Stories", "Novels", "Health",
-    "Politics", "Cultural", "Erotica", "Crime",
-)  # fmt: skip
-
-
 def weights_by_category_name(weights: CategoryWeights | Mapping[str, float]) -> dict[str, float]:
     """Explicit weights keyed by category name (slugs of known categories translated), unknown names warned.
 
     Detail tasks are grouped by the category name the site shows, so a weight given by slug
     ("sequential-art") must reach the queue as "Sequential Art" to apply.
     """
-    from book_assets.scheduling.weights import CategoryWeights, slugify, warn_unknown
+    from book_assets.scheduling.weights import CategoryWeights, warn_unknown
 
     if not isinstance(weights, CategoryWeights):
         weights = CategoryWeights({k: v for k, v in weights.items() if k != "*"})

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from book_assets.categories import is_one_of
 from book_assets.crawl.config import DETAIL, DETAIL_PRIORITY, LISTING, LISTING_PRIORITY, CrawlConfig
 from book_assets.scraper.fetching import host_allowed
 from book_assets.scraper.models import ListingPage
@@ -40,13 +41,6 @@ def start_task(config: CrawlConfig) -> NewTask:
     return NewTask(LISTING, {"url": config.base_url, "depth": 1, "start": True}, LISTING_PRIORITY)
 
 
-def _wanted(name: str, picked: tuple[str, ...] | None) -> bool:
-    if not picked:
-        return True
-    lowered = {p.strip().lower() for p in picked}
-    return name.lower() in lowered or name.lower().replace(" ", "-") in lowered
-
-
 def listing_tasks(payload: dict[str, Any], page: ListingPage, html: str, config: CrawlConfig) -> ListingOutcome:
     """Tasks created by one fetched listing page."""
     outcome = ListingOutcome()
@@ -58,13 +52,13 @@ def listing_tasks(payload: dict[str, Any], page: ListingPage, html: str, config:
             if not host_allowed(url, config.allowed_domains):
                 outcome.offsite_skipped += 1
                 continue
-            if _wanted(name, config.categories):
+            if is_one_of(name, config.categories):
                 outcome.categories += 1
                 outcome.tasks.append(NewTask(LISTING, {"url": url, "depth": 1, "category": name}, LISTING_PRIORITY))
         if outcome.categories or config.categories:
             return outcome  # the books arrive through their categories
 
-    if category is not None and not _wanted(category, config.categories):
+    if category is not None and not is_one_of(category, config.categories):
         return outcome
     for card in page.cards:
         if not host_allowed(card.url, config.allowed_domains):

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import hashlib
 import random
-import re
-import unicodedata
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, replace
 from decimal import Decimal
 from typing import Any
+
+from book_assets.categories import slugify
 
 #: The live site's categories in sidebar order (ids 2..51) with their book counts; they sum to 1000.
 CATEGORY_SIZES: tuple[tuple[str, int], ...] = (
@@ -40,17 +40,6 @@ RATING_WORDS = ("One", "Two", "Three", "Four", "Five")
 DAILY_CHANGE_FRACTION = 0.05
 DAILY_ADDED = (2, 3)
 DAILY_REMOVED = (2, 3)
-
-
-def slugify(text: str) -> str:
-    """Django's ``slugify`` (the live site is Django Oscar), so slugs come out exactly as the site's do.
-
-    Accents are folded to ASCII, anything else non-ASCII is dropped, punctuation vanishes ("I'm" -> "im",
-    "#1" -> "1") and runs of spaces or hyphens become one hyphen.
-    """
-    value = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii")
-    value = re.sub(r"[^\w\s-]", "", value.lower())
-    return re.sub(r"[-\s]+", "-", value).strip("-_")
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,8 +22,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import re
-import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +30,7 @@ from typing import Any
 
 import yaml
 
+from book_assets.categories import slugify
 from book_assets.settings import ConfigError, Settings
 
 log = logging.getLogger(__name__)
@@ -43,13 +42,6 @@ ENV_VAR = "BOOK_PIPELINE_WEIGHTS"
 
 class WeightsError(ConfigError):
     """Category weights that cannot be used; the one-line message names the category and the source."""
-
-
-def slugify(text: str) -> str:
-    """The site's slug of a category name (Django's ``slugify``): ``"Sequential Art"`` -> ``"sequential-art"``."""
-    value = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii")
-    value = re.sub(r"[^\w\s-]", "", value.lower())
-    return re.sub(r"[-\s]+", "-", value).strip("-_")
 
 
 @dataclass(frozen=True)

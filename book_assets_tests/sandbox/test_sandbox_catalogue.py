@@ -9,8 +9,8 @@ from decimal import Decimal
 import httpx
 from selectolax.lexbor import LexborHTMLParser
 
+from book_assets.categories import slugify
 from book_assets.sandbox import BOOK_COUNT, CATEGORY_SIZES, Catalogue, SandboxServer, Site
-from book_assets.sandbox.catalogue import slugify
 from book_assets.sandbox.testing import SandboxFactory
 
 SAMPLE_PATHS = [
