@@ -26,7 +26,6 @@ except ChromiumNotFound:
     CHROMIUM = None
 
 
-
 @pytest.fixture
 def chromium_installed() -> str:
     """A missing Chromium is a missing install step (``make setup`` installs one), never a skipped test."""
