@@ -93,7 +93,7 @@ def demo_resources(
     """The demo's resources: the sandbox as the site, and the database by reference to ``DATABASE_URL``.
 
     Why a reference: a resource built with the URL itself (``DatabaseResource(url=url)``) puts the URL, and
-    its password, into the job snapshot that Dagster stores with every run and shows in the UI (#12);
+    its password, into the job snapshot that Dagster stores with every run and shows in the UI;
     ``EnvVar`` is stored as the variable's name and read when the step runs.
     """
     return {

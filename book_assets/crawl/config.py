@@ -131,7 +131,7 @@ def _fetch_settings(settings: Settings, domains: frozenset[str], base_url: str) 
         timeout_s=settings.timeout_s,
         block_resource_types=frozenset(settings.block_resource_types),
         block_url_patterns=tuple(settings.block_url_patterns),
-        # The fetchers compare ports too: the start host only at the start URL's port (#12).
+        # The fetchers compare ports too: the start host only at the start URL's port.
         allowed_domains=with_start_port(domains, base_url),
         max_body_bytes=settings.max_body_bytes,
         relaunch_after_pages=settings.relaunch_after_pages,

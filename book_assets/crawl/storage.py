@@ -57,7 +57,7 @@ def parse_served_or_rendered(served: str, rendered: str | None, url: str) -> Boo
 
 
 def book_fields(detail: BookDetail) -> dict[str, Any]:
-    """Column values for a parsed book: the seed's text columns and the typed ones."""
+    """Column values for a parsed book: the text columns as the site shows them, and the typed ones."""
     return {
         "title": detail.title,
         "price": detail.price_text,

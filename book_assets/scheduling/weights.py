@@ -1,7 +1,7 @@
 """Category weights: how much of the crawl (and of the snapshot) each category gets.
 
 Weights come from a file (``--weights FILE`` / ``weights_file``: JSON or YAML), an inline string
-(``--weights-inline`` / ``BOOK_PIPELINE_WEIGHTS``: ``"Travel=3,Mystery=2,*=1"``) or a mapping (Dagster
+(``BOOK_PIPELINE_WEIGHTS`` or the ``weights`` setting: ``"Travel=3,Mystery=2,*=1"``) or a mapping (Dagster
 config). :func:`resolve_weights` combines file and inline, the inline entries winning, so a one-off override
 does not require editing the file.
 

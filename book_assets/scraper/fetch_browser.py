@@ -423,7 +423,9 @@ class BrowserFetcher:
                 final_url = response.url
                 if not host_allowed(final_url, self.settings.allowed_domains):
                     raise fetch_error("offsite_redirect", f"ended on {final_url}", url=url)
-                headers = await response.all_headers()
+                # The headers of the response event, without the extra round trip of all_headers() (which
+                # adds only security and cookie headers, none of which a fetch decision reads).
+                headers = dict(response.headers)
                 status = response.status
                 error = error_for_status(final_url, status, headers, retry_after_max_s=self.settings.retry_after_max_s)
                 if error is not None:

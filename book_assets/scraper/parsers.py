@@ -27,7 +27,7 @@ _PRICE_RE = re.compile(r"-?\d[\d,]*(?:\.\d+)?|-?\.\d+")
 _STOCK_RE = re.compile(r"\((\d[\d,]*)\s+available\)", re.IGNORECASE)
 _PAGE_OF_RE = re.compile(r"Page\s+(\d+)\s+of\s+(\d+)", re.IGNORECASE)
 _WS_RE = re.compile(r"\s+")
-# The all-books category ("Books") lists the same books as the root; the brief treats it as uncategorised.
+# The all-books category ("Books") lists the same books as the root; it is treated as uncategorised.
 _ALL_BOOKS_CATEGORY_RE = re.compile(r"/category/books_1/(?:index\.html|page-\d+\.html)?$")
 
 

@@ -1,6 +1,6 @@
 """Which URLs a crawl may request: its allowed origins, and never an internal address by accident.
 
-Why a policy of its own (issue #12): a crawler follows links and redirects written by the site, so a page
+Why a policy of its own: a crawler follows links and redirects written by the site, so a page
 can point it at ``http://127.0.0.1:5432/``, ``http://169.254.169.254/`` (a cloud's metadata service) or
 the machine's Dagster UI. Both fetchers ask :func:`target_allowed` before the first request, on every
 redirect hop and on a meta refresh, so the rule is written once, here, as pure functions of strings.

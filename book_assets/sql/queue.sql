@@ -4,7 +4,7 @@
 
 -- enqueue_many --
 -- Insert a batch given as a JSON array in one statement. Live URLs (pending / in progress) are deduplicated by
--- the seed's partial unique index; each input row comes back, in input order, with its task id and whether it
+-- the partial unique index idx_tasks_payload_url; each input row comes back, in input order, with its task id and whether it
 -- was created. New domains and fairness groups are registered, and listeners woken when anything was created.
 WITH input AS (
     SELECT * FROM jsonb_to_recordset(%(rows)s::jsonb) AS x(

@@ -1,4 +1,4 @@
-"""Data-quality checks of ``book_details``: what the seed's own check looked at, and what it missed.
+"""Data-quality checks of ``book_details``: the three counts (books, unique URLs, with raw HTML) and what they miss.
 
 Each check is one named query of ``book_assets/sql/checks.sql`` returning the offending row count, the rows
 looked at and a sample of offending URLs. All four guard against corrupt data, so they are ERROR and
