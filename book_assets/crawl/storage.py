@@ -218,5 +218,5 @@ def reextract(db: Database, *, batch_size: int = 200) -> ReextractReport:
 
 
 def book_counts(db: Database) -> dict[str, int]:
-    """The seed's check: total, unique URLs, with raw HTML (and versions)."""
+    """The three counts: total, unique URLs, with raw HTML (and versions)."""
     return {k: int(v) for k, v in db.query(Q["book_counts"])[0].items()}

@@ -67,7 +67,7 @@ WHERE id = %(id)s AND (title, price, rating, category, availability, upc, descri
 RETURNING id;
 
 -- book_counts --
--- The seed's check, plus versions.
+-- The three counts (books, unique URLs, with raw HTML), plus versions.
 SELECT count(*) AS total, count(DISTINCT url) AS unique_urls, count(raw_html) AS with_html,
        (SELECT count(*) FROM book_versions) AS versions
 FROM books;

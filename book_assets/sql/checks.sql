@@ -49,6 +49,6 @@ SELECT category, count(*)::int AS books FROM books WHERE category IS NOT NULL GR
 SELECT category, count(*)::int AS books FROM category_balanced_snapshot GROUP BY category ORDER BY category;
 
 -- site_book_counts --
--- The seed's check restricted to one site (URL prefix), for the demo's summary when the database holds others.
+-- The three counts (books, unique URLs, with raw HTML) restricted to one site (URL prefix), for the demo's summary when the database holds others.
 SELECT count(*) AS total, count(DISTINCT url) AS unique_urls, count(raw_html) AS with_html
 FROM books WHERE left(url, length(%(prefix)s)) = %(prefix)s;
