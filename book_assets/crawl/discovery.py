@@ -13,19 +13,10 @@ from typing import Any
 
 from book_assets.categories import is_one_of
 from book_assets.crawl.config import DETAIL, DETAIL_PRIORITY, LISTING, LISTING_PRIORITY, CrawlConfig
+from book_assets.queue import NewTask
 from book_assets.scraper.fetching import host_allowed
 from book_assets.scraper.models import ListingPage
 from book_assets.scraper.parsers import parse_category_links
-
-
-@dataclass(frozen=True)
-class NewTask:
-    """A task to enqueue: type, payload (with ``url``), priority and fairness group."""
-
-    task_type: str
-    payload: dict[str, Any]
-    priority: int
-    group: str | None = None
 
 
 @dataclass

@@ -31,11 +31,10 @@ from urllib.parse import urlsplit
 from book_assets.crawl.adaptive import AdaptiveState, Mode, records_agree, sampled
 from book_assets.crawl.autoscale import Autoscaler, LoadMonitor
 from book_assets.crawl.config import DETAIL, LISTING, TASK_TYPES, CrawlConfig
-from book_assets.crawl.discovery import NewTask, listing_tasks
+from book_assets.crawl.discovery import listing_tasks
 from book_assets.crawl.storage import StoredBook, parse_served_or_rendered, write_book
 from book_assets.db.connection import Database
-from book_assets.queue import ClaimResult, LeaseLost, Task, TaskQueue
-from book_assets.queue import NewTask as QueueTask
+from book_assets.queue import ClaimResult, LeaseLost, NewTask, Task, TaskQueue
 from book_assets.scraper.errors import ErrorKind, FetchError, ParseError
 from book_assets.scraper.fetch_http import HttpFetcher
 from book_assets.scraper.fetching import FetchResult
@@ -462,9 +461,7 @@ class Worker:
             self.stats.lost_leases += 1
 
     def _enqueue(self, tasks: list[NewTask]) -> int:
-        results = self.queue.enqueue_many(
-            [QueueTask(t.task_type, t.payload, priority=t.priority, group=t.group) for t in tasks]
-        )
+        results = self.queue.enqueue_many(tasks)
         return sum(1 for t, r in zip(tasks, results, strict=True) if r.created and t.task_type == DETAIL)
 
     async def _handle_detail(self, task: Task, fetched: FetchResult) -> None:
