@@ -58,6 +58,7 @@ from book_assets.scraper.fetching import (
     error_for_status,
     fetch_error,
     host_allowed,
+    meta_refresh_target,
     too_large_error,
     truncation_error,
     utc_now,
@@ -441,6 +442,10 @@ class BrowserFetcher:
                 truncated = None if encoded else truncation_error(url, headers, len(body))
                 if truncated is not None:
                     raise truncated
+                refresh = meta_refresh_target(body, final_url)
+                if refresh is not None and not host_allowed(refresh, self.settings.allowed_domains):
+                    self._counters["offsite_blocked"] += 1
+                    raise fetch_error("offsite_redirect", f"meta refresh to {refresh}", url=url)
                 rendered = await page.content() if slot.javascript else None
                 slot.clean = True
         except FetchError:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -334,6 +335,28 @@ def declared_length(headers: dict[str, str]) -> int | None:
         return int(value.split(",")[0].strip())
     except ValueError:
         return None
+
+
+_META_TAG = re.compile(rb"<meta\b[^>]*>", re.IGNORECASE)
+_REFRESH = re.compile(rb"""http-equiv\s*=\s*["']?\s*refresh\b""", re.IGNORECASE)
+_REFRESH_URL = re.compile(rb"""content\s*=\s*["']?\s*[\d.]*\s*[;,]?\s*url\s*=\s*["']?([^"'>\s]+)""", re.IGNORECASE)
+
+
+def meta_refresh_target(body: bytes, base_url: str) -> str | None:
+    """The absolute URL a ``<meta http-equiv="refresh" content="N; url=...">`` in ``body`` sends a browser to.
+
+    Read from the served bytes, not from the browser's navigation events: Chromium starts a 0-second
+    refresh right after the load event, so whether the fetch still sees it is a race; the markup is not.
+    Only the first 64 KiB are read (the tag belongs in the head).
+    """
+    from urllib.parse import urljoin
+
+    for tag in _META_TAG.findall(body[:65536]):
+        if _REFRESH.search(tag):
+            match = _REFRESH_URL.search(tag)
+            if match:
+                return urljoin(base_url, match.group(1).decode("utf-8", "replace"))
+    return None
 
 
 def utc_now() -> datetime:

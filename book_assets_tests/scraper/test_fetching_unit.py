@@ -12,6 +12,7 @@ from book_assets.scraper.fetching import (
     FetchSettings,
     error_for_status,
     host_allowed,
+    meta_refresh_target,
     parse_retry_after,
     truncation_error,
 )
@@ -114,3 +115,18 @@ def test_a_retry_after_that_is_not_a_number_is_ignored(header: str) -> None:
 def test_a_retry_after_http_date_far_ahead_is_clamped_too() -> None:
     error = error_for_status(URL, 503, {"retry-after": "Fri, 01 Jan 2100 00:00:00 GMT"}, retry_after_max_s=600)
     assert error is not None and error.retry_after == 600 and error.retryable
+
+
+@pytest.mark.parametrize(
+    ("tag", "target"),
+    [
+        (b'<meta http-equiv="refresh" content="0; url=http://localhost:9/x">', "http://localhost:9/x"),
+        (b"<META CONTENT='5;URL=/next.html' HTTP-EQUIV='Refresh'>", "https://books.toscrape.com/next.html"),
+        (b'<meta http-equiv=refresh content="0;url=//other.example/">', "https://other.example/"),
+        (b'<meta http-equiv="refresh" content="30">', None),
+        (b'<meta name="viewport" content="width=device-width">', None),
+    ],
+)
+def test_a_meta_refresh_target_is_read_from_the_markup(tag: bytes, target: str | None) -> None:
+    body = b"<html><head>" + tag + b"</head><body>x</body></html>"
+    assert meta_refresh_target(body, "https://books.toscrape.com/a/b.html") == target
