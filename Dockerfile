@@ -17,7 +17,7 @@ COPY dagster.yaml workspace.yaml ./
 RUN uv sync --frozen --no-dev
 
 # Playwright's own headless shell (what find_chromium prefers: faster than full Chromium for a crawler,
-# issue 14) and the system libraries it needs.
+# see README) and the system libraries it needs.
 RUN playwright install --with-deps chromium-headless-shell && rm -rf /var/lib/apt/lists/*
 
 ENV DAGSTER_COMPUTE_LOG_DIR=/app/.data/dagster/compute_logs \

@@ -1,4 +1,4 @@
-"""Browser benchmark (issue 14): the project's browser crawl against Chromium's ceiling on the same pages.
+"""Browser benchmark: the project's browser crawl against Chromium's ceiling on the same pages.
 
 One process tree, one sandbox (in its own process), one after the other on the same pages:
 

@@ -21,7 +21,7 @@ UV=$(command -v uv || echo "$HOME/.local/bin/uv")
 
 # 3. A Chromium for Playwright: an explicit path; else a headless shell (Playwright's own where it can be
 #    downloaded, else Debian's chromium-headless-shell as root), which is faster than full Chromium for a
-#    crawler (issue 14); full Chromium (Playwright's, then the system's) only as a fallback.
+#    crawler (README, Requirements); full Chromium (Playwright's, then the system's) only as a fallback.
 #    A headless-shell install that failed once is not retried on every run (marker in .venv; delete it to retry).
 PW_CACHE="${PLAYWRIGHT_BROWSERS_PATH:-$HOME/.cache/ms-playwright}"
 SHELL_MARKER=.venv/.book-pipeline-no-headless-shell

@@ -386,7 +386,7 @@ class Worker:
         plain = await self._http.fetch(url)
         self.stats.plain += 1
         # One probe in flight per page type and worker: with 2 workers x 4 pages the sandbox's first crawl
-        # rendered 27 book pages to collect 5 agreements (issue 14 benchmark); the others go plain, which is
+        # rendered 27 book pages to collect 5 agreements (benchmarks/browser_bench.py); the others go plain, which is
         # safe because a page whose served HTML does not parse is rendered anyway (the "adaptive" fallback).
         check = sampled(url, self.config.adaptive_sample_rate) or (mode == Mode.PROBE and key not in self._probing)
         if not check:

@@ -2,7 +2,7 @@
 
 Why the headless shell: the crawler never shows a window, and the headless shell (Chromium's old headless
 mode as its own binary) starts no browser UI and no WebUI renderer. Measured on a 2-core machine with a bare
-Playwright loop over 300 sandbox book pages, 8 tabs, blocking inside Chromium (issue 14): Debian's full
+Playwright loop over 300 sandbox book pages, 8 tabs, blocking inside Chromium: Debian's full
 ``chromium`` 18.0 pages/s, Debian's ``chromium-headless-shell`` 22.9 pages/s (31-35 with JavaScript off).
 
 ``playwright install`` cannot download browsers everywhere this project runs (no internet in CI

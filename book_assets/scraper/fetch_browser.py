@@ -15,7 +15,7 @@ Why the design is as it is:
   "offsite_redirect".
 - Images, stylesheets, fonts, media and analytics URLs are blocked inside Chromium (CDP
   ``Network.setBlockedURLs`` on each page, :mod:`book_assets.scraper.blocking`), not by Playwright request
-  routing, which paused every request for a Python round trip: measured (issue 14) 8.6-11.9 pages/s with
+  routing, which paused every request for a Python round trip: measured 8.6-11.9 pages/s with
   routing against 18.0 without on the same loop. There is no route handler at all.
 - JavaScript per fetch: one browser context with scripts on, one with them off, each created when first
   needed (``fetch(url, javascript=False)``). With scripts off the rendered DOM equals the served HTML, so
