@@ -15,7 +15,6 @@ $$;
 
 CREATE FUNCTION public.queue_claim(p_worker text, p_n integer, p_types text[], p_lease_s double precision, p_horizon_s double precision, p_scheduled boolean, p_interleave jsonb) RETURNS TABLE(id bigint, task_type text, payload jsonb, priority integer, domain text, task_group text, attempts integer, max_attempts integer, lease_token bigint, lease_expires_at timestamp with time zone, slot_at timestamp with time zone, next_at timestamp with time zone)
     LANGUAGE plpgsql
-    SET synchronous_commit TO 'on'
     AS $$
 #variable_conflict use_column
 DECLARE
@@ -63,11 +62,6 @@ BEGIN
     IF p_n IS NULL OR p_n < 1 THEN
         RETURN;
     END IF;
-    -- A claim need not wait for its WAL flush: if a crash loses it, the task is simply still claimable and
-    -- the worker's lease token no longer exists, so its complete/fail is refused (fencing). Saves one
-    -- fsync per claim, the dominant cost of a claim on a busy disk. (Transaction-local.)
-    PERFORM set_config('synchronous_commit', 'off', true);
-
     -- 0. Fair state first (lock order: scopes, then domains — never the other way round).
     IF v_fair THEN
         IF p_interleave IS NOT NULL THEN
@@ -99,7 +93,9 @@ BEGIN
             m_cur := m_cur || r.current;
             m_budget := m_budget || r.budget;
             m_idle := m_idle || r.idle;
-            m_live := m_live || (r.weight > 0 AND (r.budget IS NULL OR r.budget > 0));
+            -- an idle member (last seen without work) takes no part in rounds: queue_claim_v2 brings it
+            -- back, at current 0, as soon as it has work again
+            m_live := m_live || (r.weight > 0 AND (r.budget IS NULL OR r.budget > 0) AND NOT r.idle);
             j := cardinality(m_names);
             k := array_position(s_names, r.scope);
             IF k IS NULL THEN
@@ -406,6 +402,22 @@ BEGIN
         UPDATE queue_members m SET budget = b.budget_left
         FROM queue_budget_left(v_scopes) b
         WHERE m.scope = b.scope AND m.member = b.member AND m.budget IS DISTINCT FROM b.budget_left;
+    END IF;
+    -- 3b. round-robin members last seen without work that have work again re-enter at current 0 (no burst,
+    --     no debt); the others stay out of the rounds (queue_claim counts only non-idle members live)
+    IF p_scheduled OR p_interleave IS NOT NULL THEN
+        IF p_interleave IS NOT NULL THEN  -- after the groups' scopes: queue_claim's lock order (by name)
+            PERFORM 1 FROM queue_scopes s WHERE s.scope = 'interleave' FOR UPDATE;
+        END IF;
+        UPDATE queue_members m SET idle = false, current = 0
+        WHERE m.idle
+          AND ((p_scheduled AND m.scope = ANY(v_scopes)
+                AND EXISTS (SELECT 1 FROM tasks t WHERE t.status = 'pending'
+                              AND t.task_type = substr(m.scope, 8) AND t.task_group = m.member
+                              AND t.run_at <= clock_timestamp()))
+            OR (p_interleave IS NOT NULL AND m.scope = 'interleave'
+                AND EXISTS (SELECT 1 FROM tasks t WHERE t.status = 'pending' AND t.task_type = m.member
+                              AND t.run_at <= clock_timestamp())));
     END IF;
     -- 4. pick and lease
     FOR r IN SELECT * FROM queue_claim(p_worker, p_n, p_types, p_lease_s, p_horizon_s, p_scheduled, p_interleave)
