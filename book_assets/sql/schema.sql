@@ -79,6 +79,14 @@ BEGIN
         END IF;
         INSERT INTO queue_scopes (scope) SELECT unnest(v_scopes) ORDER BY 1 ON CONFLICT DO NOTHING;
         PERFORM 1 FROM queue_scopes s WHERE s.scope = ANY(v_scopes) ORDER BY s.scope FOR UPDATE;
+        -- Members last seen without work that have work again re-enter at current 0 (no burst, no debt); the
+        -- others stay out of the rounds below until they do.
+        UPDATE queue_members m SET idle = false, current = 0
+        WHERE m.scope = ANY(v_scopes) AND m.idle
+          AND EXISTS (SELECT 1 FROM tasks t
+                      WHERE t.status = 'pending' AND t.run_at <= v_now
+                        AND CASE WHEN m.scope = 'interleave' THEN t.task_type = m.member
+                                 ELSE t.task_type = substr(m.scope, 8) AND t.task_group = m.member END);
         FOR r IN
             SELECT m.scope, m.member, coalesce(m.weight, s.default_weight) AS weight, m.current, m.budget,
                    m.idle
@@ -93,8 +101,7 @@ BEGIN
             m_cur := m_cur || r.current;
             m_budget := m_budget || r.budget;
             m_idle := m_idle || r.idle;
-            -- an idle member (last seen without work) takes no part in rounds: queue_claim_v2 brings it
-            -- back, at current 0, as soon as it has work again
+            -- an idle member (still without work, see above) takes no part in rounds
             m_live := m_live || (r.weight > 0 AND (r.budget IS NULL OR r.budget > 0) AND NOT r.idle);
             j := cardinality(m_names);
             k := array_position(s_names, r.scope);
@@ -225,16 +232,6 @@ BEGIN
                     tj := queue_swrr_pick(m_names, m_weight, m_cur, m_live, s_lo[k], s_hi[k]);
                     EXIT pick WHEN tj IS NULL;
                     v_type := m_names[tj];
-                    IF m_idle[tj] THEN  -- re-entry: resets to 0 (no burst, no debt) if it has work again
-                        IF EXISTS (SELECT 1 FROM tasks t WHERE t.status = 'pending' AND t.task_type = v_type
-                                   AND t.run_at <= v_now) THEN
-                            m_idle[tj] := false;
-                            m_cur[tj] := 0;
-                        ELSE
-                            m_live[tj] := false;
-                        END IF;
-                        CONTINUE pick;
-                    END IF;
                 ELSE
                     v_type := p_types[1];
                 END IF;
@@ -248,16 +245,6 @@ BEGIN
                         gj := queue_swrr_pick(m_names, m_weight, m_cur, m_live, s_lo[k], s_hi[k]);
                         EXIT WHEN gj IS NULL;
                         v_group := m_names[gj];
-                        IF m_idle[gj] THEN
-                            IF EXISTS (SELECT 1 FROM tasks t WHERE t.status = 'pending' AND t.task_type = v_type
-                                       AND t.task_group = v_group AND t.run_at <= v_now) THEN
-                                m_idle[gj] := false;
-                                m_cur[gj] := 0;
-                            ELSE
-                                m_live[gj] := false;
-                            END IF;
-                            CONTINUE;
-                        END IF;
                         SELECT t.id, t.domain INTO v_id, v_domain FROM tasks t
                         WHERE t.status = 'pending' AND t.task_type = v_type AND t.task_group = v_group
                           AND t.run_at <= v_now AND NOT (t.domain = ANY(v_blocked)) AND NOT (t.id = ANY(v_ids))
@@ -402,22 +389,6 @@ BEGIN
         UPDATE queue_members m SET budget = b.budget_left
         FROM queue_budget_left(v_scopes) b
         WHERE m.scope = b.scope AND m.member = b.member AND m.budget IS DISTINCT FROM b.budget_left;
-    END IF;
-    -- 3b. round-robin members last seen without work that have work again re-enter at current 0 (no burst,
-    --     no debt); the others stay out of the rounds (queue_claim counts only non-idle members live)
-    IF p_scheduled OR p_interleave IS NOT NULL THEN
-        IF p_interleave IS NOT NULL THEN  -- after the groups' scopes: queue_claim's lock order (by name)
-            PERFORM 1 FROM queue_scopes s WHERE s.scope = 'interleave' FOR UPDATE;
-        END IF;
-        UPDATE queue_members m SET idle = false, current = 0
-        WHERE m.idle
-          AND ((p_scheduled AND m.scope = ANY(v_scopes)
-                AND EXISTS (SELECT 1 FROM tasks t WHERE t.status = 'pending'
-                              AND t.task_type = substr(m.scope, 8) AND t.task_group = m.member
-                              AND t.run_at <= clock_timestamp()))
-            OR (p_interleave IS NOT NULL AND m.scope = 'interleave'
-                AND EXISTS (SELECT 1 FROM tasks t WHERE t.status = 'pending' AND t.task_type = m.member
-                              AND t.run_at <= clock_timestamp())));
     END IF;
     -- 4. pick and lease
     FOR r IN SELECT * FROM queue_claim(p_worker, p_n, p_types, p_lease_s, p_horizon_s, p_scheduled, p_interleave)

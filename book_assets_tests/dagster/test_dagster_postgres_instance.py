@@ -16,6 +16,7 @@ from book_assets.db.connection import Database
 from book_assets.defs.resources import DatabaseResource, FetcherResource, SchedulingResource, SiteResource
 from book_assets.sandbox.server import SandboxServer
 from book_assets.settings import PROJECT_ROOT, load_settings
+from book_assets_tests.conftest import _admin
 
 pytestmark = pytest.mark.slow
 
@@ -31,11 +32,7 @@ def project_instance(
     assert environment["DAGSTER_HOME"] == str(PROJECT_ROOT)
     with dg.DagsterInstance.get() as instance:
         yield instance
-    admin = psycopg2.connect(database_url, connect_timeout=10)
-    admin.autocommit = True
-    with admin.cursor() as cur:
-        cur.execute(f'DROP DATABASE IF EXISTS "{environment["DAGSTER_PG_DB"]}" WITH (FORCE)')
-    admin.close()
+    _admin(database_url, f'DROP DATABASE IF EXISTS "{environment["DAGSTER_PG_DB"]}" WITH (FORCE)')
 
 
 def test_a_run_on_the_projects_instance_is_stored_in_postgresql(

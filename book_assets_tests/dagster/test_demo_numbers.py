@@ -10,10 +10,10 @@ import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
-import psycopg2
 import pytest
 
 from book_assets.db.connection import Database
+from book_assets_tests.conftest import _admin
 
 pytestmark = pytest.mark.slow
 
@@ -25,11 +25,7 @@ def test_every_number_the_demo_prints_equals_the_database(db: Database, database
     try:
         proc = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     finally:
-        admin = psycopg2.connect(database_url, connect_timeout=10)
-        admin.autocommit = True
-        with admin.cursor() as cur:
-            cur.execute(f'DROP DATABASE IF EXISTS "{urlsplit(database_url).path.strip("/")}_dagster" WITH (FORCE)')
-        admin.close()
+        _admin(database_url, f'DROP DATABASE IF EXISTS "{urlsplit(database_url).path.strip("/")}_dagster" WITH (FORCE)')
     out = proc.stdout
     assert proc.returncode == 0, (out + proc.stderr)[-3000:]
 

@@ -5,24 +5,13 @@ from __future__ import annotations
 import difflib
 from urllib.parse import urlsplit, urlunsplit
 
-import psycopg2
-
 from book_assets.db.connection import Database
 from book_assets.db.migrations import dump_schema, migrate, schema_text
 from book_assets.settings import PROJECT_ROOT
 from book_assets.sql import migration_files
+from book_assets_tests.conftest import _admin
 
 SCHEMA = PROJECT_ROOT / "book_assets" / "sql" / "schema.sql"
-
-
-def _admin(url: str, statement: str) -> None:
-    conn = psycopg2.connect(url, connect_timeout=10)
-    conn.autocommit = True
-    try:
-        with conn.cursor() as cur:
-            cur.execute(statement)
-    finally:
-        conn.close()
 
 
 def test_a_database_migrated_from_0001_has_exactly_the_schema_in_schema_sql(database_url: str) -> None:

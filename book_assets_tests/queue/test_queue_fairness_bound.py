@@ -10,7 +10,7 @@ import multiprocessing
 from fractions import Fraction
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from book_assets.db.connection import Database
@@ -105,6 +105,7 @@ def test_four_worker_processes_together_stay_within_the_bound(db: Database, data
     sizes=st.lists(st.integers(0, 6), min_size=4, max_size=4),
     batch=st.integers(1, 4),
 )
+@example(weights={"A": 1, "B": 1, "C": 3}, sizes=[0, 2, 4, 0], batch=1)  # an empty group that is never the top pick
 def test_database_scheduler_drains_in_exactly_the_reference_order(
     database_url: str, weights: dict[str, int], sizes: list[int], batch: int
 ) -> None:

@@ -2,8 +2,9 @@
 -- in rounds until it has work again, when it re-enters at current 0. Before, an idle member that was never
 -- the top pick kept adding its weight to every round's total, so the others drifted from the reference
 -- order (scheduling/wrr.py): weights A 1, B 1, C 3 with A empty drained C B C C B C instead of C B C C C B.
--- queue_claim keeps its body but for that (and no longer sets synchronous_commit off: claims commit
--- synchronously, see 0005); queue_claim_v2 brings idle members back before each fair claim.
+-- queue_claim keeps its body but for that: idle members with work again re-enter (at current 0) when the
+-- claim has locked its scopes, instead of when a pick happens to reach them; and it no longer sets
+-- synchronous_commit off (claims commit synchronously, see 0005).
 
 CREATE OR REPLACE FUNCTION queue_claim(p_worker TEXT, p_n INTEGER, p_types TEXT[], p_lease_s DOUBLE PRECISION,
                             p_horizon_s DOUBLE PRECISION, p_scheduled BOOLEAN, p_interleave JSONB)
@@ -74,6 +75,14 @@ BEGIN
         END IF;
         INSERT INTO queue_scopes (scope) SELECT unnest(v_scopes) ORDER BY 1 ON CONFLICT DO NOTHING;
         PERFORM 1 FROM queue_scopes s WHERE s.scope = ANY(v_scopes) ORDER BY s.scope FOR UPDATE;
+        -- Members last seen without work that have work again re-enter at current 0 (no burst, no debt); the
+        -- others stay out of the rounds below until they do.
+        UPDATE queue_members m SET idle = false, current = 0
+        WHERE m.scope = ANY(v_scopes) AND m.idle
+          AND EXISTS (SELECT 1 FROM tasks t
+                      WHERE t.status = 'pending' AND t.run_at <= v_now
+                        AND CASE WHEN m.scope = 'interleave' THEN t.task_type = m.member
+                                 ELSE t.task_type = substr(m.scope, 8) AND t.task_group = m.member END);
         FOR r IN
             SELECT m.scope, m.member, coalesce(m.weight, s.default_weight) AS weight, m.current, m.budget,
                    m.idle
@@ -88,8 +97,7 @@ BEGIN
             m_cur := m_cur || r.current;
             m_budget := m_budget || r.budget;
             m_idle := m_idle || r.idle;
-            -- an idle member (last seen without work) takes no part in rounds: queue_claim_v2 brings it
-            -- back, at current 0, as soon as it has work again
+            -- an idle member (still without work, see above) takes no part in rounds
             m_live := m_live || (r.weight > 0 AND (r.budget IS NULL OR r.budget > 0) AND NOT r.idle);
             j := cardinality(m_names);
             k := array_position(s_names, r.scope);
@@ -220,16 +228,6 @@ BEGIN
                     tj := queue_swrr_pick(m_names, m_weight, m_cur, m_live, s_lo[k], s_hi[k]);
                     EXIT pick WHEN tj IS NULL;
                     v_type := m_names[tj];
-                    IF m_idle[tj] THEN  -- re-entry: resets to 0 (no burst, no debt) if it has work again
-                        IF EXISTS (SELECT 1 FROM tasks t WHERE t.status = 'pending' AND t.task_type = v_type
-                                   AND t.run_at <= v_now) THEN
-                            m_idle[tj] := false;
-                            m_cur[tj] := 0;
-                        ELSE
-                            m_live[tj] := false;
-                        END IF;
-                        CONTINUE pick;
-                    END IF;
                 ELSE
                     v_type := p_types[1];
                 END IF;
@@ -243,16 +241,6 @@ BEGIN
                         gj := queue_swrr_pick(m_names, m_weight, m_cur, m_live, s_lo[k], s_hi[k]);
                         EXIT WHEN gj IS NULL;
                         v_group := m_names[gj];
-                        IF m_idle[gj] THEN
-                            IF EXISTS (SELECT 1 FROM tasks t WHERE t.status = 'pending' AND t.task_type = v_type
-                                       AND t.task_group = v_group AND t.run_at <= v_now) THEN
-                                m_idle[gj] := false;
-                                m_cur[gj] := 0;
-                            ELSE
-                                m_live[gj] := false;
-                            END IF;
-                            CONTINUE;
-                        END IF;
                         SELECT t.id, t.domain INTO v_id, v_domain FROM tasks t
                         WHERE t.status = 'pending' AND t.task_type = v_type AND t.task_group = v_group
                           AND t.run_at <= v_now AND NOT (t.domain = ANY(v_blocked)) AND NOT (t.id = ANY(v_ids))
@@ -369,76 +357,4 @@ BEGIN
     SELECT l.id, l.task_type, l.payload, l.priority, l.domain, l.task_group, l.attempts, l.max_attempts,
            l.lease_token, l.lease_expires_at, l.slot_at, v_next_at
     FROM leased l ORDER BY l.ord;
-END $$;
-
-
-
-CREATE OR REPLACE FUNCTION queue_claim_v2(p_request UUID, p_worker TEXT, p_n INTEGER, p_types TEXT[],
-                               p_lease_s DOUBLE PRECISION, p_horizon_s DOUBLE PRECISION, p_scheduled BOOLEAN,
-                               p_interleave JSONB)
-RETURNS TABLE (id BIGINT, task_type TEXT, payload JSONB, priority INTEGER, domain TEXT, task_group TEXT,
-               attempts INTEGER, max_attempts INTEGER, lease_token BIGINT, lease_expires_at TIMESTAMPTZ,
-               slot_at TIMESTAMPTZ, next_at TIMESTAMPTZ)
-LANGUAGE plpgsql AS $$
-#variable_conflict use_column
-DECLARE
-    v_scopes TEXT[];
-    v_ids    BIGINT[] := '{}';
-    r        RECORD;
-BEGIN
-    -- 1. replay
-    IF EXISTS (SELECT 1 FROM tasks t WHERE t.claim_request = p_request AND t.status = 'in_progress') THEN
-        RETURN QUERY
-        SELECT t.id, t.task_type, t.payload, t.priority, t.domain, t.task_group, t.attempts, t.max_attempts,
-               t.lease_token, t.lease_expires_at, t.slot_at, NULL::TIMESTAMPTZ
-        FROM tasks t WHERE t.claim_request = p_request AND t.status = 'in_progress' ORDER BY t.slot_at, t.id;
-        RETURN;
-    END IF;
-    -- 2. expired leases
-    PERFORM queue_reclaim_expired(p_types, clock_timestamp());
-    -- 3. budgets
-    IF p_scheduled THEN
-        v_scopes := ARRAY(SELECT 'groups:' || x FROM unnest(p_types) x ORDER BY 1);
-        PERFORM 1 FROM queue_scopes s WHERE s.scope = ANY(v_scopes) ORDER BY s.scope FOR UPDATE;
-        UPDATE queue_members m SET budget = b.budget_left
-        FROM queue_budget_left(v_scopes) b
-        WHERE m.scope = b.scope AND m.member = b.member AND m.budget IS DISTINCT FROM b.budget_left;
-    END IF;
-    -- 3b. round-robin members last seen without work that have work again re-enter at current 0 (no burst,
-    --     no debt); the others stay out of the rounds (queue_claim counts only non-idle members live)
-    IF p_scheduled OR p_interleave IS NOT NULL THEN
-        IF p_interleave IS NOT NULL THEN  -- after the groups' scopes: queue_claim's lock order (by name)
-            PERFORM 1 FROM queue_scopes s WHERE s.scope = 'interleave' FOR UPDATE;
-        END IF;
-        UPDATE queue_members m SET idle = false, current = 0
-        WHERE m.idle
-          AND ((p_scheduled AND m.scope = ANY(v_scopes)
-                AND EXISTS (SELECT 1 FROM tasks t WHERE t.status = 'pending'
-                              AND t.task_type = substr(m.scope, 8) AND t.task_group = m.member
-                              AND t.run_at <= clock_timestamp()))
-            OR (p_interleave IS NOT NULL AND m.scope = 'interleave'
-                AND EXISTS (SELECT 1 FROM tasks t WHERE t.status = 'pending' AND t.task_type = m.member
-                              AND t.run_at <= clock_timestamp())));
-    END IF;
-    -- 4. pick and lease
-    FOR r IN SELECT * FROM queue_claim(p_worker, p_n, p_types, p_lease_s, p_horizon_s, p_scheduled, p_interleave)
-    LOOP
-        id := r.id; task_type := r.task_type; payload := r.payload; priority := r.priority; domain := r.domain;
-        task_group := r.task_group; attempts := r.attempts; max_attempts := r.max_attempts;
-        lease_token := r.lease_token; lease_expires_at := r.lease_expires_at; slot_at := r.slot_at;
-        next_at := r.next_at;
-        RETURN NEXT;
-        IF r.id IS NOT NULL THEN
-            v_ids := v_ids || r.id;
-        END IF;
-    END LOOP;
-    IF cardinality(v_ids) > 0 THEN
-        UPDATE tasks t
-        SET claim_request = p_request,
-            budget_key = CASE WHEN p_scheduled THEN coalesce(m.budget_key, t.budget_key) ELSE t.budget_key END
-        FROM tasks x LEFT JOIN queue_members m
-             ON m.scope = 'groups:' || x.task_type AND m.member = x.task_group AND m.budget_total IS NOT NULL
-        WHERE t.id = x.id AND x.id = ANY(v_ids);
-    END IF;
-    PERFORM set_config('synchronous_commit', 'on', true);
 END $$;
