@@ -450,6 +450,18 @@ BEGIN
     RETURN best;
 END $$;
 
+CREATE FUNCTION public.snapshot_books_as_of_v1(p_until timestamp with time zone) RETURNS TABLE(book_id bigint, url text, title text, category text, price numeric, rating smallint, stock integer, recorded_at timestamp with time zone)
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT DISTINCT ON (v.book_id)
+           v.book_id, v.url, v.fields ->> 'title', v.fields ->> 'category',
+           (v.fields ->> 'price_amount')::numeric(10, 2), (v.fields ->> 'rating_value')::smallint,
+           (v.fields ->> 'stock')::integer, v.recorded_at
+    FROM book_versions v
+    WHERE v.recorded_at < p_until
+    ORDER BY v.book_id, v.version DESC
+$$;
+
 CREATE TABLE public.adaptive_decisions (
     domain text NOT NULL,
     page_type text NOT NULL,
@@ -525,7 +537,8 @@ CREATE TABLE public.category_balanced_snapshot (
     rating smallint,
     stock integer,
     scraped_at timestamp with time zone NOT NULL,
-    snapshot_at timestamp with time zone DEFAULT now() NOT NULL
+    snapshot_at timestamp with time zone DEFAULT now() NOT NULL,
+    snapshot_day date NOT NULL
 );
 
 CREATE TABLE public.domains (
@@ -649,7 +662,7 @@ ALTER TABLE ONLY public.books
     ADD CONSTRAINT books_url_key UNIQUE (url);
 
 ALTER TABLE ONLY public.category_balanced_snapshot
-    ADD CONSTRAINT category_balanced_snapshot_pkey PRIMARY KEY (url);
+    ADD CONSTRAINT category_balanced_snapshot_pkey PRIMARY KEY (snapshot_day, url);
 
 ALTER TABLE ONLY public.domains
     ADD CONSTRAINT domains_pkey PRIMARY KEY (domain);
@@ -671,7 +684,7 @@ ALTER TABLE ONLY public.tasks
 
 CREATE INDEX idx_books_category ON public.books USING btree (category);
 
-CREATE INDEX idx_category_balanced_snapshot_category ON public.category_balanced_snapshot USING btree (category);
+CREATE INDEX idx_category_balanced_snapshot_day_category ON public.category_balanced_snapshot USING btree (snapshot_day, category);
 
 CREATE INDEX idx_tasks_budget ON public.tasks USING btree (budget_key, task_group) WHERE ((budget_key IS NOT NULL) AND (status <> 'pending'::text));
 

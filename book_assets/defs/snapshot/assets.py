@@ -1,28 +1,92 @@
-"""``category_balanced_snapshot``: the scheduling module's weighted sample of the stored books.
+"""``category_balanced_snapshot``: the scheduling module's weighted sample of the stored books, one per day.
 
-The asset only orchestrates: :mod:`book_assets.scheduling` builds the DataFrame (each category's share of
-the budget follows its weight, capped by the books it has) and writes it to PostgreSQL, Parquet and a
-target-vs-actual PNG chart; this module turns the result into Dagster metadata. The chart is embedded in a
-Markdown value as a base64 data URI so the UI shows it inline, next to the path of the file itself.
+The asset is partitioned by day (UTC). Partition ``D`` is built from ``book_versions`` as the books stood at
+the end of ``D``, so a backfill rebuilds past days and the UI shows one row per day. A run without a
+partition key (an unpartitioned launch of the full refresh) builds today's snapshot.
+
+The asset only orchestrates: :mod:`book_assets.scheduling.snapshot` chooses the books (each category's share
+of the budget follows its weight, capped by the books it has) and publishes them (table rows of the day,
+Parquet, CSV, a target-vs-actual PNG); this module turns the result into Dagster metadata. The chart is
+embedded in a Markdown value as a base64 data URI so the UI shows it inline, next to the file's path.
 """
 
 import base64
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import dagster as dg
+import pandas as pd
 
-from book_assets.defs.crawl.assets import book_details
+from book_assets.defs.catalog import OWNERS, tags_for
 from book_assets.defs.resources import DatabaseResource, SchedulingResource, run_settings_for_scheduling
-from book_assets.scheduling.snapshot import build_snapshot, summary_markdown, write_snapshot
+from book_assets.scheduling.snapshot import TABLE, build_snapshot, write_snapshot
 from book_assets.scheduling.weights import warn_unknown
 
 GROUP = "snapshot"
+#: First day a snapshot partition exists for; earlier days hold no books of this pipeline.
+START_DATE = "2026-01-01"
+#: One partition per day (UTC), today's included (``end_offset=1``) so the daily run can build it.
+SNAPSHOT_DAYS = dg.DailyPartitionsDefinition(start_date=START_DATE, end_offset=1, timezone="UTC")
+#: The daily full refresh runs once a day; two hours of slack for a slow crawl before the asset is stale.
+SNAPSHOT_FRESHNESS = dg.FreshnessPolicy.time_window(fail_window=timedelta(hours=26))
+
+#: The PostgreSQL table's columns, declared so the catalog shows them before the first run.
+TABLE_SCHEMA = dg.TableSchema(
+    columns=[
+        dg.TableColumn("snapshot_day", "date", description="The day (UTC) whose end the books are taken at."),
+        dg.TableColumn("url", "text", description="Canonical URL of the book page."),
+        dg.TableColumn("title", "text"),
+        dg.TableColumn("category", "text", constraints=dg.TableColumnConstraints(nullable=False)),
+        dg.TableColumn("price", "numeric(10,2)", description="Price shown on the page, in pounds."),
+        dg.TableColumn("rating", "smallint", description="Star rating, 1 to 5."),
+        dg.TableColumn("stock", "integer", description="Copies in stock."),
+        dg.TableColumn("scraped_at", "timestamptz", description="When the chosen version of the book was recorded."),
+        dg.TableColumn("snapshot_at", "timestamptz", description="When the row was written."),
+    ],
+    constraints=dg.TableConstraints(other=["primary key (snapshot_day, url)"]),
+)
+#: Columns of the per-category summary table in the materialization metadata.
+SUMMARY_SCHEMA = dg.TableSchema(
+    columns=[
+        dg.TableColumn("category", "string"),
+        dg.TableColumn("weight", "float"),
+        dg.TableColumn("available", "int"),
+        dg.TableColumn("quota", "int"),
+        dg.TableColumn("count", "int"),
+        dg.TableColumn("target_share", "float"),
+        dg.TableColumn("actual_share", "float"),
+        dg.TableColumn("mean_price", "float"),
+        dg.TableColumn("mean_rating", "float"),
+    ]
+)
 
 
-def column_schema(frame: object) -> dg.TableSchema:
-    """The DataFrame's columns and dtypes as a Dagster table schema."""
-    dtypes = frame.dtypes  # type: ignore[attr-defined]
-    return dg.TableSchema(columns=[dg.TableColumn(name=str(name), type=str(dtype)) for name, dtype in dtypes.items()])
+def snapshot_day(context: dg.AssetExecutionContext | dg.OpExecutionContext) -> date:
+    """The run's partition as a date; today (UTC) for a run without a partition key."""
+    if context.has_partition_key:
+        return date.fromisoformat(context.partition_key)
+    return datetime.now(UTC).date()
+
+
+def summary_table(summary: pd.DataFrame) -> dg.MetadataValue:
+    """The per-category summary as a Dagster table (shares rounded to 4 places, NaN means left out)."""
+    records = []
+    for r in summary.itertuples(index=False):
+        row: dict[str, str | int | float] = {
+            "category": str(r.category),
+            "weight": float(r.weight),
+            "available": int(r.available),
+            "quota": int(r.quota),
+            "count": int(r.count),
+            "target_share": round(float(r.target_share), 4),
+            "actual_share": round(float(r.actual_share), 4),
+        }
+        if not pd.isna(r.mean_price):
+            row["mean_price"] = round(float(r.mean_price), 2)
+        if not pd.isna(r.mean_rating):
+            row["mean_rating"] = round(float(r.mean_rating), 2)
+        records.append(dg.TableRecord(row))
+    return dg.MetadataValue.table(records=records, schema=SUMMARY_SCHEMA)
 
 
 def embedded_png(path: Path, alt: str = "chart") -> dg.MetadataValue:
@@ -34,27 +98,37 @@ def embedded_png(path: Path, alt: str = "chart") -> dg.MetadataValue:
 @dg.asset(
     group_name=GROUP,
     kinds={"pandas", "postgres", "parquet"},
-    deps=[book_details],
-    description="A category-balanced sample of the stored books: shares follow the category weights.",
+    deps=[dg.AssetKey("book_details")],
+    partitions_def=SNAPSHOT_DAYS,
+    freshness_policy=SNAPSHOT_FRESHNESS,
+    owners=OWNERS,
+    tags=tags_for("publish"),
+    metadata={"dagster/table_name": f"public.{TABLE}", "dagster/column_schema": TABLE_SCHEMA},
+    description=(
+        "A category-balanced sample of the books as they stood at the end of each day: shares follow the "
+        "category weights."
+    ),
 )
 def category_balanced_snapshot(
     context: dg.AssetExecutionContext, database: DatabaseResource, scheduling: SchedulingResource
 ) -> dg.MaterializeResult:
+    day = snapshot_day(context)
     settings = run_settings_for_scheduling(scheduling)
     weights = scheduling.category_weights(settings)
     with database.open() as db:
-        snapshot = build_snapshot(db, weights, settings.snapshot_budget)
+        snapshot = build_snapshot(db, weights, settings.snapshot_budget, day)
         written = write_snapshot(db, snapshot, settings.data_dir)
     unknown = warn_unknown(weights, snapshot.summary["category"].tolist())
     if unknown:
         context.log.warning(f"weights for unknown categories (check the spelling): {', '.join(unknown)}")
-    context.log.info(f"snapshot of {written.rows} books written to table {written.table} and {written.parquet_path}")
+    context.log.info(f"snapshot of {day}: {written.rows} books in table {written.table} and {written.parquet_path}")
     return dg.MaterializeResult(
         metadata={
             "dagster/row_count": written.rows,
-            "dagster/column_schema": column_schema(snapshot.frame),
+            "snapshot_day": day.isoformat(),
+            "books_available": sum(snapshot.available.values()),
             "budget": settings.snapshot_budget,
-            "categories": dg.MetadataValue.md(summary_markdown(snapshot.summary)),
+            "categories": summary_table(snapshot.summary),
             "weights": weights.source,
             "target_vs_actual": embedded_png(written.chart_path, "target vs actual share per category"),
             "chart_path": dg.MetadataValue.path(str(written.chart_path)),

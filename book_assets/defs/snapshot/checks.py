@@ -1,20 +1,24 @@
-"""Check of ``category_balanced_snapshot``: every category's share is where its weight puts it.
+"""Check of ``category_balanced_snapshot``: every category's share of a day is where its weight puts it.
 
-The check does not trust the asset's own numbers: it counts the published table per category and recomputes
-each category's target from the stored books and the weights (the same ``split_budget``, which caps a
-category at the books it has and hands the rest to the others by weight). A category is within tolerance
-when its count is within ``max(1 book, 2 % of the snapshot)`` of its target. A miss is a WARN: the data is
-sound, only less balanced than asked.
+The check does not trust the asset's own numbers: it counts the day's published rows per category and
+recomputes each category's target from the books as they stood at the end of that day and the weights (the
+same ``split_budget``, which caps a category at the books it has and hands the rest to the others by weight).
+The day is the run's partition; a run without one checks the newest day in the table. A category is within
+tolerance when its count is within ``max(1 book, 2 % of the snapshot)`` of its target. A miss is a WARN: the
+data is sound, only less balanced than asked.
 """
+
+from datetime import date
 
 import dagster as dg
 
 from book_assets.defs.resources import DatabaseResource, SchedulingResource, run_settings_for_scheduling
 from book_assets.defs.snapshot.assets import category_balanced_snapshot
 from book_assets.scheduling.quotas import split_budget
+from book_assets.scheduling.snapshot import day_bounds
 from book_assets.sql import load_queries
 
-Q = load_queries("checks")
+Q = load_queries("snapshot")
 #: Share of the snapshot a category may be off by (with at least one book of slack for rounding).
 SHARE_TOLERANCE = 0.02
 
@@ -29,16 +33,34 @@ def share_deviations(targets: dict[str, int], actual: dict[str, int]) -> list[tu
     return sorted(rows, key=lambda r: (-r[3], r[0]))
 
 
+def checked_day(context: dg.AssetCheckExecutionContext, database: DatabaseResource) -> date | None:
+    """The run's partition, else the newest day the table holds (None: the table is empty)."""
+    op_context = context.op_execution_context
+    if op_context.has_partition_key:
+        return date.fromisoformat(op_context.partition_key)
+    with database.open(application_name="book-pipeline checks") as db:
+        days = db.query(Q["days"])
+    return days[-1]["day"] if days else None
+
+
 @dg.asset_check(
     asset=category_balanced_snapshot,
-    description="Each category's share of the snapshot is within max(1 book, 2%) of its weighted target.",
+    description="Each category's share of the day's snapshot is within max(1 book, 2%) of its weighted target.",
 )
-def shares_within_tolerance(database: DatabaseResource, scheduling: SchedulingResource) -> dg.AssetCheckResult:
+def shares_within_tolerance(
+    context: dg.AssetCheckExecutionContext, database: DatabaseResource, scheduling: SchedulingResource
+) -> dg.AssetCheckResult:
     settings = run_settings_for_scheduling(scheduling)
     weights = scheduling.category_weights(settings)
+    day = checked_day(context, database)
+    if day is None:
+        return dg.AssetCheckResult(
+            passed=False, severity=dg.AssetCheckSeverity.WARN, description="the snapshot table holds no day yet"
+        )
     with database.open(application_name="book-pipeline checks") as db:
-        available = {r["category"]: r["books"] for r in db.query(Q["books_by_category"])}
-        actual = {r["category"]: r["books"] for r in db.query(Q["snapshot_by_category"])}
+        counts = db.query(Q["category_counts"], {"until": day_bounds(day)[1]})
+        available = {r["category"]: r["available"] for r in counts}
+        actual = {r["category"]: r["books"] for r in db.query(Q["day_by_category"], {"day": day})}
     targets = split_budget(settings.snapshot_budget, weights, available)
     rows = share_deviations(targets, actual)
     size = sum(actual.values())
@@ -51,11 +73,12 @@ def shares_within_tolerance(database: DatabaseResource, scheduling: SchedulingRe
         passed=not outside and size == sum(targets.values()),
         severity=dg.AssetCheckSeverity.WARN,
         description=(
-            f"{len(outside)} of {len(rows)} categories off their target by more than {slack_books:g} books"
+            f"{day}: {len(outside)} of {len(rows)} categories off their target by more than {slack_books:g} books"
             if outside
-            else f"all {len(rows)} categories within {slack_books:g} books of their target ({size} rows)"
+            else f"{day}: all {len(rows)} categories within {slack_books:g} books of their target ({size} rows)"
         ),
         metadata={
+            "snapshot_day": day.isoformat(),
             "snapshot_rows": size,
             "target_rows": sum(targets.values()),
             "tolerance_books": slack_books,
