@@ -1,0 +1,66 @@
+"""Step retries for transient errors only.
+
+A crawl step fails as a whole only for a reason outside the page it was fetching (single pages are retried by
+the task queue): a lost database, a worker process that died, a network that went away. Those are worth
+another try, and a retried step resumes the same queue instead of starting over. Anything else (a bad
+setting, no Chromium, a newer schema, a bug) fails the same way every time, so :func:`transient_only` turns
+it into a ``dg.Failure`` that bypasses the step's :data:`TRANSIENT_RETRY` policy: the step fails once, at once.
+
+Run retries (dagster.yaml ``run_retries``) cover the other case, a run whose worker crashed, and never
+re-run a run whose step failed, so one permanent error costs one attempt, not ``(1 + run retries) x
+(1 + step retries)``.
+"""
+
+from collections.abc import Iterator
+from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
+
+import dagster as dg
+import httpx
+import psycopg2
+
+from book_assets.db.connection import DatabaseUnavailable
+from book_assets.queue.errors import LeaseLost
+
+#: For steps that touch the network: a few tries, exponentially spaced, jittered so retries do not align.
+TRANSIENT_RETRY = dg.RetryPolicy(max_retries=3, delay=10, backoff=dg.Backoff.EXPONENTIAL, jitter=dg.Jitter.PLUS_MINUS)
+
+#: Errors that may not happen again: the database or network went away, a worker process died, a lease moved.
+TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
+    psycopg2.OperationalError,
+    psycopg2.InterfaceError,
+    DatabaseUnavailable,
+    BrokenProcessPool,
+    LeaseLost,
+    httpx.TransportError,
+    ConnectionError,
+    TimeoutError,
+)
+
+
+def is_transient(exc: BaseException) -> bool:
+    """True when ``exc``, or an exception it was raised from, is one of :data:`TRANSIENT_ERRORS`."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, TRANSIENT_ERRORS):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
+
+
+@contextmanager
+def transient_only() -> Iterator[None]:
+    """Let transient errors through to the step's retry policy; fail at once, without retries, on any other."""
+    try:
+        yield
+    except dg.Failure:
+        raise
+    except Exception as exc:
+        if is_transient(exc):
+            raise
+        raise dg.Failure(
+            description=f"{type(exc).__name__}: {exc} (not transient: the step is not retried)",
+            allow_retries=False,
+        ) from exc
