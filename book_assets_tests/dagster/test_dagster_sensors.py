@@ -1,16 +1,23 @@
-"""failed_tasks_sensor: fires at the threshold, not below, once per batch of failures; the requeue job works."""
+"""failed_tasks_sensor: fires at the threshold, not below, once per batch of failures; the requeue job works.
+run_failure_alert: posts a failed run to a real local HTTP receiver (webhook or Slack API), silent unconfigured.
+"""
 
 from __future__ import annotations
 
 import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs
 
 import dagster as dg
 import pytest
 
+from book_assets.alerts import SLACK_API_ENV, SLACK_CHANNEL_ENV, SLACK_TOKEN_ENV, WEBHOOK_ENV, AlertNotDelivered
 from book_assets.crawl.config import DETAIL, LISTING, TASK_TYPES
 from book_assets.db.connection import Database
 from book_assets.defs.crawl.jobs import requeue_failed_tasks
-from book_assets.defs.crawl.sensors import build_failed_tasks_sensor, run_failure_summary
+from book_assets.defs.crawl.sensors import build_failed_tasks_sensor, run_failure_alert, run_failure_summary
 from book_assets.defs.resources import DatabaseResource
 from book_assets.queue import TaskQueue
 
@@ -128,9 +135,9 @@ def test_sensor_run_request_launches_a_requeue_that_clears_the_failures(
     assert evaluate(database_url, instance, None).run_requests == []
 
 
-def test_run_failure_summary_logs_the_job_step_and_error(
-    instance: dg.DagsterInstance, capfd: pytest.CaptureFixture[str]
-) -> None:
+def failed_run_context(instance: dg.DagsterInstance, sensor_name: str) -> dg.RunFailureSensorContext:
+    """The context a run-failure sensor gets for a real failed run of ``doomed_job``."""
+
     @dg.op
     def fetch_everything() -> None:
         raise RuntimeError("database went away")
@@ -141,14 +148,122 @@ def test_run_failure_summary_logs_the_job_step_and_error(
 
     result = doomed_job.execute_in_process(instance=instance, raise_on_error=False)
     assert not result.success
-    context = dg.build_run_status_sensor_context(
-        sensor_name="run_failure_summary",
+    return dg.build_run_status_sensor_context(
+        sensor_name=sensor_name,
         dagster_instance=instance,
         dagster_run=result.dagster_run,
         dagster_event=result.get_run_failure_event(),
     ).for_run_failure()
+
+
+def test_run_failure_summary_logs_the_job_step_and_error(
+    instance: dg.DagsterInstance, capfd: pytest.CaptureFixture[str]
+) -> None:
+    context = failed_run_context(instance, "run_failure_summary")
     capfd.readouterr()
     run_failure_summary(context)
     summary = capfd.readouterr().err  # the sensor's logger is Dagster's, which writes to stderr
     assert "doomed_job failed in fetch_everything" in summary
     assert "book-pipeline/crawl=true" in summary
+
+
+class Receiver:
+    """A real HTTP server on 127.0.0.1 that records every POST (path, headers, body) and answers ``status``."""
+
+    def __init__(self, status: int = 200, reply: bytes = b"ok") -> None:
+        self.requests: list[dict[str, object]] = []
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                receiver.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(reply)))
+                self.end_headers()
+                self.wfile.write(reply)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    server = Receiver()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def no_alert_destination(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in (WEBHOOK_ENV, SLACK_TOKEN_ENV, SLACK_CHANNEL_ENV, SLACK_API_ENV):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.mark.usefixtures("no_alert_destination")
+def test_alert_posts_the_failed_run_to_the_webhook(
+    instance: dg.DagsterInstance, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(WEBHOOK_ENV, f"{receiver.url}/hooks/book-pipeline")
+    context = failed_run_context(instance, "run_failure_alert")
+    run_failure_alert(context)
+    assert len(receiver.requests) == 1
+    request = receiver.requests[0]
+    assert request["path"] == "/hooks/book-pipeline"
+    payload = json.loads(request["body"])  # type: ignore[arg-type]
+    assert payload["job_name"] == "doomed_job" and payload["steps"] == ["fetch_everything"]
+    assert payload["run_id"] == context.dagster_run.run_id
+    assert "database went away" in payload["error"]
+    assert (
+        payload["text"].startswith("book-pipeline: run ") and "doomed_job failed in fetch_everything" in payload["text"]
+    )
+    assert payload["tags"]["book-pipeline/crawl"] == "true"
+
+
+@pytest.mark.usefixtures("no_alert_destination")
+def test_alert_posts_to_slack_through_its_api(instance: dg.DagsterInstance, monkeypatch: pytest.MonkeyPatch) -> None:
+    slack = Receiver(reply=b'{"ok": true, "channel": "C1", "ts": "1.0"}')
+    try:
+        monkeypatch.setenv(SLACK_TOKEN_ENV, "xoxb-test-token")
+        monkeypatch.setenv(SLACK_CHANNEL_ENV, "#book-pipeline")
+        monkeypatch.setenv(SLACK_API_ENV, f"{slack.url}/api/")
+        run_failure_alert(failed_run_context(instance, "run_failure_alert"))
+    finally:
+        slack.close()
+    assert len(slack.requests) == 1
+    request = slack.requests[0]
+    assert request["path"] == "/api/chat.postMessage"
+    assert request["headers"]["Authorization"] == "Bearer xoxb-test-token"  # type: ignore[index]
+    body = request["body"].decode()  # type: ignore[union-attr]
+    form = json.loads(body) if body.startswith("{") else {k: v[0] for k, v in parse_qs(body).items()}
+    assert form["channel"] == "#book-pipeline" and "doomed_job failed in fetch_everything" in form["text"]
+
+
+@pytest.mark.usefixtures("no_alert_destination")
+def test_alert_is_silent_when_no_destination_is_configured(instance: dg.DagsterInstance, receiver: Receiver) -> None:
+    run_failure_alert(failed_run_context(instance, "run_failure_alert"))
+    assert receiver.requests == []
+
+
+@pytest.mark.usefixtures("no_alert_destination")
+def test_alert_refused_by_the_receiver_fails_the_tick(
+    instance: dg.DagsterInstance, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    refusing = Receiver(status=500)
+    try:
+        monkeypatch.setenv(WEBHOOK_ENV, f"{refusing.url}/hook")
+        with pytest.raises(AlertNotDelivered, match="HTTP 500"):
+            run_failure_alert(failed_run_context(instance, "run_failure_alert"))
+    finally:
+        refusing.close()
+    assert len(refusing.requests) == 1
