@@ -4,7 +4,7 @@ SHELL := /bin/bash
 VENV := .venv/bin
 export DAGSTER_HOME ?= $(CURDIR)
 
-.PHONY: setup demo test ui chaos lint bench mutants db-up db-down clean
+.PHONY: setup demo test ui dev chaos lint bench mutants db-up db-down clean
 
 setup:
 	@bash scripts/bootstrap.sh
@@ -20,6 +20,10 @@ chaos: setup
 
 ui: setup
 	$(VENV)/book-pipeline ui
+
+# The same UI and daemon through the dg CLI (`dg dev`), on the project's Dagster instance.
+dev: setup
+	$(VENV)/python scripts/dg_dev.py $(ARGS)
 
 lint: setup
 	$(VENV)/ruff check . && $(VENV)/ruff format --check .

@@ -1,41 +1,86 @@
-"""The Dagster code location: assembled from the topic modules under ``book_assets/defs``.
+"""The Dagster code location: a dg project whose definitions are loaded from the ``book_assets/defs`` folder.
 
-Settings read here (the schedule's cron, the sensor's threshold) are validated when the location loads, so a
-bad ``BOOK_PIPELINE_SCHEDULE_CRON`` fails the load with a message naming the setting.
+Every module under ``defs/`` contributes what it defines (``crawl/``: assets, checks, jobs, the schedule, the
+sensors; ``snapshot/``: the daily snapshot and its check); this module adds the resources, the executor and
+code references (each asset links to the file and line of its definition in the UI).
+The schedule's cron and the sensor's threshold are settings read when the location loads, so a bad
+``BOOK_PIPELINE_SCHEDULE_CRON`` fails the load with a message naming the setting; :func:`build_definitions`
+re-raises that message as it is, whatever the loader wrapped it in.
+
+``ASSETS`` and ``ASSET_CHECKS`` list the asset graph for code that binds its own resources (the demo, tests).
 """
 
 from __future__ import annotations
 
+import warnings
+from pathlib import Path
+
 import dagster as dg
 
 from book_assets.defs.crawl.assets import book_details, listing_discovery
-from book_assets.defs.crawl.checks import BOOK_CHECKS
-from book_assets.defs.crawl.jobs import JOBS
-from book_assets.defs.crawl.schedules import daily_full_refresh_schedule
-from book_assets.defs.crawl.sensors import build_failed_tasks_sensor, run_failure_summary
+from book_assets.defs.crawl.checks import BOOK_CHECKS, LISTING_CHECKS
 from book_assets.defs.resources import default_resources
 from book_assets.defs.snapshot.assets import category_balanced_snapshot
 from book_assets.defs.snapshot.checks import SNAPSHOT_CHECKS
-from book_assets.settings import Settings, load_settings
+from book_assets.settings import ConfigError
 
 ASSETS = [listing_discovery, book_details, category_balanced_snapshot]
-ASSET_CHECKS = [*BOOK_CHECKS, *SNAPSHOT_CHECKS]
+ASSET_CHECKS = [*LISTING_CHECKS, *BOOK_CHECKS, *SNAPSHOT_CHECKS]
 
 
-def build_definitions(settings: Settings | None = None) -> dg.Definitions:
-    """The definitions for ``settings`` (default: the environment's)."""
-    settings = settings or load_settings()
+def _config_error(exc: BaseException) -> ConfigError | None:
+    while exc is not None:
+        if isinstance(exc, ConfigError):
+            return exc
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+    return None
+
+
+def build_definitions() -> dg.Definitions:
+    """The definitions of the defs folder, with the settings of the environment (read now)."""
+    try:
+        folder = dg.load_from_defs_folder(path_within_project=Path(__file__).parent)
+    except Exception as exc:
+        error = _config_error(exc)
+        if error is None:
+            raise
+        raise ConfigError(str(error)) from None
+    merged = dg.Definitions.merge(
+        folder,
+        dg.Definitions(
+            resources=default_resources(),
+            # In process: the lineage is a chain and the crawl steps spawn their own worker processes, so a
+            # subprocess per step would only add a definitions load (tens of seconds on two cores) per step.
+            executor=dg.in_process_executor,
+        ),
+    )
+    return with_code_references(merged)
+
+
+def with_code_references(loaded: dg.Definitions) -> dg.Definitions:
+    """``loaded`` with every asset's ``dagster/code_references`` pointing at the function that defines it.
+
+    The defs folder loader finds an asset once in its own module and again in every module that imports it;
+    the copies are one object, kept once here so that the mapped assets stay one per key.
+    """
+    unique = list({id(a): a for a in loaded.assets or []}.values())
+    with warnings.catch_warnings():
+        # Code references are a beta API; the warning would repeat on every load of the location.
+        warnings.simplefilter("ignore", dg.BetaWarning)
+        assets = dg.with_source_code_references(unique)  # type: ignore[arg-type]
     return dg.Definitions(
-        assets=ASSETS,
-        asset_checks=ASSET_CHECKS,
-        jobs=JOBS,
-        schedules=[daily_full_refresh_schedule(settings.schedule_cron)],
-        sensors=[build_failed_tasks_sensor(settings.failed_tasks_threshold), run_failure_summary],
-        resources=default_resources(),
-        # In process: the lineage is a chain and the crawl steps spawn their own worker processes, so a
-        # subprocess per step would only add a definitions load (tens of seconds on two cores) per step.
-        executor=dg.in_process_executor,
+        assets=assets,
+        asset_checks=loaded.asset_checks,
+        jobs=loaded.jobs,
+        schedules=loaded.schedules,
+        sensors=loaded.sensors,
+        resources=loaded.resources,
+        executor=loaded.executor,
+        loggers=loaded.loggers,
+        metadata=loaded.metadata,
     )
 
 
-defs = build_definitions()
+@dg.definitions
+def defs() -> dg.Definitions:
+    return build_definitions()

@@ -1,16 +1,24 @@
-"""The three assets materialized in-process through Dagster, against the test database and the sandbox."""
+"""The three assets materialized in-process through Dagster, against the test database and the sandbox; the
+listing checks on a queue with dead-lettered listing pages; the snapshot's day partitions."""
 
 from __future__ import annotations
 
+import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 import dagster as dg
 import pytest
 
+from book_assets.crawl.config import LISTING, TASK_TYPES
 from book_assets.crawl.storage import book_counts
 from book_assets.db.connection import Database
 from book_assets.definitions import ASSET_CHECKS, ASSETS
+from book_assets.defs.crawl.checks import found_books, no_failed_listing_pages
 from book_assets.defs.resources import DatabaseResource, FetcherResource, SchedulingResource, SiteResource
+from book_assets.defs.snapshot.assets import category_balanced_snapshot
+from book_assets.defs.snapshot.checks import shares_within_tolerance
+from book_assets.queue import TaskQueue
 from book_assets.sandbox.server import SandboxServer
 
 pytestmark = pytest.mark.slow
@@ -58,12 +66,16 @@ def test_full_materialization_stores_the_whole_catalogue_and_passes_every_check(
 
     snapshot = metadata_of(result, "category_balanced_snapshot")
     assert snapshot["dagster/row_count"] == 200
-    assert {c.name for c in snapshot["dagster/column_schema"].columns} >= {"url", "title", "category", "price"}
+    assert snapshot["snapshot_day"] == datetime.now(UTC).date().isoformat()  # no partition key: today
+    categories = {r.data["category"]: r.data for r in snapshot["categories"].records}
+    assert sum(row["count"] for row in categories.values()) == 200 and categories["Default"]["available"] == 152
     assert snapshot["target_vs_actual"].startswith("![") and "data:image/png;base64," in snapshot["target_vs_actual"]
     assert Path(snapshot["chart_path"]).is_file() and Path(snapshot["parquet_path"]).is_file()
 
     evaluations = {e.check_name: e for e in result.get_asset_check_evaluations()}
     assert set(evaluations) == {
+        "found_books",
+        "no_failed_listing_pages",
         "unique_urls",
         "raw_html_present",
         "no_error_pages",
@@ -114,3 +126,88 @@ def test_deep_budget_limits_book_details_and_reports_the_quotas(
     assert "| Travel | 11 |" in details["quotas"]  # weight 50 asks for ~30 books; Travel has 11: capped
     assert (details["deep_budget"], details["budget_completed"], details["budget_failed"]) == (60, 60, 0)
     assert details["budget_met"] is True and details["budget_status"].startswith("deep budget 60: met")
+
+
+def dead_letter_listing_pages(db: Database, n: int) -> None:
+    queue = TaskQueue(db, task_types=TASK_TYPES, default_interval_s=0)
+    for i in range(n):
+        queue.enqueue(LISTING, {"url": f"http://sandbox.test/catalogue/page-{i}.html"})
+    for task in queue.claim("test-worker", n, task_types=[LISTING]).tasks:
+        queue.fail(task, "http_404: listing page gone", retryable=False)
+
+
+def test_listing_checks_report_failed_listing_pages_and_block_when_no_book_was_found(
+    db: Database, database_url: str, sandbox: SandboxServer, tmp_path: Path
+) -> None:
+    dead_letter_listing_pages(db, 2)
+    with dg.DagsterInstance.ephemeral() as instance:
+        result = dg.materialize(
+            [*ASSETS, found_books, no_failed_listing_pages],
+            selection=dg.AssetSelection.checks(found_books, no_failed_listing_pages),
+            instance=instance,
+            resources=sandbox_resources(database_url, sandbox, tmp_path),
+            raise_on_error=False,
+        )
+    evaluations = {e.check_name: e for e in result.get_asset_check_evaluations()}
+    failed_pages = evaluations["no_failed_listing_pages"]
+    assert not failed_pages.passed and failed_pages.severity == dg.AssetCheckSeverity.WARN
+    assert failed_pages.metadata["failed_listing_pages"].value == 2
+    assert failed_pages.description.startswith("2 of 2 listing pages failed")
+    # No discovery ran and the queue holds no detail task: nothing was found, and that blocks.
+    nothing = evaluations["found_books"]
+    assert not nothing.passed and nothing.severity == dg.AssetCheckSeverity.ERROR
+    assert nothing.metadata["books_found"].value == 0
+
+
+def insert_versioned_book(db: Database, url: str, category: str, price: str, recorded_at: datetime) -> None:
+    """A book and its version 1, recorded at ``recorded_at`` (as a crawl that day would have stored it)."""
+    fields = {"title": url.rsplit("/", 1)[-1], "category": category, "price_amount": price, "rating_value": 3}
+
+    def _insert(cur) -> None:  # type: ignore[no-untyped-def]
+        cur.execute(
+            "INSERT INTO books (url, title, category, price_amount, scraped_at) VALUES (%s, %s, %s, %s, %s)"
+            " RETURNING id",
+            (url, fields["title"], category, price, recorded_at),
+        )
+        cur.execute(
+            "INSERT INTO book_versions (book_id, version, url, fields, recorded_at) VALUES (%s, 1, %s, %s, %s)",
+            (cur.fetchone()["id"], url, json.dumps(fields), recorded_at),
+        )
+
+    db.run(_insert)
+
+
+def test_two_snapshot_partitions_give_two_days_each_built_as_of_its_day(
+    db: Database, database_url: str, tmp_path: Path
+) -> None:
+    for i in range(3):
+        insert_versioned_book(db, f"http://x.test/travel-{i}", "Travel", "10.00", datetime(2026, 3, 1, 9, tzinfo=UTC))
+    for i in range(2):
+        insert_versioned_book(db, f"http://x.test/poetry-{i}", "Poetry", "5.00", datetime(2026, 3, 2, 9, tzinfo=UTC))
+    resources = {
+        "database": DatabaseResource(url=database_url),
+        "scheduling": SchedulingResource(snapshot_budget=10, data_dir=str(tmp_path)),
+    }
+    with dg.DagsterInstance.ephemeral() as instance:
+        for day in ("2026-03-01", "2026-03-02"):  # what a backfill of the two days runs, one run per partition
+            result = dg.materialize(
+                [category_balanced_snapshot, shares_within_tolerance],
+                partition_key=day,
+                instance=instance,
+                resources=resources,
+            )
+            assert result.success
+            assert all(e.passed for e in result.get_asset_check_evaluations())
+        assert instance.get_materialized_partitions(category_balanced_snapshot.key) == {"2026-03-01", "2026-03-02"}
+        records = instance.fetch_materializations(category_balanced_snapshot.key, limit=10).records
+        assert sorted(r.partition_key for r in records) == ["2026-03-01", "2026-03-02"]
+    days = db.query(
+        "SELECT snapshot_day::text AS day, category, count(*)::int AS n FROM category_balanced_snapshot"
+        " GROUP BY 1, 2 ORDER BY 1, 2"
+    )
+    assert days == [
+        {"day": "2026-03-01", "category": "Travel", "n": 3},
+        {"day": "2026-03-02", "category": "Poetry", "n": 2},
+        {"day": "2026-03-02", "category": "Travel", "n": 3},
+    ]
+    assert (tmp_path / "snapshots" / "2026-03-01" / "category_balanced_snapshot.parquet").is_file()

@@ -1,100 +1,178 @@
-"""The code location loads, and holds exactly the assets, checks, jobs, schedules and sensors it should."""
+"""The code location loads from the defs folder, and holds exactly the graph it should.
+
+``test_definitions_snapshot`` is the graph in one value (names, groups, kinds, owners, pools, partitions,
+freshness, checks), in the style of dagster-open-platform's snapshot tests: a change to the graph shows here.
+"""
 
 from __future__ import annotations
 
+import tomllib
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
 import dagster as dg
 import pytest
+import yaml
 
-from book_assets.definitions import build_definitions, defs
-from book_assets.defs.crawl.assets import CRAWL_TAG
-from book_assets.settings import ConfigError, load_settings
+from book_assets.definitions import build_definitions
+from book_assets.settings import PROJECT_ROOT, ConfigError, load_settings
 
 
 @pytest.fixture(scope="module")
 def repo() -> dg.RepositoryDefinition:
-    return defs.get_repository_def()
+    return build_definitions().get_repository_def()
 
 
-def test_definitions_snapshot_of_names(repo: dg.RepositoryDefinition) -> None:
+def asset_facts(repo: dg.RepositoryDefinition) -> dict[str, dict[str, Any]]:
+    facts = {}
+    for key, assets_def in repo.assets_defs_by_key.items():
+        spec = next(s for s in assets_def.specs if s.key == key)
+        partitions = spec.partitions_def
+        freshness = spec.freshness_policy
+        facts[key.to_user_string()] = {
+            "group": spec.group_name,
+            "kinds": sorted(spec.kinds),
+            "owners": list(spec.owners),
+            "tags": {k: v for k, v in spec.tags.items() if not k.startswith("dagster/kind/")},
+            "pool": assets_def.op.pool,
+            "partitions": type(partitions).__name__ if partitions else None,
+            "freshness_fail_h": freshness.fail_window.to_timedelta() / timedelta(hours=1) if freshness else None,
+            "table_name": spec.metadata.get("dagster/table_name"),
+            "deps": sorted(d.asset_key.to_user_string() for d in spec.deps),
+        }
+    return facts
+
+
+def test_definitions_snapshot(repo: dg.RepositoryDefinition) -> None:
+    assert asset_facts(repo) == {
+        "listing_discovery": {
+            "group": "crawl",
+            "kinds": ["postgres", "python"],
+            "owners": [],
+            "tags": {},
+            "pool": None,
+            "partitions": None,
+            "freshness_fail_h": None,
+            "table_name": None,
+            "deps": [],
+        },
+        "book_details": {
+            "group": "crawl",
+            "kinds": ["postgres", "python"],
+            "owners": [],
+            "tags": {},
+            "pool": None,
+            "partitions": None,
+            "freshness_fail_h": None,
+            "table_name": None,
+            "deps": ["listing_discovery"],
+        },
+        "category_balanced_snapshot": {
+            "group": "snapshot",
+            "kinds": ["pandas", "parquet", "postgres"],
+            "owners": ["team:book-pipeline"],
+            "tags": {"book-pipeline/layer": "publish"},
+            "pool": None,
+            "partitions": "DailyPartitionsDefinition",
+            "freshness_fail_h": 26.0,
+            "table_name": "public.category_balanced_snapshot",
+            "deps": ["book_details"],
+        },
+    }
     graph = repo.asset_graph
-    assert sorted(k.to_user_string() for k in graph.get_all_asset_keys()) == [
-        "book_details",
-        "category_balanced_snapshot",
-        "listing_discovery",
-    ]
-    assert sorted((c.asset_key.to_user_string(), c.name) for c in graph.asset_check_keys) == [
-        ("book_details", "no_error_pages"),
-        ("book_details", "raw_html_present"),
-        ("book_details", "required_fields_present"),
-        ("book_details", "unique_urls"),
-        ("category_balanced_snapshot", "shares_within_tolerance"),
-    ]
+    checks = {(k.asset_key.to_user_string(), k.name): graph.get_check_spec(k) for k in graph.asset_check_keys}
+    assert {name: spec.blocking for name, spec in checks.items()} == {
+        ("listing_discovery", "found_books"): True,
+        ("listing_discovery", "no_failed_listing_pages"): False,
+        ("book_details", "no_error_pages"): True,
+        ("book_details", "raw_html_present"): True,
+        ("book_details", "required_fields_present"): True,
+        ("book_details", "unique_urls"): True,
+        ("category_balanced_snapshot", "shares_within_tolerance"): False,
+    }
     jobs = sorted(j.name for j in repo.get_all_jobs() if not j.name.startswith("__"))
     assert jobs == ["crawl_queue_job", "drain_queue_job", "full_refresh_job", "requeue_failed_tasks"]
     assert [s.name for s in repo.schedule_defs] == ["daily_full_refresh"]
-    assert sorted(s.name for s in repo.sensor_defs) == ["failed_tasks_sensor", "run_failure_summary"]
+    assert sorted(s.name for s in repo.sensor_defs) == [
+        "failed_tasks_sensor",
+        "run_failure_alert",
+        "run_failure_summary",
+    ]
 
 
-def test_lineage_runs_discovery_then_details_then_snapshot(repo: dg.RepositoryDefinition) -> None:
-    graph = repo.asset_graph
-    details = graph.get(dg.AssetKey("book_details"))
-    snapshot = graph.get(dg.AssetKey("category_balanced_snapshot"))
-    assert details.parent_keys == {dg.AssetKey("listing_discovery")}
-    assert snapshot.parent_keys == {dg.AssetKey("book_details")}
+def test_snapshot_declares_its_table_columns_before_any_run(repo: dg.RepositoryDefinition) -> None:
+    spec = repo.assets_defs_by_key[dg.AssetKey("category_balanced_snapshot")].specs
+    schema = next(iter(spec)).metadata["dagster/column_schema"]
+    assert [c.name for c in schema.columns] == [
+        "snapshot_day",
+        "url",
+        "title",
+        "category",
+        "price",
+        "rating",
+        "stock",
+        "scraped_at",
+        "snapshot_at",
+    ]
 
 
-def test_network_steps_retry_with_exponential_jittered_backoff(repo: dg.RepositoryDefinition) -> None:
-    for name in ("listing_discovery", "book_details"):
-        policy = repo.assets_defs_by_key[dg.AssetKey(name)].op.retry_policy
-        assert policy is not None and policy.max_retries >= 1, name
-        assert policy.backoff == dg.Backoff.EXPONENTIAL and policy.jitter == dg.Jitter.PLUS_MINUS, name
-    drain_op = repo.get_job("crawl_queue_job").graph.node_named("drain_queue").definition
-    assert drain_op.retry_policy is not None and drain_op.retry_policy.backoff == dg.Backoff.EXPONENTIAL
+def test_snapshot_partitions_are_days_up_to_today_in_utc(repo: dg.RepositoryDefinition) -> None:
+    partitions = repo.assets_defs_by_key[dg.AssetKey("category_balanced_snapshot")].partitions_def
+    assert isinstance(partitions, dg.DailyPartitionsDefinition) and partitions.timezone == "UTC"
+    assert partitions.get_last_partition_key() == datetime.now(UTC).date().isoformat()
 
 
-def test_crawl_jobs_carry_the_crawl_tag_limited_by_dagster_yaml(repo: dg.RepositoryDefinition) -> None:
-    for name in ("full_refresh_job", "crawl_queue_job", "drain_queue_job"):
-        assert CRAWL_TAG in repo.get_job(name).tags, name
-    assert CRAWL_TAG not in repo.get_job("requeue_failed_tasks").tags
+def test_assets_carry_code_references(repo: dg.RepositoryDefinition) -> None:
+    for key, assets_def in repo.assets_defs_by_key.items():
+        spec = next(s for s in assets_def.specs if s.key == key)
+        references = spec.metadata["dagster/code_references"].code_references
+        assert any(str(r.file_path).endswith(".py") for r in references), key
 
 
-def test_full_refresh_job_materializes_the_three_assets(repo: dg.RepositoryDefinition) -> None:
-    job = repo.get_job("full_refresh_job")
-    assert {k.to_user_string() for k in job.asset_layer.executable_asset_keys} == {
-        "listing_discovery",
-        "book_details",
-        "category_balanced_snapshot",
-    }
-
-
-def test_data_corruption_checks_are_blocking_errors_and_share_check_warns(repo: dg.RepositoryDefinition) -> None:
-    graph = repo.asset_graph
-    for key in graph.asset_check_keys:
-        spec = graph.get_check_spec(key)
-        if key.asset_key == dg.AssetKey("book_details"):
-            assert spec.blocking, key
-        else:
-            assert not spec.blocking, key
-
-
-def test_schedule_runs_the_full_refresh_daily_in_utc() -> None:
-    schedule = defs.resolve_schedule_def("daily_full_refresh")
+def test_schedule_runs_the_full_refresh_for_the_ticks_day_in_utc(repo: dg.RepositoryDefinition) -> None:
+    schedule = repo.get_schedule_def("daily_full_refresh")
     assert schedule.cron_schedule == load_settings().schedule_cron
-    assert schedule.execution_timezone == "UTC"
-    assert schedule.job_name == "full_refresh_job"
-    context = dg.build_schedule_context(scheduled_execution_time=None)
+    assert schedule.execution_timezone == "UTC" and schedule.job_name == "full_refresh_job"
+    assert schedule.default_status == dg.DefaultScheduleStatus.STOPPED
+    tick = datetime(2026, 11, 30, 3, 0, tzinfo=UTC)
+    context = dg.build_schedule_context(scheduled_execution_time=tick, repository_def=repo)
     requests = list(schedule.evaluate_tick(context).run_requests or [])
-    assert len(requests) == 1 and requests[0].job_name in (None, "full_refresh_job")
+    assert [r.partition_key for r in requests] == ["2026-11-30"]
 
 
-def test_cron_from_settings_is_used() -> None:
-    custom = build_definitions(load_settings(schedule_cron="30 4 * * 1"))
-    assert custom.resolve_schedule_def("daily_full_refresh").cron_schedule == "30 4 * * 1"
+def test_cron_from_the_environment_is_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BOOK_PIPELINE_SCHEDULE_CRON", "30 4 * * 1")
+    assert build_definitions().resolve_schedule_def("daily_full_refresh").cron_schedule == "30 4 * * 1"
 
 
-def test_bad_cron_fails_at_load_naming_the_setting() -> None:
+def test_bad_cron_fails_the_load_naming_the_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BOOK_PIPELINE_SCHEDULE_CRON", "every day at 3")
     with pytest.raises(ConfigError, match=r"schedule_cron \(BOOK_PIPELINE_SCHEDULE_CRON\)"):
-        build_definitions(load_settings(schedule_cron="every day at 3"))
+        build_definitions()
+
+
+def test_bad_threshold_fails_the_load_naming_the_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BOOK_PIPELINE_FAILED_TASKS_THRESHOLD", "0")
+    with pytest.raises(ConfigError, match=r"failed_tasks_threshold \(BOOK_PIPELINE_FAILED_TASKS_THRESHOLD\)"):
+        build_definitions()
+
+
+def test_workspace_yaml_and_the_dg_project_name_the_same_code_location() -> None:
+    workspace = yaml.safe_load((PROJECT_ROOT / "workspace.yaml").read_text())
+    target = workspace["load_from"][0]["python_module"]
+    project = tomllib.loads((PROJECT_ROOT / "pyproject.toml").read_text())["tool"]["dg"]["project"]
+    assert (target["module_name"], target["location_name"]) == (
+        project["code_location_target_module"],
+        project["code_location_name"],
+    )
+    assert project["defs_module"] == "book_assets.defs"
+
+
+def test_dagster_yaml_retries_runs_only_after_crashes_and_limits_pools() -> None:
+    config = yaml.safe_load((PROJECT_ROOT / "dagster.yaml").read_text())
+    assert config["run_retries"]["enabled"] and config["run_retries"]["retry_on_asset_or_op_failure"] is False
+    assert config["concurrency"]["pools"] == {"granularity": "op", "default_limit": 1}
+    assert "tag_concurrency_limits" not in yaml.safe_dump(config)
 
 
 def test_database_url_is_never_shown_with_its_password() -> None:

@@ -1,17 +1,26 @@
-"""Data-quality checks of ``book_details``: the three counts (books, unique URLs, with raw HTML) and what they miss.
+"""Checks of the crawl assets.
 
-Each check is one named query of ``book_assets/sql/checks.sql`` returning the offending row count, the rows
-looked at and a sample of offending URLs. All four guard against corrupt data, so they are ERROR and
-blocking: a failure stops the snapshot from being built on top of it.
+``book_details``: the three counts (books, unique URLs, with raw HTML) and what they miss. Each check is one
+named query of ``book_assets/sql/checks.sql`` returning the offending row count, the rows looked at and a
+sample of offending URLs. All four guard against corrupt data, so they are ERROR and blocking: a failure
+stops the snapshot from being built on top of it.
+
+``listing_discovery``: the pass found books (ERROR, blocking: a detail pass over nothing would only publish a
+stale snapshot as new), and no listing page ended dead-lettered (WARN: the books behind a failed listing page
+are missing, the rest are sound). The count of books found is the discovery's own materialization metadata;
+the failures are the queue's dead-lettered listing tasks, by error kind.
 """
 
 import dagster as dg
 
-from book_assets.defs.crawl.assets import book_details
+from book_assets.crawl.config import DETAIL, LISTING, TASK_TYPES
 from book_assets.defs.resources import DatabaseResource
+from book_assets.queue import TaskQueue
 from book_assets.sql import load_queries
 
 Q = load_queries("checks")
+LISTING_DISCOVERY = dg.AssetKey("listing_discovery")
+BOOK_DETAILS = dg.AssetKey("book_details")
 
 
 def run_check(database: DatabaseResource, query: str, rule: str) -> dg.AssetCheckResult:
@@ -32,18 +41,18 @@ def run_check(database: DatabaseResource, query: str, rule: str) -> dg.AssetChec
     )
 
 
-@dg.asset_check(asset=book_details, blocking=True, description="No book URL is stored twice.")
+@dg.asset_check(asset=BOOK_DETAILS, blocking=True, description="No book URL is stored twice.")
 def unique_urls(database: DatabaseResource) -> dg.AssetCheckResult:
     return run_check(database, "duplicate_urls", "one row per URL")
 
 
-@dg.asset_check(asset=book_details, blocking=True, description="Every stored book keeps the raw HTML of its page.")
+@dg.asset_check(asset=BOOK_DETAILS, blocking=True, description="Every stored book keeps the raw HTML of its page.")
 def raw_html_present(database: DatabaseResource) -> dg.AssetCheckResult:
     return run_check(database, "missing_raw_html", "raw HTML stored")
 
 
 @dg.asset_check(
-    asset=book_details,
+    asset=BOOK_DETAILS,
     blocking=True,
     description="No error page was stored as a book: product block present, real title, HTTP 200.",
 )
@@ -52,10 +61,72 @@ def no_error_pages(database: DatabaseResource) -> dg.AssetCheckResult:
 
 
 @dg.asset_check(
-    asset=book_details, blocking=True, description="Title, price, UPC and category are present on every book."
+    asset=BOOK_DETAILS, blocking=True, description="Title, price, UPC and category are present on every book."
 )
 def required_fields_present(database: DatabaseResource) -> dg.AssetCheckResult:
     return run_check(database, "missing_required_fields", "title, price, UPC and category present")
 
 
+def books_found_by_discovery(context: dg.AssetCheckExecutionContext, database: DatabaseResource) -> tuple[int, str]:
+    """Books the latest discovery found (its ``books_found`` metadata), else the detail tasks the queue holds."""
+    event = context.instance.get_latest_materialization_event(LISTING_DISCOVERY)
+    materialization = event.asset_materialization if event is not None else None
+    found = materialization.metadata.get("books_found") if materialization is not None else None
+    if found is not None:
+        return int(found.value), "the latest discovery's books_found"
+    with database.open(application_name="book-pipeline checks") as db:
+        counts = TaskQueue(db, task_types=TASK_TYPES).stats().counts
+    return sum(counts.get(DETAIL, {}).values()), "detail tasks in the queue"
+
+
+@dg.asset_check(
+    asset=LISTING_DISCOVERY,
+    blocking=True,
+    description="The listing pass found at least one book (a detail pass over nothing would publish stale data).",
+)
+def found_books(context: dg.AssetCheckExecutionContext, database: DatabaseResource) -> dg.AssetCheckResult:
+    found, source = books_found_by_discovery(context, database)
+    return dg.AssetCheckResult(
+        passed=found > 0,
+        severity=dg.AssetCheckSeverity.ERROR,
+        description=f"{found} books found ({source})" if found else f"no book found ({source})",
+        metadata={"books_found": found, "source": source},
+    )
+
+
+@dg.asset_check(
+    asset=LISTING_DISCOVERY,
+    description="No listing page is dead-lettered; failures are reported by error kind with the commonest errors.",
+)
+def no_failed_listing_pages(database: DatabaseResource) -> dg.AssetCheckResult:
+    with database.open(application_name="book-pipeline checks") as db:
+        stats = TaskQueue(db, task_types=TASK_TYPES).stats(top_failures=5)
+    by_kind = stats.failed_by_kind.get(LISTING, {})
+    failed = sum(by_kind.values())
+    listed = sum(stats.counts.get(LISTING, {}).values())
+    kinds = [dg.TableRecord({"kind": kind, "failed": n}) for kind, n in sorted(by_kind.items(), key=lambda kv: -kv[1])]
+    return dg.AssetCheckResult(
+        passed=failed == 0,
+        severity=dg.AssetCheckSeverity.WARN,
+        description=(
+            f"{failed} of {listed} listing pages failed: "
+            + ", ".join(f"{n} {kind}" for kind, n in sorted(by_kind.items(), key=lambda kv: -kv[1]))
+            if failed
+            else f"all {listed} listing pages fetched"
+        ),
+        metadata={
+            "listing_pages": listed,
+            "failed_listing_pages": failed,
+            "failed_by_kind": dg.MetadataValue.table(
+                records=kinds,
+                schema=dg.TableSchema(columns=[dg.TableColumn("kind", "string"), dg.TableColumn("failed", "int")]),
+            ),
+            "top_errors": dg.MetadataValue.md(
+                "\n".join(f"- {n}x {error[:120]}" for error, n in stats.top_failures) or "(none)"
+            ),
+        },
+    )
+
+
 BOOK_CHECKS = [unique_urls, raw_html_present, no_error_pages, required_fields_present]
+LISTING_CHECKS = [found_books, no_failed_listing_pages]
