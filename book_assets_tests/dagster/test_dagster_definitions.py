@@ -172,7 +172,6 @@ def test_dagster_yaml_retries_runs_only_after_crashes_and_limits_pools() -> None
     config = yaml.safe_load((PROJECT_ROOT / "dagster.yaml").read_text())
     assert config["run_retries"]["enabled"] and config["run_retries"]["retry_on_asset_or_op_failure"] is False
     assert config["concurrency"]["pools"] == {"granularity": "op", "default_limit": 1}
-    assert "tag_concurrency_limits" not in yaml.safe_dump(config)
 
 
 def test_database_url_is_never_shown_with_its_password() -> None:
