@@ -1,14 +1,22 @@
-"""Catalog facts shared by every asset of the code location: who owns it, and how assets are tagged.
+"""Catalog facts shared by the assets of the code location: owners, tags, the crawl pool, freshness, the
+published tables' column schemas, and counter tables as typed metadata.
 
-The tag ``book-pipeline/layer`` says where an asset sits in the one-way flow site → crawl → publish.
+The tag ``book-pipeline/layer`` says where an asset sits in the one-way flow site → crawl → publish. The column
+schemas are declared here, ahead of any run, and a test keeps them equal to the migrated database's columns.
 """
 
-from __future__ import annotations
-
+from collections.abc import Mapping
+from datetime import timedelta
 from typing import Literal
+
+import dagster as dg
 
 #: Owners shown in the catalog (Dagster accepts e-mail addresses and ``team:`` names).
 OWNERS = ["team:book-pipeline"]
+#: The concurrency pool of every step that drains the crawl queue (dagster.yaml gives each pool one slot).
+CRAWL_POOL = "crawl"
+#: The daily full refresh runs once a day; two hours of slack for a slow crawl before the asset is stale.
+DAILY_FRESHNESS = dg.FreshnessPolicy.time_window(fail_window=timedelta(hours=26))
 
 Layer = Literal["crawl", "publish"]
 
@@ -16,3 +24,71 @@ Layer = Literal["crawl", "publish"]
 def tags_for(layer: Layer) -> dict[str, str]:
     """The catalog tags of an asset of ``layer``."""
     return {"book-pipeline/layer": layer}
+
+
+def _column(name: str, type_: str, description: str | None = None, *, required: bool = False) -> dg.TableColumn:
+    constraints = dg.TableColumnConstraints(nullable=False) if required else None
+    return dg.TableColumn(name, type_, description=description, constraints=constraints)
+
+
+#: ``books``: one row per book URL, its latest state (history in ``book_versions``).
+BOOKS_TABLE = "public.books"
+BOOKS_SCHEMA = dg.TableSchema(
+    columns=[
+        _column("id", "bigint", required=True),
+        _column("url", "text", "Canonical URL of the book page (unique).", required=True),
+        _column("title", "text"),
+        _column("price", "text", "Price as the page shows it, e.g. '£51.77'."),
+        _column("rating", "text", "Star rating as the page names it, e.g. 'Three'."),
+        _column("category", "text"),
+        _column("availability", "text", "e.g. 'In stock (22 available)'."),
+        _column("upc", "text"),
+        _column("description", "text"),
+        _column("raw_html", "text", "The served HTML of the page."),
+        _column("scraped_at", "timestamptz", "When the current version was stored.", required=True),
+        _column("price_amount", "numeric(10,2)", "Price in pounds."),
+        _column("price_excl_tax", "numeric(10,2)"),
+        _column("price_incl_tax", "numeric(10,2)"),
+        _column("tax", "numeric(10,2)"),
+        _column("rating_value", "smallint", "Star rating, 1 to 5."),
+        _column("stock", "integer", "Copies in stock."),
+        _column("num_reviews", "integer"),
+        _column("product_type", "text"),
+        _column("content_hash", "text", "sha256 of the served bytes."),
+        _column("http_status", "smallint"),
+        _column("fetched_at", "timestamptz", "When the page was last fetched."),
+        _column("first_seen_at", "timestamptz", required=True),
+        _column("updated_at", "timestamptz", required=True),
+        _column("version", "integer", "Number of distinct states recorded (book_versions).", required=True),
+        _column("rendered_html", "text", "The DOM after scripts ran, when it differs from raw_html."),
+        _column("requested_url", "text", "The URL asked for, when a redirect led elsewhere."),
+        _column("raw_body", "bytea", "The served bytes, when raw_html does not reproduce them."),
+    ],
+    constraints=dg.TableConstraints(other=["unique (url)"]),
+)
+
+#: ``category_balanced_snapshot``: one set of rows per day.
+SNAPSHOT_TABLE = "public.category_balanced_snapshot"
+SNAPSHOT_SCHEMA = dg.TableSchema(
+    columns=[
+        _column("url", "text", "Canonical URL of the book page.", required=True),
+        _column("title", "text"),
+        _column("category", "text", required=True),
+        _column("price", "numeric(10,2)", "Price shown on the page, in pounds."),
+        _column("rating", "smallint", "Star rating, 1 to 5."),
+        _column("stock", "integer", "Copies in stock."),
+        _column("scraped_at", "timestamptz", "When the chosen version of the book was recorded.", required=True),
+        _column("snapshot_at", "timestamptz", "When the row was written.", required=True),
+        _column("snapshot_day", "date", "The day (UTC) whose end the books are taken at.", required=True),
+    ],
+    constraints=dg.TableConstraints(other=["primary key (snapshot_day, url)"]),
+)
+
+
+def count_table(counts: Mapping[str, int], key: str, value: str) -> dg.MetadataValue:
+    """``counts`` as a two-column Dagster table (``key`` text, ``value`` int), largest first."""
+    rows = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    return dg.MetadataValue.table(
+        records=[dg.TableRecord({key: name, value: int(n)}) for name, n in rows],
+        schema=dg.TableSchema(columns=[dg.TableColumn(key, "string"), dg.TableColumn(value, "int")]),
+    )

@@ -14,7 +14,9 @@ import dagster as dg
 import pytest
 import yaml
 
+from book_assets.db.connection import Database
 from book_assets.definitions import build_definitions
+from book_assets.defs.catalog import BOOKS_SCHEMA, SNAPSHOT_SCHEMA
 from book_assets.settings import PROJECT_ROOT, ConfigError, load_settings
 
 
@@ -100,20 +102,25 @@ def test_definitions_snapshot(repo: dg.RepositoryDefinition) -> None:
     ]
 
 
-def test_snapshot_declares_its_table_columns_before_any_run(repo: dg.RepositoryDefinition) -> None:
-    spec = repo.assets_defs_by_key[dg.AssetKey("category_balanced_snapshot")].specs
-    schema = next(iter(spec)).metadata["dagster/column_schema"]
-    assert [c.name for c in schema.columns] == [
-        "snapshot_day",
-        "url",
-        "title",
-        "category",
-        "price",
-        "rating",
-        "stock",
-        "scraped_at",
-        "snapshot_at",
-    ]
+@pytest.mark.parametrize(
+    ("schema", "table"),
+    [(BOOKS_SCHEMA, "books"), (SNAPSHOT_SCHEMA, "category_balanced_snapshot")],
+    ids=["books", "snapshot"],
+)
+def test_declared_column_schemas_equal_the_migrated_tables(schema: dg.TableSchema, table: str, db: Database) -> None:
+    rows = db.query(
+        "SELECT column_name, is_nullable FROM information_schema.columns"
+        " WHERE table_schema = current_schema() AND table_name = %s ORDER BY ordinal_position",
+        (table,),
+    )
+    declared = [(c.name, not c.constraints.nullable) for c in schema.columns]
+    assert declared == [(r["column_name"], r["is_nullable"] == "NO") for r in rows]
+
+
+def test_snapshot_declares_its_table_before_any_run(repo: dg.RepositoryDefinition) -> None:
+    spec = next(iter(repo.assets_defs_by_key[dg.AssetKey("category_balanced_snapshot")].specs))
+    assert spec.metadata["dagster/column_schema"] == SNAPSHOT_SCHEMA
+    assert spec.metadata["dagster/table_name"] == "public.category_balanced_snapshot"
 
 
 def test_snapshot_partitions_are_days_up_to_today_in_utc(repo: dg.RepositoryDefinition) -> None:

@@ -11,15 +11,15 @@ embedded in a Markdown value as a base64 data URI so the UI shows it inline, nex
 """
 
 import base64
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime
 from pathlib import Path
 
 import dagster as dg
 import pandas as pd
 
-from book_assets.defs.catalog import OWNERS, tags_for
+from book_assets.defs.catalog import DAILY_FRESHNESS, OWNERS, SNAPSHOT_SCHEMA, SNAPSHOT_TABLE, tags_for
 from book_assets.defs.resources import DatabaseResource, SchedulingResource, run_settings_for_scheduling
-from book_assets.scheduling.snapshot import TABLE, build_snapshot, write_snapshot
+from book_assets.scheduling.snapshot import build_snapshot, write_snapshot
 from book_assets.scheduling.weights import warn_unknown
 
 GROUP = "snapshot"
@@ -27,24 +27,6 @@ GROUP = "snapshot"
 START_DATE = "2026-01-01"
 #: One partition per day (UTC), today's included (``end_offset=1``) so the daily run can build it.
 SNAPSHOT_DAYS = dg.DailyPartitionsDefinition(start_date=START_DATE, end_offset=1, timezone="UTC")
-#: The daily full refresh runs once a day; two hours of slack for a slow crawl before the asset is stale.
-SNAPSHOT_FRESHNESS = dg.FreshnessPolicy.time_window(fail_window=timedelta(hours=26))
-
-#: The PostgreSQL table's columns, declared so the catalog shows them before the first run.
-TABLE_SCHEMA = dg.TableSchema(
-    columns=[
-        dg.TableColumn("snapshot_day", "date", description="The day (UTC) whose end the books are taken at."),
-        dg.TableColumn("url", "text", description="Canonical URL of the book page."),
-        dg.TableColumn("title", "text"),
-        dg.TableColumn("category", "text", constraints=dg.TableColumnConstraints(nullable=False)),
-        dg.TableColumn("price", "numeric(10,2)", description="Price shown on the page, in pounds."),
-        dg.TableColumn("rating", "smallint", description="Star rating, 1 to 5."),
-        dg.TableColumn("stock", "integer", description="Copies in stock."),
-        dg.TableColumn("scraped_at", "timestamptz", description="When the chosen version of the book was recorded."),
-        dg.TableColumn("snapshot_at", "timestamptz", description="When the row was written."),
-    ],
-    constraints=dg.TableConstraints(other=["primary key (snapshot_day, url)"]),
-)
 #: Columns of the per-category summary table in the materialization metadata.
 SUMMARY_SCHEMA = dg.TableSchema(
     columns=[
@@ -100,10 +82,10 @@ def embedded_png(path: Path, alt: str = "chart") -> dg.MetadataValue:
     kinds={"pandas", "postgres", "parquet"},
     deps=[dg.AssetKey("book_details")],
     partitions_def=SNAPSHOT_DAYS,
-    freshness_policy=SNAPSHOT_FRESHNESS,
+    freshness_policy=DAILY_FRESHNESS,
     owners=OWNERS,
     tags=tags_for("publish"),
-    metadata={"dagster/table_name": f"public.{TABLE}", "dagster/column_schema": TABLE_SCHEMA},
+    metadata={"dagster/table_name": SNAPSHOT_TABLE, "dagster/column_schema": SNAPSHOT_SCHEMA},
     description=(
         "A category-balanced sample of the books as they stood at the end of each day: shares follow the "
         "category weights."
