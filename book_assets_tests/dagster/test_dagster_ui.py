@@ -1,5 +1,6 @@
-"""The Dagster UI in a real browser: the lineage shows the three assets, and a run launched through the
-webserver's GraphQL API materializes them.
+"""The Dagster UI in a real browser: the lineage shows the three assets, a run launched through the
+webserver's GraphQL API materializes them (today's snapshot partition), and the snapshot's page shows its
+day partitions and its freshness policy.
 
 Set-up, chosen to keep the test isolated and quick:
 
@@ -27,6 +28,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -144,7 +146,7 @@ def wait_for_location(url: str, timeout_s: float = 120) -> None:
     pytest.fail("code location did not load")
 
 
-def launch_full_refresh(url: str) -> str:
+def launch_full_refresh(url: str, partition: str) -> str:
     params = {
         "selector": {
             "repositoryLocationName": "book_assets",
@@ -152,6 +154,7 @@ def launch_full_refresh(url: str) -> str:
             "jobName": "full_refresh_job",
         },
         "runConfigData": {},
+        "executionMetadata": {"tags": [{"key": "dagster/partition", "value": partition}]},
     }
     result = graphql(url, LAUNCH_RUN, {"params": params})["launchRun"]
     assert result["__typename"] == "LaunchRunSuccess", result
@@ -210,7 +213,8 @@ def test_lineage_shows_the_three_assets_and_a_launched_run_materializes_them(
             for name in ASSETS:
                 graph.get_by_text(name, exact=True).first.wait_for(timeout=15000)
 
-            run_id = launch_full_refresh(webserver)
+            today = datetime.now(UTC).date().isoformat()
+            run_id = launch_full_refresh(webserver, today)
             assert wait_for_run(webserver, run_id) == "SUCCESS", (tmp_path / "webserver.log").read_text()[-3000:]
 
             page.goto(f"{webserver}/runs/{run_id}", wait_until="networkidle")
@@ -226,9 +230,21 @@ def test_lineage_shows_the_three_assets_and_a_launched_run_materializes_them(
             if os.environ.get("BOOK_PIPELINE_DOCS_SCREENSHOTS") == "1":
                 (PROJECT_ROOT / "docs").mkdir(exist_ok=True)
                 shutil.copyfile(screenshot, PROJECT_ROOT / "docs" / "lineage.png")
+
+            # The snapshot's partitions: one per day, today's materialized by the run.
+            page.goto(f"{webserver}/assets/category_balanced_snapshot?view=partitions", wait_until="networkidle")
+            page.get_by_text(today).first.wait_for(timeout=30000)
+            page.screenshot(path=str(artifacts / "dagster-snapshot-partitions.png"))
+            # Its overview names the freshness policy (26 hours).
+            page.goto(f"{webserver}/assets/category_balanced_snapshot?view=overview", wait_until="networkidle")
+            page.get_by_text("Freshness").first.wait_for(timeout=30000)
+            page.screenshot(path=str(artifacts / "dagster-snapshot-freshness.png"))
         finally:
             browser.close()
 
     counts = book_counts(db)
     assert (counts["total"], counts["unique_urls"], counts["with_html"]) == (11, 11, 11)
-    assert db.query("SELECT count(*) AS n FROM category_balanced_snapshot")[0]["n"] == 5
+    snapshot = db.query(
+        "SELECT snapshot_day::text AS day, count(*)::int AS n FROM category_balanced_snapshot GROUP BY 1"
+    )
+    assert snapshot == [{"day": today, "n": 5}]
