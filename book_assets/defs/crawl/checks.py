@@ -5,10 +5,12 @@ named query of ``book_assets/sql/checks.sql`` returning the offending row count,
 sample of offending URLs. All four guard against corrupt data, so they are ERROR and blocking: a failure
 stops the snapshot from being built on top of it.
 
-``listing_discovery``: the pass found books (ERROR, blocking: a detail pass over nothing would only publish a
-stale snapshot as new), and no listing page ended dead-lettered (WARN: the books behind a failed listing page
-are missing, the rest are sound). The count of books found is the discovery's own materialization metadata;
-the failures are the queue's dead-lettered listing tasks, by error kind.
+``listing_discovery``: the pass found books (ERROR, blocking), and no listing page ended dead-lettered (WARN:
+the books behind a failed listing page are missing, the rest are sound). A crawl that found nothing fails its
+run, so the failure alert fires and ``book_details`` is not taken as fresh; as the crawl step materializes both
+passes at once, what the block stops is whatever runs on ``listing_discovery`` alone after it. The count of
+books found is the discovery's own materialization metadata; the failures are the queue's dead-lettered
+listing tasks, by error kind.
 """
 
 import dagster as dg
