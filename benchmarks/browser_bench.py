@@ -84,8 +84,7 @@ async def _ceiling(base_url: str, paths: list[str], tabs: int, chromium: str) ->
 
 
 def _crawl(url: str, base_url: str, mode: str, overrides: dict[str, Any], result: Any) -> None:
-    settings = load_settings(fetch_mode=mode, rate=0.0, **overrides)
-    config = CrawlConfig.from_settings(settings, base_url=base_url)
+    config = CrawlConfig.resolve(base_url=base_url, fetch_mode=mode, min_interval_s=0.0, **overrides)
     report = crawl(url, config)
     result["pages"] = report.stats.pages
     result["books"] = report.counts["total"]
@@ -93,6 +92,7 @@ def _crawl(url: str, base_url: str, mode: str, overrides: dict[str, Any], result
     result["workers"] = config.workers
     result["concurrency"] = config.fetch.concurrency
     result["summary"] = report.summary_lines()
+    result["concurrency_history"] = report.stats.concurrency
 
 
 def _worker_pss(root: psutil.Process) -> float:

@@ -10,9 +10,9 @@ Why the design is as it is:
   every target outside ``allowed_domains`` unresolvable (IP literals and other ports too, see
   :func:`host_resolver_rules`), because Playwright's request routing is *not* consulted for redirect
   hops: a redirect to another host would otherwise be requested before we could object. The first URL is
-  checked before navigating, the request event fails a fetch as soon as a disallowed hop appears (it
-  only observes, it never pauses a request), and the redirect chain is inspected to report
-  "offsite_redirect".
+  checked before navigating; the page's DevTools ``Network.requestWillBeSent`` events (one per request and
+  per redirect hop) fail a fetch as soon as a disallowed hop appears (they only observe, they never pause
+  a request), and the main frame's chain of hops is inspected to report "offsite_redirect".
 - Images, stylesheets, fonts, media and analytics URLs are blocked inside Chromium (CDP
   ``Network.setBlockedURLs`` on each page, :mod:`book_assets.scraper.blocking`), not by Playwright request
   routing, which paused every request for a Python round trip: measured 8.6-11.9 pages/s with
@@ -33,14 +33,13 @@ import asyncio
 import contextlib
 import time
 from dataclasses import dataclass, field
-from typing import Self
+from typing import Any, Self
 
 from playwright.async_api import (
     Browser,
     BrowserContext,
     Page,
     Playwright,
-    Request,
     Response,
     async_playwright,
 )
@@ -117,10 +116,18 @@ class _NavTrace:
     """What the page's event listeners saw during one fetch."""
 
     navigation_urls: list[str] = field(default_factory=list)
+    #: DevTools request ids of the main frame's navigation (a redirect keeps its id across hops).
+    request_ids: set[str] = field(default_factory=set)
     failure: str | None = None
     # Set when the main navigation request fails. A body cut short after the response committed never
     # fires "load", so goto() would sit until its timeout; racing it against this event fails fast.
     failed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def fail(self, failure: str) -> None:
+        """Record the first failure of the navigation and wake the fetch waiting on it."""
+        if self.failure is None:
+            self.failure = failure
+        self.failed.set()
 
 
 @dataclass
@@ -130,6 +137,8 @@ class _Slot:
     page: Page
     generation: int
     javascript: bool
+    #: DevTools id of the page's main frame: navigation events of other frames are not the fetch's.
+    main_frame: str = ""
     trace: _NavTrace = field(default_factory=_NavTrace)
     crashed: bool = False
     # True once a fetch on this page completed its navigation (even with a 404): safe to reuse.
@@ -320,45 +329,46 @@ class BrowserFetcher:
     async def _new_slot(self, javascript: bool) -> _Slot:
         context = await self._context_for(javascript)
         page = await context.new_page()
-        if self._blocked:
-            # Blocking lives in the page's network agent: no request of this page is paused for Python.
-            cdp = await context.new_cdp_session(page)
-            cdp.on("Network.loadingFailed", self._on_loading_failed)
-            await cdp.send("Network.enable")
-            await cdp.send("Network.setBlockedURLs", {"urls": self._blocked})
         slot = _Slot(page=page, generation=self._generation, javascript=javascript)
-
-        def on_request(request: Request) -> None:
-            # Fired for every hop, redirects included (which routing never sees). The resolver rules have
-            # already made a disallowed hop unresolvable; this fails the fetch at once and names the hop.
-            allowed = not request.url.startswith(("http://", "https://")) or host_allowed(
-                request.url, self.settings.allowed_domains
-            )
-            if not allowed:
-                self._counters["offsite_blocked"] += 1
-            if request.is_navigation_request() and request.frame == page.main_frame:
-                slot.trace.navigation_urls.append(request.url)
-                if not allowed:
-                    slot.trace.failure = f"offsite hop {request.url}"
-                    slot.trace.failed.set()
-
-        def on_failed(request: Request) -> None:
-            if request.is_navigation_request() and request.frame == page.main_frame:
-                slot.trace.failure = request.failure
-                slot.trace.failed.set()
+        # The page's own DevTools session: blocking lives in its network agent (no request is paused for
+        # Python), and its Network events, which reach Python anyway once the domain is enabled, feed the
+        # off-domain guard. No Playwright request listener is registered: each would add three messages
+        # per request (the Request object, "request", "requestfailed") on top of the same facts.
+        cdp = await context.new_cdp_session(page)
+        cdp.on("Network.requestWillBeSent", lambda event: self._on_request_sent(slot, event))
+        cdp.on("Network.loadingFailed", lambda event: self._on_loading_failed(slot, event))
+        tree = await cdp.send("Page.getFrameTree")
+        slot.main_frame = str(tree["frameTree"]["frame"]["id"])
+        await cdp.send("Network.enable")
+        if self._blocked:
+            await cdp.send("Network.setBlockedURLs", {"urls": self._blocked})
 
         def on_crash(_page: Page) -> None:
             slot.crashed = True
 
-        page.on("request", on_request)
-        page.on("requestfailed", on_failed)
         page.on("crash", on_crash)
         return slot
 
-    def _on_loading_failed(self, event: dict[str, object]) -> None:
-        """Count requests Chromium refused by pattern (Playwright does not report them as failed)."""
+    def _on_request_sent(self, slot: _Slot, event: dict[str, Any]) -> None:
+        """Every request and redirect hop (``requestWillBeSent`` fires again for each hop, which request
+        routing never sees). The resolver rules have already made a disallowed hop unresolvable; this fails
+        the fetch at once and names the hop."""
+        url = str(event.get("request", {}).get("url", ""))
+        allowed = not url.startswith(("http://", "https://")) or host_allowed(url, self.settings.allowed_domains)
+        if not allowed:
+            self._counters["offsite_blocked"] += 1
+        if event.get("type") == "Document" and event.get("frameId") == slot.main_frame:
+            slot.trace.navigation_urls.append(url)
+            slot.trace.request_ids.add(str(event.get("requestId")))
+            if not allowed:
+                slot.trace.fail(f"offsite hop {url}")
+
+    def _on_loading_failed(self, slot: _Slot, event: dict[str, Any]) -> None:
+        """Count requests Chromium refused by pattern; a failed main navigation fails the fetch at once."""
         if event.get("blockedReason"):
             self._counters["blocked_requests"] += 1
+        if str(event.get("requestId")) in slot.trace.request_ids:
+            slot.trace.fail(str(event.get("errorText") or "navigation request failed"))
 
     def _release_count(self) -> None:
         self._inflight -= 1
