@@ -45,8 +45,6 @@ if TYPE_CHECKING:  # imported when a browser is needed: Playwright costs ~0.4 s 
     from book_assets.scraper.fetch_browser import BrowserFetcher
 
 log = logging.getLogger(__name__)
-#: How late after its politeness slot a request may still start (as the queue's own wait_for_slot).
-SLOT_TOLERANCE_S = 0.005
 T = TypeVar("T")
 
 
@@ -227,7 +225,7 @@ class Worker:
         heartbeat_every = max(1.0, self.config.lease_s / 3)
         last_heartbeat = time.monotonic()
         while not self._stopping.is_set():
-            wait_s = 0.5
+            wait_s, retry_in_s = 0.5, None
             capacity = self._scaler.desired
             free = capacity - len(running)
             if self.max_tasks is not None:
@@ -241,6 +239,7 @@ class Worker:
                     self._jobs[task.id] = job
                     running.add(job)
                 if result.retry_in_s is not None:
+                    retry_in_s = result.retry_in_s
                     wait_s = min(max(result.retry_in_s, 0.01), 1.0)
                 if result.tasks and len(running) < capacity:
                     continue  # there may be more claimable right now
@@ -249,7 +248,7 @@ class Worker:
                     return
                 if self.until_drained and await self._db(self._drained):
                     return
-                await self._sleep(wait_s)
+                await self._wait_for_work(retry_in_s)
                 continue
             done, _ = await asyncio.wait(running, timeout=wait_s, return_when=asyncio.FIRST_COMPLETED)
             running.difference_update(done)
@@ -282,9 +281,10 @@ class Worker:
                 self.stats.lost_leases += 1
             self._in_flight.pop(task_id, None)
 
-    async def _sleep(self, seconds: float) -> None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._stopping.wait(), timeout=seconds)
+    async def _wait_for_work(self, retry_in_s: float | None) -> None:
+        """Idle: sleep until work is enqueued (NOTIFY) or comes due, at most the queue's idle timeout, or a stop."""
+        timeout_s = await self._db(self.queue.idle_wait_s, self.task_types, retry_in_s)
+        await self.queue.wait_for_work_async(timeout_s, run=self._db, stop=self._stopping)
 
     async def _shutdown(self, running: set[asyncio.Task[None]]) -> None:
         """Let in-flight pages finish for ``grace_s``, then release the rest to the queue."""
@@ -319,7 +319,7 @@ class Worker:
             self._jobs.pop(task.id, None)
 
     async def _attempt(self, fetcher: BrowserFetcher | HttpFetcher, task: Task) -> None:
-        task = await self._wait_for_slot(task)
+        task = await self.queue.wait_for_slot_async(task, run=self._db)
         try:
             fetched, fallback = await self._fetch(fetcher, task)
         except FetchError as exc:
@@ -424,16 +424,6 @@ class Worker:
             self.stats.rendered += 1
             self.stats.disagreements += 1
             self._adaptive.count(*key, rendered=1, agreed=False)
-
-    async def _wait_for_slot(self, task: Task) -> Task:
-        """Sleep until the task's politeness slot; a late wake-up takes a fresh slot (see TaskQueue.wait_for_slot)."""
-        while task.slot_at is not None:
-            await asyncio.sleep(task.seconds_until_slot())
-            if task.seconds_until_slot() == 0 and time.time() - task.slot_at.timestamp() <= SLOT_TOLERANCE_S:
-                return task
-            task = await self._db(self.queue.reslot, task)
-            self._in_flight[task.id] = task
-        return task
 
     async def _fail(
         self, task: Task, kind: str, error: str, *, retryable: bool, retry_after_s: float | None = None

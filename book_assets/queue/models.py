@@ -62,12 +62,6 @@ class Task:
             return 0.0
         return max(0.0, self.slot_at.timestamp() - (time.time() if now is None else now))
 
-    def wait_for_slot(self) -> None:
-        """Sleep until this task's politeness slot."""
-        delay = self.seconds_until_slot()
-        if delay > 0:
-            time.sleep(delay)
-
 
 @dataclass(frozen=True)
 class ClaimResult:

@@ -15,12 +15,17 @@ Design (why it looks like this):
   still accepted: the work was done and nobody else holds the task.
 * **Politeness in the database.** ``domains.next_slot_at`` is the next allowed request start; a claim
   reserves slots ``next, next + interval, ...`` up to ``slot_horizon_s`` ahead and returns each task's
-  ``slot_at``: the worker sleeps until then (:meth:`Task.wait_for_slot`). Because the slot counter is one
+  ``slot_at``: the worker sleeps until then (:meth:`TaskQueue.wait_for_slot`). Because the slot counter is one
   row locked by the claim, the interval holds across processes and hosts. ``max_in_flight`` caps the
   domain's live leases. A 429's Retry-After pushes the next slot (:meth:`push_domain`,
   ``fail(retry_after_s=...)``). When nothing can be handed out the claim says when the next slot opens.
 * **Fair scheduling.** ``scheduled=True`` hands out tasks of one type by smooth weighted round-robin over
   their groups; ``interleave={type: weight}`` does the same over task types. See :meth:`TaskQueue.claim`.
+* **Idle workers sleep on NOTIFY.** Enqueue, release and requeue notify :data:`CHANNEL`; an idle worker
+  waits for that (:meth:`TaskQueue.wait_for_work`), for the moment work becomes claimable without a
+  notification (:meth:`TaskQueue.idle_wait_s`: a delayed task or retry, an expiring lease, a politeness slot),
+  or for ``idle_timeout_s``, whichever comes first. The timeout is the fallback where LISTEN does not hold
+  (a pooler in transaction mode hands each statement a different server connection).
 
 The queue is a library: it imports only :mod:`book_assets.db`, :mod:`book_assets.sql`, the standard
 library and psycopg2.
@@ -28,6 +33,7 @@ library and psycopg2.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import logging
@@ -36,10 +42,10 @@ import re
 import select
 import time
 import uuid
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
-from typing import Any, Final, TypeVar
+from typing import Any, Final, Protocol, TypeVar
 from urllib.parse import urlsplit
 
 import psycopg2
@@ -61,6 +67,16 @@ LEASE_EXPIRED: Final = "lease_expired"
 CHANNEL: Final = "book_pipeline_tasks"
 #: Rows per enqueue statement: one round trip per chunk, bounded statement size.
 ENQUEUE_CHUNK: Final = 10_000
+#: How late after its politeness slot a request may still start (see TaskQueue.slot_wait_s).
+SLOT_TOLERANCE_S: Final = 0.005
+#: The shortest idle sleep: an idle loop never spins, whatever the clocks say.
+MIN_IDLE_WAIT_S: Final = 0.01
+
+
+class Runner(Protocol):
+    """How async code runs one of the queue's blocking calls (e.g. on the thread that owns the connection)."""
+
+    def __call__(self, fn: Callable[[], T], /) -> Awaitable[T]: ...
 
 
 class _Unset:
@@ -124,6 +140,7 @@ class TaskQueue:
         default_interval_s: politeness interval given to a domain the first time a task names it.
         slot_horizon_s: how far ahead one claim reserves politeness slots (capped at half the lease, so a
             task's lease never runs out while its worker waits for the slot).
+        idle_timeout_s: the longest an idle worker sleeps without a notification (:meth:`idle_wait_s`).
     """
 
     def __init__(
@@ -136,6 +153,7 @@ class TaskQueue:
         backoff: Backoff | None = None,
         default_interval_s: float = 1.0,
         slot_horizon_s: float = 2.0,
+        idle_timeout_s: float = 5.0,
     ) -> None:
         if not task_types or any(not isinstance(t, str) or not t for t in task_types):
             raise ValueError(f"task_types must be non-empty strings, got {task_types!r}")
@@ -148,6 +166,7 @@ class TaskQueue:
         self.backoff = backoff or Backoff()
         self.default_interval_s = _check_number("default_interval_s", default_interval_s)
         self.slot_horizon_s = min(_check_number("slot_horizon_s", slot_horizon_s), self.lease_s / 2)
+        self.idle_timeout_s = _check_number("idle_timeout_s", idle_timeout_s, allow_zero=False)
         self._listening_on: object | None = None
 
     # --- validation --------------------------------------------------------------------------------------
@@ -431,21 +450,46 @@ class TaskQueue:
             log.info("requeue: %s failed task(s) skipped (their URL has a live task)", row["skipped"])
         return int(row["requeued"])
 
-    def wait_for_slot(self, task: Task, *, tolerance_s: float = 0.005) -> Task:
-        """Sleep until the task's politeness slot; return the task to start *now*.
+    @staticmethod
+    def slot_wait_s(task: Task, *, tolerance_s: float = SLOT_TOLERANCE_S, now: float | None = None) -> float | None:
+        """How long to sleep before starting ``task``'s request: 0 to start now, None to take a fresh slot.
 
         A slot only spaces request starts if the request starts on it. A worker that wakes more than
         ``tolerance_s`` after its slot (a loaded host, a GC pause) would start close to the next slot's
-        holder, so it takes a fresh slot instead and sleeps again: starts stay at least
-        ``interval - tolerance_s`` apart, whatever the scheduling delays. Raises :class:`LeaseLost` if the
-        lease is gone meanwhile.
+        holder, so it takes a fresh slot instead (:meth:`reslot`) and sleeps again: starts stay at least
+        ``interval - tolerance_s`` apart, whatever the scheduling delays.
+        """
+        if task.slot_at is None:
+            return 0.0
+        late = (time.time() if now is None else now) - task.slot_at.timestamp()
+        if late < 0:
+            return -late
+        return 0.0 if late <= tolerance_s else None
+
+    def wait_for_slot(self, task: Task, *, tolerance_s: float = SLOT_TOLERANCE_S) -> Task:
+        """Sleep until the task's politeness slot (:meth:`slot_wait_s`); return the task to start *now*.
+
+        Raises :class:`LeaseLost` if the lease is gone meanwhile.
         """
         tolerance = _check_number("tolerance_s", tolerance_s)
-        while task.slot_at is not None:
-            task.wait_for_slot()
-            if time.time() - task.slot_at.timestamp() <= tolerance:
-                return task
-            task = self.reslot(task)
+        while (wait := self.slot_wait_s(task, tolerance_s=tolerance)) != 0:
+            if wait is None:
+                task = self.reslot(task)
+            else:
+                time.sleep(wait)
+        return task
+
+    async def wait_for_slot_async(self, task: Task, *, run: Runner | None = None) -> Task:
+        """:meth:`wait_for_slot` for an event loop: it sleeps on the loop; ``run`` runs :meth:`reslot`.
+
+        ``run`` defaults to :func:`asyncio.to_thread`. Raises :class:`LeaseLost` if the lease is gone.
+        """
+        run = run or asyncio.to_thread
+        while (wait := self.slot_wait_s(task)) != 0:
+            if wait is None:
+                task = await run(functools.partial(self.reslot, task))
+            else:
+                await asyncio.sleep(wait)
         return task
 
     def reslot(self, task: Task) -> Task:
@@ -614,33 +658,94 @@ class TaskQueue:
 
     # --- waiting -----------------------------------------------------------------------------------------
 
+    def idle_wait_s(self, task_types: Collection[str], retry_in_s: float | None = None) -> float:
+        """How long a worker that found nothing to claim may sleep before it claims again.
+
+        No longer than until work of ``task_types`` becomes claimable without a notification: the next
+        politeness slot (``retry_in_s`` of the empty :class:`ClaimResult`), the ``run_at`` of the next
+        delayed or retried task, the expiry of the next lease (its task is then reclaimed); and never
+        longer than ``idle_timeout_s``. Pass the result to :meth:`wait_for_work` or :meth:`wait_for_work_async`.
+        """
+        types = [self._check_type(t) for t in task_types]
+        wait = self.idle_timeout_s if retry_in_s is None else min(retry_in_s, self.idle_timeout_s)
+        due_in_s = self.db.query(_q()["next_due"], {"types": types})[0]["due_in_s"]
+        if due_in_s is not None:
+            wait = min(wait, float(due_in_s))
+        return max(wait, MIN_IDLE_WAIT_S)
+
     def wait_for_work(self, timeout_s: float) -> bool:
         """Sleep until tasks are enqueued/released/requeued (NOTIFY) or ``timeout_s`` passes.
 
         Uses ``select()`` on the process's connection, so waiting costs no queries. Returns whether a
-        wake-up arrived (a stale one may: the next claim will tell). Pass :attr:`ClaimResult.retry_in_s`
-        as the timeout when a claim came back empty because of politeness.
+        wake-up arrived (a stale one may: the next claim will tell). Pass :meth:`idle_wait_s` as the timeout.
         """
         timeout = _check_number("timeout_s", timeout_s)
         try:
-            conn = self.db.connection()
-            if self._listening_on is not conn:
-                self.db.run(lambda cur: cur.execute(_q()["listen"]))
-                conn = self.db.connection()
-                self._listening_on = conn
-            if conn.notifies:
-                conn.notifies.clear()
+            self._subscribe()
+            if self._take_notifications():
                 return True
-            readable, _, _ = select.select([conn], [], [], timeout)
-            if not readable:
-                return False
-            conn.poll()
-            woke = bool(conn.notifies)
-            conn.notifies.clear()
-            return woke
+            readable, _, _ = select.select([self.db.connection()], [], [], timeout)
+            return bool(readable) and self._take_notifications()
         except CONNECTION_ERRORS:
             self._listening_on = None
             return False
+
+    async def wait_for_work_async(
+        self, timeout_s: float, *, run: Runner | None = None, stop: asyncio.Event | None = None
+    ) -> bool:
+        """:meth:`wait_for_work` for an event loop, which watches the connection's socket; ``stop`` ends it.
+
+        ``run`` runs the queue's calls on the connection (default :func:`asyncio.to_thread`); its thread is
+        free while the loop waits. Returns True at once when this call (re)subscribes: work enqueued
+        before the LISTEN sent no notification this connection could see, so the caller claims again.
+        """
+        timeout = _check_number("timeout_s", timeout_s)
+        run = run or asyncio.to_thread
+        try:
+            fd = await run(self._socket_to_watch)
+        except CONNECTION_ERRORS:
+            self._listening_on = None
+            return False
+        if fd is None:
+            return True
+        loop = asyncio.get_running_loop()
+        readable: asyncio.Future[None] = loop.create_future()
+        loop.add_reader(fd, lambda: readable.done() or readable.set_result(None))
+        stopped = asyncio.ensure_future(stop.wait()) if stop is not None else loop.create_future()
+        try:
+            await asyncio.wait({readable, stopped}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            loop.remove_reader(fd)
+            stopped.cancel()
+        if not readable.done():
+            return False
+        try:
+            return await run(self._take_notifications)
+        except CONNECTION_ERRORS:
+            self._listening_on = None
+            return False
+
+    def _subscribe(self) -> bool:
+        """LISTEN on the process's current connection unless already done; returns whether it was needed."""
+        if self._listening_on is self.db.connection():
+            return False
+        self.db.run(lambda cur: cur.execute(_q()["listen"]))
+        self._listening_on = self.db.connection()
+        return True
+
+    def _socket_to_watch(self) -> int | None:
+        """The connection's socket, subscribed; None when the caller should claim at once instead of waiting."""
+        if self._subscribe() or self._take_notifications():
+            return None
+        return int(self.db.connection().fileno())
+
+    def _take_notifications(self) -> bool:
+        """Whether notifications arrived on the connection since the last call (they are consumed)."""
+        conn = self.db.connection()
+        conn.poll()
+        woke = bool(conn.notifies)
+        conn.notifies.clear()
+        return woke
 
     # --- stats and housekeeping --------------------------------------------------------------------------
 

@@ -274,6 +274,16 @@ FROM moved;
 -- Subscribe this connection to enqueue wake-ups.
 LISTEN book_pipeline_tasks;
 
+-- next_due --
+-- Seconds until work of these types becomes claimable with no notification to say so: the next delayed or
+-- retried task's run_at, or the next lease expiry (a claim then reclaims its task). NULL: neither exists.
+SELECT extract(epoch FROM least(
+           (SELECT min(t.run_at) FROM tasks t
+            WHERE t.status = 'pending' AND t.task_type = ANY(%(types)s::TEXT[]) AND t.run_at > now()),
+           (SELECT min(t.lease_expires_at) FROM tasks t
+            WHERE t.status = 'in_progress' AND t.task_type = ANY(%(types)s::TEXT[])))
+       - clock_timestamp()) AS due_in_s;
+
 -- reslot --
 -- Give a leased task a new politeness slot (its worker woke too late for the old one): the domain's next slot,
 -- as a claim would hand it out; the lease is extended to cover it. No row: lease lost or domain unthrottled.
