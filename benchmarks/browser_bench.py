@@ -49,7 +49,6 @@ from book_assets.crawl.config import CrawlConfig
 from book_assets.crawl.pipeline import crawl
 from book_assets.sandbox.catalogue import Catalogue
 from book_assets.scraper.chromium import CHROMIUM_ARGS, find_chromium
-from book_assets.settings import load_settings
 
 #: What the ceiling loop blocks inside Chromium: the sandbox's images, stylesheets, fonts and media.
 CEILING_BLOCKED = ["*.jpg", "*.jpeg", "*.png", "*.gif", "*.webp", "*.svg", "*.ico", "*.css", "*.woff*", "*.ttf"]

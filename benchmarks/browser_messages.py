@@ -4,7 +4,8 @@ Every Playwright call and every event crosses Python ↔ Node (the driver) as on
 also cross Node ↔ Chromium. This script fetches the sandbox's book pages with :class:`BrowserFetcher`
 (the crawl's fetcher, default fetch settings, JavaScript off as ``javascript=auto`` starts) in one
 process with no database, counts the messages the Python client sends and receives, and prints one JSON
-line: pages/s, messages per page, and the most frequent ``type.method`` pairs per page.
+line: pages/s, messages per page, and the peak PSS of this process tree by kind of process (the worker's
+share of a crawl without its database work); then the most frequent ``type.method`` pairs per page.
 
 Usage: python benchmarks/browser_messages.py [--pages 300] [--tabs 8] [--javascript]
 """
@@ -14,7 +15,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -22,6 +25,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import psutil
 from playwright._impl import connection as pw_connection
 
 from book_assets.sandbox.catalogue import Catalogue
@@ -30,6 +34,33 @@ from book_assets.scraper.fetch_browser import BrowserFetcher
 from book_assets.scraper.fetching import FetchSettings
 
 COUNTS: Counter[str] = Counter()
+PEAK_PSS: dict[str, float] = {}
+
+
+def _kind(process: psutil.Process) -> str:
+    """ "python", "node", or Chromium's own ``--type`` (renderer, gpu-process, utility...) or "browser"."""
+    cmdline = process.cmdline()
+    if not cmdline or process.pid == psutil.Process().pid:
+        return "python"
+    if "node" in cmdline[0]:
+        return "node"
+    found = next((m.group(1) for arg in cmdline if (m := re.match(r"--type=(\S+)", arg))), "browser")
+    return found
+
+
+def _sample_pss(stop: threading.Event) -> None:
+    """Peak total PSS (MB) of this process and its descendants, and each kind's share at that moment."""
+    me = psutil.Process()
+    while not stop.wait(0.25):
+        by_kind: Counter[str] = Counter()
+        for process in [me, *me.children(recursive=True)]:
+            try:
+                by_kind[_kind(process)] += process.memory_full_info().pss / 1e6
+            except psutil.Error:
+                continue
+        if sum(by_kind.values()) > PEAK_PSS.get("total", 0):
+            PEAK_PSS.clear()
+            PEAK_PSS.update({k: round(v, 1) for k, v in by_kind.items()}, total=round(sum(by_kind.values()), 1))
 
 
 def _count_messages() -> None:
@@ -75,13 +106,18 @@ def main() -> None:
     parser.add_argument("--javascript", action="store_true", help="fetch with scripts on")
     args = parser.parse_args()
     _count_messages()
+    stop = threading.Event()
+    sampler = threading.Thread(target=_sample_pss, args=(stop,), daemon=True)
     with SandboxServer() as sandbox:
         paths = sorted(Catalogue().ground_truth())[: args.pages]
+        sampler.start()
         elapsed = asyncio.run(_run([sandbox.url_for(p) for p in paths], args.tabs, args.javascript))
+        stop.set()
     pages = len(paths)
     total = sum(COUNTS.values())
     top = {name: round(n / pages, 2) for name, n in COUNTS.most_common(25)}
-    print(json.dumps({"pages_per_s": round(pages / elapsed, 1), "messages_per_page": round(total / pages, 1)}))
+    figures = {"pages_per_s": round(pages / elapsed, 1), "messages_per_page": round(total / pages, 1)}
+    print(json.dumps({**figures, "peak_pss_mb": PEAK_PSS}))
     print(json.dumps(top, indent=1))
 
 
