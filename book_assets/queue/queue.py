@@ -5,9 +5,11 @@ Design (why it looks like this):
 * **No broker.** Tasks are rows; a claim is ``SELECT ... FOR UPDATE SKIP LOCKED`` (PostgreSQL manual, "The
   Locking Clause"): concurrent claimers skip each other's rows instead of queueing behind them, so N workers
   never receive the same task and never wait for one another on the hot path.
-* **One round trip per claim.** The claim is the plpgsql function ``queue_claim`` (migration 0002). It
-  first reclaims expired leases (a dead worker's tasks come back with the next claim: no janitor), then
-  hands out request-start *slots* per throttled domain, then leases the chosen rows in one ``UPDATE``.
+* **One round trip per claim.** The claim is the plpgsql function ``queue_claim_v2`` around ``queue_claim``,
+  composed of small functions with one job each (listed at the top of migration 0008; ``sql/schema.sql``
+  shows the current definitions). It first reclaims expired leases (a dead worker's tasks come back with
+  the next claim: no janitor), then hands out request-start *slots* per throttled domain, then leases the
+  chosen rows in one ``UPDATE``.
 * **Leases with fencing tokens.** Every claim draws a new ``lease_token`` from a sequence; complete, fail,
   heartbeat and release match ``id AND lease_token``. A worker whose lease expired and whose task was
   reclaimed gets ``False`` / ``'lost'`` back instead of overwriting the new holder's result (Kleppmann,
@@ -661,13 +663,17 @@ class TaskQueue:
     def idle_wait_s(self, task_types: Collection[str], retry_in_s: float | None = None) -> float:
         """How long a worker that found nothing to claim may sleep before it claims again.
 
-        No longer than until work of ``task_types`` becomes claimable without a notification: the next
-        politeness slot (``retry_in_s`` of the empty :class:`ClaimResult`), the ``run_at`` of the next
-        delayed or retried task, the expiry of the next lease (its task is then reclaimed); and never
-        longer than ``idle_timeout_s``. Pass the result to :meth:`wait_for_work` or :meth:`wait_for_work_async`.
+        No longer than until work of ``task_types`` becomes claimable without a notification, and never
+        longer than ``idle_timeout_s``. When the empty :class:`ClaimResult` waits for a politeness slot,
+        that is its ``retry_in_s`` (short; the next claim looks again). Otherwise one query finds the
+        ``run_at`` of the next delayed or retried task and the expiry of the next lease (its task is then
+        reclaimed): it reads every pending task of the types, so it is not run while work waits for a slot.
+        Pass the result to :meth:`wait_for_work` or :meth:`wait_for_work_async`.
         """
         types = [self._check_type(t) for t in task_types]
-        wait = self.idle_timeout_s if retry_in_s is None else min(retry_in_s, self.idle_timeout_s)
+        if retry_in_s is not None:
+            return max(min(retry_in_s, self.idle_timeout_s), MIN_IDLE_WAIT_S)
+        wait = self.idle_timeout_s
         due_in_s = self.db.query(_q()["next_due"], {"types": types})[0]["due_in_s"]
         if due_in_s is not None:
             wait = min(wait, float(due_in_s))

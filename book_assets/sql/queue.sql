@@ -1,6 +1,7 @@
 -- Named queries of the task queue (book_assets/queue). The claim itself is the plpgsql function
--- queue_claim_v2 (migrations/0005) around queue_claim (migrations/0002): it needs loops (politeness
--- allowances, round-robin picks) in one round trip.
+-- queue_claim_v2 around queue_claim, which composes small functions, one job each (their list heads
+-- migrations/0008; schema.sql shows every current definition): it needs loops (politeness allowances,
+-- round-robin picks) in one round trip.
 
 -- enqueue_many --
 -- Insert a batch given as a JSON array in one statement. Live URLs (pending / in progress) are deduplicated by
@@ -37,7 +38,7 @@ LEFT JOIN wake ON true
 ORDER BY x.ord;
 
 -- claim --
--- Claim up to n tasks, or replay the answer of the same request (see queue_claim_v2, migrations/0005).
+-- Claim up to n tasks, or replay the answer of the same request (see queue_claim_v2 in schema.sql).
 SELECT * FROM queue_claim_v2(%(request)s::UUID, %(worker)s, %(n)s, %(types)s::TEXT[],
                              %(lease_s)s::DOUBLE PRECISION, %(horizon_s)s::DOUBLE PRECISION, %(scheduled)s,
                              %(interleave)s::JSONB);

@@ -18,116 +18,63 @@ CREATE FUNCTION public.queue_claim(p_worker text, p_n integer, p_types text[], p
     AS $$
 #variable_conflict use_column
 DECLARE
-    v_now      TIMESTAMPTZ := clock_timestamp();
-    v_horizon  TIMESTAMPTZ := clock_timestamp() + make_interval(secs => p_horizon_s);
-    v_next_at  TIMESTAMPTZ;
-    -- throttled domains
-    d_names    TEXT[] := '{}';
-    d_interval DOUBLE PRECISION[] := '{}';
-    d_next     TIMESTAMPTZ[] := '{}';
-    d_allow    INTEGER[] := '{}';
-    d_used     BOOLEAN[] := '{}';
-    v_blocked  TEXT[] := '{}';
-    -- taken tasks, in pick order
-    v_ids      BIGINT[] := '{}';
-    v_slots    TIMESTAMPTZ[] := '{}';
-    -- round-robin members (all loaded scopes, each contiguous)
-    m_scope    TEXT[] := '{}';
-    m_names    TEXT[] := '{}';
-    m_weight   DOUBLE PRECISION[] := '{}';
-    m_cur      DOUBLE PRECISION[] := '{}';
-    m_budget   BIGINT[] := '{}';
-    m_idle     BOOLEAN[] := '{}';
-    m_live     BOOLEAN[] := '{}';
-    s_names    TEXT[] := '{}';
-    s_lo       INTEGER[] := '{}';
-    s_hi       INTEGER[] := '{}';
-    v_scopes   TEXT[];
-    r          RECORD;
-    cur        REFCURSOR;
-    k          INTEGER;
-    j          INTEGER;
-    tj         INTEGER;
-    gj         INTEGER;
-    v_total    DOUBLE PRECISION;
-    v_slot     TIMESTAMPTZ;
-    v_type     TEXT;
-    v_group    TEXT;
-    v_more     BOOLEAN;
-    v_found    BOOLEAN;
-    v_id       BIGINT;
-    v_domain   TEXT;
-    v_fair     BOOLEAN := p_scheduled OR p_interleave IS NOT NULL;
+    v_now     TIMESTAMPTZ := clock_timestamp();
+    v_horizon TIMESTAMPTZ := clock_timestamp() + make_interval(secs => p_horizon_s);
+    v_fair    BOOLEAN := p_scheduled OR p_interleave IS NOT NULL;
+    v_scopes  TEXT[];
+    d         RECORD;
+    d_next    TIMESTAMPTZ[];
+    d_allow   INTEGER[];
+    d_used    BOOLEAN[];
+    v_blocked TEXT[];
+    v_ids     BIGINT[] := '{}';
+    v_slots   TIMESTAMPTZ[] := '{}';
 BEGIN
     IF p_n IS NULL OR p_n < 1 THEN
         RETURN;
     END IF;
-    -- 0. Fair state first (lock order: scopes, then domains — never the other way round).
     IF v_fair THEN
-        IF p_interleave IS NOT NULL THEN
-            v_scopes := ARRAY['interleave'];
-            INSERT INTO queue_scopes (scope) VALUES ('interleave') ON CONFLICT DO NOTHING;
-            INSERT INTO queue_members AS m (scope, member, weight)
-                SELECT 'interleave', e.key, e.value::DOUBLE PRECISION FROM jsonb_each_text(p_interleave) e
-                ON CONFLICT (scope, member) DO UPDATE SET weight = excluded.weight
-                WHERE m.weight IS DISTINCT FROM excluded.weight;
-        ELSE
-            v_scopes := '{}';
-        END IF;
-        IF p_scheduled THEN
-            v_scopes := v_scopes || ARRAY(SELECT 'groups:' || t FROM unnest(p_types) t ORDER BY 1);
-        END IF;
-        INSERT INTO queue_scopes (scope) SELECT unnest(v_scopes) ORDER BY 1 ON CONFLICT DO NOTHING;
-        PERFORM 1 FROM queue_scopes s WHERE s.scope = ANY(v_scopes) ORDER BY s.scope FOR UPDATE;
-        -- Members last seen without work that have work again re-enter at current 0 (no burst, no debt); the
-        -- others stay out of the rounds below until they do.
-        UPDATE queue_members m SET idle = false, current = 0
-        WHERE m.scope = ANY(v_scopes) AND m.idle
-          AND EXISTS (SELECT 1 FROM tasks t
-                      WHERE t.status = 'pending' AND t.run_at <= v_now
-                        AND CASE WHEN m.scope = 'interleave' THEN t.task_type = m.member
-                                 ELSE t.task_type = substr(m.scope, 8) AND t.task_group = m.member END);
-        FOR r IN
-            SELECT m.scope, m.member, coalesce(m.weight, s.default_weight) AS weight, m.current, m.budget,
-                   m.idle
-            FROM queue_members m JOIN queue_scopes s USING (scope)
-            WHERE m.scope = ANY(v_scopes)
-              AND (m.scope <> 'interleave' OR p_interleave ? m.member)
-            ORDER BY m.scope, m.member
-        LOOP
-            m_scope := m_scope || r.scope;
-            m_names := m_names || r.member;
-            m_weight := m_weight || r.weight;
-            m_cur := m_cur || r.current;
-            m_budget := m_budget || r.budget;
-            m_idle := m_idle || r.idle;
-            -- an idle member (still without work, see above) takes no part in rounds
-            m_live := m_live || (r.weight > 0 AND (r.budget IS NULL OR r.budget > 0) AND NOT r.idle);
-            j := cardinality(m_names);
-            k := array_position(s_names, r.scope);
-            IF k IS NULL THEN
-                s_names := s_names || r.scope;
-                s_lo := s_lo || j;
-                s_hi := s_hi || j;
-            ELSE
-                s_hi[k] := j;
-            END IF;
-        END LOOP;
+        v_scopes := queue_claim_lock_scopes(p_types, p_scheduled, p_interleave);
+        PERFORM queue_claim_wake_members(v_scopes, v_now);
     END IF;
+    SELECT * INTO d FROM queue_claim_domains(p_n, v_now, v_horizon, p_horizon_s);
+    d_next := d.d_next;
+    d_allow := d.d_allow;
+    d_used := array_fill(false, ARRAY[cardinality(d.d_names)]);
+    v_blocked := d.blocked;
+    IF NOT queue_claim_all_blocked(v_blocked) THEN
+        IF v_fair THEN
+            SELECT * INTO d_next, d_allow, d_used, v_blocked, v_ids, v_slots
+            FROM queue_claim_fair(p_n, p_types, v_scopes, p_scheduled, p_interleave, v_now, d.d_names,
+                                  d.d_interval, d_next, d_allow, d_used, v_blocked);
+        ELSE
+            SELECT * INTO d_next, d_allow, d_used, v_blocked, v_ids, v_slots
+            FROM queue_claim_plain(p_n, p_types, v_now, d.d_names, d.d_interval, d_next, d_allow, d_used,
+                                   v_blocked);
+        END IF;
+        UPDATE domains dm SET next_slot_at = u.next
+        FROM unnest(d.d_names, d_next, d_used) AS u(name, next, used)
+        WHERE u.used AND dm.domain = u.name;
+    END IF;
+    RETURN QUERY SELECT * FROM queue_claim_lease(p_worker, p_lease_s, v_now, v_ids, v_slots, d.next_at);
+END $$;
 
-    -- 1. Reclaim expired leases: their workers are gone (or too slow); the attempt they used counts.
-    UPDATE tasks t
-    SET status = CASE WHEN t.attempts >= t.max_attempts THEN 'failed' ELSE 'pending' END,
-        error = CASE WHEN t.attempts >= t.max_attempts
-                     THEN format('lease expired after %s attempts (worker %s lost)', t.attempts, t.worker_id)
-                     ELSE t.error END,
-        worker_id = NULL, lease_token = NULL, lease_expires_at = NULL, slot_at = NULL
-    FROM (SELECT x.id FROM tasks x
-          WHERE x.status = 'in_progress' AND x.lease_expires_at < v_now AND x.task_type = ANY(p_types)
-          ORDER BY x.lease_expires_at LIMIT 100 FOR UPDATE SKIP LOCKED) e
-    WHERE t.id = e.id;
+CREATE FUNCTION public.queue_claim_all_blocked(p_blocked text[]) RETURNS boolean
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT cardinality(p_blocked) > 0
+       AND NOT EXISTS (SELECT 1 FROM domains d WHERE NOT (d.domain = ANY(p_blocked)))
+$$;
 
-    -- 2. Throttled domains: lock them (name order), compute each one's allowance of slots.
+CREATE FUNCTION public.queue_claim_domains(p_n integer, p_now timestamp with time zone, p_horizon timestamp with time zone, p_horizon_s double precision, OUT d_names text[], OUT d_interval double precision[], OUT d_next timestamp with time zone[], OUT d_allow integer[], OUT blocked text[], OUT next_at timestamp with time zone) RETURNS record
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    r      RECORD;
+    v_slot TIMESTAMPTZ;
+    k      INTEGER;
+BEGIN
+    d_names := '{}'; d_interval := '{}'; d_next := '{}'; d_allow := '{}'; blocked := '{}';
     FOR r IN
         SELECT d.domain, d.min_interval_s, d.max_in_flight, d.next_slot_at FROM domains d
         WHERE d.min_interval_s > 0 OR d.max_in_flight IS NOT NULL
@@ -136,13 +83,13 @@ BEGIN
         -- An idle domain's first slot is a little ahead of now (at most 50 ms, a quarter interval): the
         -- worker is then asleep when its slot comes instead of racing the claim's return trip, so
         -- request starts stay an interval apart even under load.
-        v_slot := greatest(r.next_slot_at, v_now + make_interval(secs => least(0.05, r.min_interval_s / 4)));
+        v_slot := greatest(r.next_slot_at, p_now + make_interval(secs => least(0.05, r.min_interval_s / 4)));
         IF r.min_interval_s > 0 THEN
-            IF v_slot > v_horizon THEN
+            IF v_slot > p_horizon THEN
                 k := 0;
-                v_next_at := least(v_next_at, v_slot - make_interval(secs => p_horizon_s));
+                next_at := least(next_at, v_slot - make_interval(secs => p_horizon_s));
             ELSE
-                k := floor(extract(epoch FROM v_horizon - v_slot) / r.min_interval_s)::INTEGER + 1;
+                k := floor(extract(epoch FROM p_horizon - v_slot) / r.min_interval_s)::INTEGER + 1;
             END IF;
         ELSE
             k := p_n;
@@ -150,217 +97,298 @@ BEGIN
         IF r.max_in_flight IS NOT NULL THEN
             k := least(k, r.max_in_flight - (SELECT count(*) FROM tasks t
                                               WHERE t.status = 'in_progress' AND t.domain = r.domain
-                                                AND t.lease_expires_at >= v_now)::INTEGER);
+                                                AND t.lease_expires_at >= p_now)::INTEGER);
         END IF;
         k := greatest(k, 0);
         d_names := d_names || r.domain;
         d_interval := d_interval || r.min_interval_s;
         d_next := d_next || v_slot;
         d_allow := d_allow || k;
-        d_used := d_used || false;
         IF k = 0 THEN
-            v_blocked := v_blocked || r.domain;
+            blocked := blocked || r.domain;
         END IF;
     END LOOP;
+END $$;
 
-    -- Every known domain blocked: nothing can be handed out; say when to come back (no index walk).
-    IF cardinality(v_blocked) > 0
-       AND NOT EXISTS (SELECT 1 FROM domains d WHERE NOT (d.domain = ANY(v_blocked))) THEN
-        RETURN QUERY SELECT NULL::BIGINT, NULL::TEXT, NULL::JSONB, NULL::INTEGER, NULL::TEXT, NULL::TEXT,
-                            NULL::INTEGER, NULL::INTEGER, NULL::BIGINT, NULL::TIMESTAMPTZ, NULL::TIMESTAMPTZ,
-                            v_next_at;
-        RETURN;
+CREATE FUNCTION public.queue_claim_fair(p_n integer, p_types text[], p_scopes text[], p_scheduled boolean, p_interleave jsonb, p_now timestamp with time zone, p_domains text[], p_interval double precision[], INOUT d_next timestamp with time zone[], INOUT d_allow integer[], INOUT d_used boolean[], INOUT blocked text[], OUT ids bigint[], OUT slots timestamp with time zone[]) RETURNS record
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    m        RECORD;
+    m_cur    DOUBLE PRECISION[];
+    m_budget BIGINT[];
+    m_idle   BOOLEAN[];
+    m_live   BOOLEAN[];
+    k        INTEGER;
+    v_id     BIGINT;
+    v_domain TEXT;
+    v_slot   TIMESTAMPTZ;
+BEGIN
+    ids := '{}'; slots := '{}';
+    SELECT * INTO m FROM queue_claim_members(p_scopes, p_interleave);
+    m_cur := m.m_cur; m_budget := m.m_budget; m_idle := m.m_idle; m_live := m.m_live;
+    WHILE cardinality(ids) < p_n LOOP
+        SELECT * INTO m_cur, m_budget, m_idle, m_live, v_id, v_domain
+        FROM queue_claim_pick_fair(p_types, p_scheduled, p_interleave IS NOT NULL, p_now, blocked, ids,
+                                   m.m_names, m.m_weight, m.s_names, m.s_lo, m.s_hi,
+                                   m_cur, m_budget, m_idle, m_live);
+        EXIT WHEN v_id IS NULL;
+        -- the pick left blocked domains out, so its domain has a slot to give
+        k := array_position(p_domains, v_domain);
+        v_slot := NULL;
+        IF k IS NOT NULL THEN
+            SELECT * INTO d_next, d_allow, d_used, v_slot
+            FROM queue_claim_take_slot(d_next, d_allow, d_used, p_interval, k);
+        END IF;
+        ids := ids || v_id;
+        slots := slots || v_slot;
+        IF k IS NOT NULL AND d_allow[k] <= 0 THEN
+            blocked := blocked || v_domain;
+            EXIT WHEN queue_claim_all_blocked(blocked);
+        END IF;
+    END LOOP;
+    UPDATE queue_members qm SET current = u.cur, budget = u.budget, idle = u.idle
+    FROM unnest(m.m_scope, m.m_names, m_cur, m_budget, m_idle) AS u(scope, member, cur, budget, idle)
+    WHERE qm.scope = u.scope AND qm.member = u.member
+      AND (qm.current, qm.budget, qm.idle) IS DISTINCT FROM (u.cur, u.budget, u.idle);
+END $$;
+
+CREATE FUNCTION public.queue_claim_has_work(p_type text, p_group text, p_now timestamp with time zone, p_taken bigint[]) RETURNS boolean
+    LANGUAGE plpgsql STABLE
+    AS $$
+BEGIN
+    IF p_group IS NULL THEN  -- two statements, so that each reads its own index
+        RETURN EXISTS (SELECT 1 FROM tasks t WHERE t.status = 'pending' AND t.task_type = p_type
+                         AND t.run_at <= p_now AND NOT (t.id = ANY(p_taken)));
     END IF;
+    RETURN EXISTS (SELECT 1 FROM tasks t WHERE t.status = 'pending' AND t.task_type = p_type
+                     AND t.task_group = p_group AND t.run_at <= p_now AND NOT (t.id = ANY(p_taken)));
+END $$;
 
-    IF NOT v_fair THEN
-        -- 3a. Plain claim: batches in priority order until n are taken or no domain has allowance left.
-        LOOP
-            v_more := false;
-            IF cardinality(p_types) = 1 THEN
-                OPEN cur FOR
-                    SELECT t.id, t.domain FROM tasks t
-                    WHERE t.status = 'pending' AND t.task_type = p_types[1] AND t.run_at <= v_now
-                      AND NOT (t.domain = ANY(v_blocked)) AND NOT (t.id = ANY(v_ids))
-                    ORDER BY t.priority DESC, t.id
-                    LIMIT p_n - cardinality(v_ids) FOR UPDATE SKIP LOCKED;
-            ELSE
-                OPEN cur FOR
-                    SELECT t.id, t.domain FROM tasks t
-                    WHERE t.status = 'pending' AND t.task_type = ANY(p_types) AND t.run_at <= v_now
-                      AND NOT (t.domain = ANY(v_blocked)) AND NOT (t.id = ANY(v_ids))
-                    ORDER BY t.priority DESC, t.id
-                    LIMIT p_n - cardinality(v_ids) FOR UPDATE SKIP LOCKED;
-            END IF;
-            LOOP
-                FETCH cur INTO v_id, v_domain;
-                EXIT WHEN NOT FOUND;
-                k := array_position(d_names, v_domain);
-                IF k IS NULL THEN
-                    v_ids := v_ids || v_id;
-                    v_slots := v_slots || NULL::TIMESTAMPTZ;
-                ELSIF d_allow[k] > 0 THEN
-                    v_slot := NULL;
-                    IF d_interval[k] > 0 THEN
-                        v_slot := d_next[k];
-                        d_next[k] := v_slot + make_interval(secs => d_interval[k]);
-                        d_used[k] := true;
-                    END IF;
-                    d_allow[k] := d_allow[k] - 1;
-                    IF d_allow[k] = 0 THEN
-                        v_blocked := v_blocked || v_domain;
-                    END IF;
-                    v_ids := v_ids || v_id;
-                    v_slots := v_slots || v_slot;
-                ELSE
-                    v_more := true;  -- its domain ran out within this batch: fetch again without it
-                END IF;
-            END LOOP;
-            CLOSE cur;
-            EXIT WHEN cardinality(v_ids) >= p_n OR NOT v_more;
-        END LOOP;
-    ELSE
-        -- 3b. Fair claim: one pick at a time — a task type (interleave), then a group (scheduled).
-        WHILE cardinality(v_ids) < p_n LOOP
-            v_found := false;
-            <<pick>>
-            LOOP
-                -- choose the task type
-                tj := NULL;
-                IF p_interleave IS NOT NULL THEN
-                    k := array_position(s_names, 'interleave');
-                    EXIT pick WHEN k IS NULL;
-                    tj := queue_swrr_pick(m_names, m_weight, m_cur, m_live, s_lo[k], s_hi[k]);
-                    EXIT pick WHEN tj IS NULL;
-                    v_type := m_names[tj];
-                ELSE
-                    v_type := p_types[1];
-                END IF;
-                -- choose the group (scheduled), then the task
-                v_id := NULL;
-                gj := NULL;
-                IF p_scheduled THEN
-                    k := array_position(s_names, 'groups:' || v_type);
-                    LOOP
-                        EXIT WHEN k IS NULL;
-                        gj := queue_swrr_pick(m_names, m_weight, m_cur, m_live, s_lo[k], s_hi[k]);
-                        EXIT WHEN gj IS NULL;
-                        v_group := m_names[gj];
-                        SELECT t.id, t.domain INTO v_id, v_domain FROM tasks t
-                        WHERE t.status = 'pending' AND t.task_type = v_type AND t.task_group = v_group
-                          AND t.run_at <= v_now AND NOT (t.domain = ANY(v_blocked)) AND NOT (t.id = ANY(v_ids))
-                        ORDER BY t.priority DESC, t.id LIMIT 1 FOR UPDATE SKIP LOCKED;
-                        EXIT WHEN v_id IS NOT NULL;
-                        -- skipped without losing its place (current left as is); idle only if it has no
-                        -- work at all, not merely work behind a politeness slot
-                        m_live[gj] := false;
-                        m_idle[gj] := NOT EXISTS (
-                            SELECT 1 FROM tasks t WHERE t.status = 'pending' AND t.task_type = v_type
-                              AND t.task_group = v_group AND t.run_at <= v_now AND NOT (t.id = ANY(v_ids)));
-                    END LOOP;
-                    IF v_id IS NULL THEN
-                        gj := NULL;
-                    END IF;
-                ELSE
-                    SELECT t.id, t.domain INTO v_id, v_domain FROM tasks t
-                    WHERE t.status = 'pending' AND t.task_type = v_type AND t.run_at <= v_now
-                      AND NOT (t.domain = ANY(v_blocked)) AND NOT (t.id = ANY(v_ids))
-                    ORDER BY t.priority DESC, t.id LIMIT 1 FOR UPDATE SKIP LOCKED;
-                END IF;
-                IF v_id IS NULL THEN
-                    EXIT pick WHEN tj IS NULL;  -- single type without work: done
-                    m_live[tj] := false;
-                    m_idle[tj] := NOT EXISTS (
-                        SELECT 1 FROM tasks t WHERE t.status = 'pending' AND t.task_type = v_type
-                          AND t.run_at <= v_now AND NOT (t.id = ANY(v_ids)));
-                    CONTINUE pick;
-                END IF;
-                -- apply the round(s) to the fair state
-                IF tj IS NOT NULL THEN
-                    k := array_position(s_names, 'interleave');
-                    v_total := 0;
-                    FOR j IN s_lo[k]..s_hi[k] LOOP
-                        IF m_live[j] THEN
-                            m_cur[j] := m_cur[j] + m_weight[j];
-                            v_total := v_total + m_weight[j];
-                        END IF;
-                    END LOOP;
-                    m_cur[tj] := m_cur[tj] - v_total;
-                END IF;
-                IF gj IS NOT NULL THEN
-                    k := array_position(s_names, 'groups:' || v_type);
-                    v_total := 0;
-                    FOR j IN s_lo[k]..s_hi[k] LOOP
-                        IF m_live[j] THEN
-                            m_cur[j] := m_cur[j] + m_weight[j];
-                            v_total := v_total + m_weight[j];
-                        END IF;
-                    END LOOP;
-                    m_cur[gj] := m_cur[gj] - v_total;
-                    IF m_budget[gj] IS NOT NULL THEN
-                        m_budget[gj] := m_budget[gj] - 1;
-                        IF m_budget[gj] <= 0 THEN
-                            m_live[gj] := false;
-                        END IF;
-                    END IF;
-                END IF;
-                v_found := true;
-                EXIT pick;
-            END LOOP;
-            EXIT WHEN NOT v_found;
-            -- politeness: the per-pick queries already excluded blocked domains, so a slot is available
-            v_slot := NULL;
-            k := array_position(d_names, v_domain);
-            IF k IS NOT NULL THEN
-                IF d_interval[k] > 0 THEN
-                    v_slot := d_next[k];
-                    d_next[k] := v_slot + make_interval(secs => d_interval[k]);
-                    d_used[k] := true;
-                END IF;
-                d_allow[k] := d_allow[k] - 1;
-            END IF;
-            v_ids := v_ids || v_id;
-            v_slots := v_slots || v_slot;
-            IF k IS NOT NULL AND d_allow[k] <= 0 THEN
-                v_blocked := v_blocked || v_domain;
-                -- every domain out of slots: stop here rather than mark groups empty that are only waiting
-                EXIT WHEN NOT EXISTS (SELECT 1 FROM domains d WHERE NOT (d.domain = ANY(v_blocked)));
-            END IF;
-        END LOOP;
-        -- write the fair state back
-        UPDATE queue_members m SET current = u.cur, budget = u.budget, idle = u.idle
-        FROM unnest(m_scope, m_names, m_cur, m_budget, m_idle) AS u(scope, member, cur, budget, idle)
-        WHERE m.scope = u.scope AND m.member = u.member
-          AND (m.current, m.budget, m.idle) IS DISTINCT FROM (u.cur, u.budget, u.idle);
-    END IF;
-
-    -- Advance the domains whose slots were handed out.
-    UPDATE domains d SET next_slot_at = u.next
-    FROM unnest(d_names, d_next, d_used) AS u(name, next, used)
-    WHERE u.used AND d.domain = u.name;
-
-    IF cardinality(v_ids) = 0 THEN
-        RETURN QUERY SELECT NULL::BIGINT, NULL::TEXT, NULL::JSONB, NULL::INTEGER, NULL::TEXT, NULL::TEXT,
-                            NULL::INTEGER, NULL::INTEGER, NULL::BIGINT, NULL::TIMESTAMPTZ, NULL::TIMESTAMPTZ,
-                            v_next_at;
-        RETURN;
-    END IF;
-
-    -- 4. Lease them: one UPDATE, fencing token per lease, lease counted from the slot (the worker waits).
-    RETURN QUERY
+CREATE FUNCTION public.queue_claim_lease(p_worker text, p_lease_s double precision, p_now timestamp with time zone, p_ids bigint[], p_slots timestamp with time zone[], p_next_at timestamp with time zone) RETURNS TABLE(id bigint, task_type text, payload jsonb, priority integer, domain text, task_group text, attempts integer, max_attempts integer, lease_token bigint, lease_expires_at timestamp with time zone, slot_at timestamp with time zone, next_at timestamp with time zone)
+    LANGUAGE sql
+    AS $$
     WITH picked AS (
-        SELECT u.id, u.slot, u.ord FROM unnest(v_ids, v_slots) WITH ORDINALITY AS u(id, slot, ord)
+        SELECT u.id, u.slot, u.ord FROM unnest(p_ids, p_slots) WITH ORDINALITY AS u(id, slot, ord)
     ), leased AS (
         UPDATE tasks t
         SET status = 'in_progress', attempts = t.attempts + 1, worker_id = p_worker,
-            lease_token = nextval('tasks_lease_token_seq'), started_at = v_now, slot_at = p.slot,
-            lease_expires_at = greatest(v_now, coalesce(p.slot, v_now)) + make_interval(secs => p_lease_s)
+            lease_token = nextval('tasks_lease_token_seq'), started_at = p_now, slot_at = p.slot,
+            lease_expires_at = greatest(p_now, coalesce(p.slot, p_now)) + make_interval(secs => p_lease_s)
         FROM picked p WHERE t.id = p.id
         RETURNING t.id, t.task_type, t.payload, t.priority, t.domain, t.task_group, t.attempts, t.max_attempts,
                   t.lease_token, t.lease_expires_at, t.slot_at, p.ord
+    ), answer AS (
+        SELECT l.id, l.task_type, l.payload, l.priority, l.domain, l.task_group, l.attempts, l.max_attempts,
+               l.lease_token, l.lease_expires_at, l.slot_at, l.ord FROM leased l
+        UNION ALL
+        SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0
+        WHERE cardinality(p_ids) = 0
     )
-    SELECT l.id, l.task_type, l.payload, l.priority, l.domain, l.task_group, l.attempts, l.max_attempts,
-           l.lease_token, l.lease_expires_at, l.slot_at, v_next_at
-    FROM leased l ORDER BY l.ord;
+    SELECT a.id, a.task_type, a.payload, a.priority, a.domain, a.task_group, a.attempts, a.max_attempts,
+           a.lease_token, a.lease_expires_at, a.slot_at, p_next_at
+    FROM answer a ORDER BY a.ord
+$$;
+
+CREATE FUNCTION public.queue_claim_lock_scopes(p_types text[], p_scheduled boolean, p_interleave jsonb) RETURNS text[]
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    v_scopes TEXT[] := '{}';
+BEGIN
+    IF p_interleave IS NOT NULL THEN
+        v_scopes := ARRAY['interleave'];
+        INSERT INTO queue_scopes (scope) VALUES ('interleave') ON CONFLICT DO NOTHING;
+        INSERT INTO queue_members AS m (scope, member, weight)
+            SELECT 'interleave', e.key, e.value::DOUBLE PRECISION FROM jsonb_each_text(p_interleave) e
+            ON CONFLICT (scope, member) DO UPDATE SET weight = excluded.weight
+            WHERE m.weight IS DISTINCT FROM excluded.weight;
+    END IF;
+    IF p_scheduled THEN
+        v_scopes := v_scopes || ARRAY(SELECT 'groups:' || t FROM unnest(p_types) t ORDER BY 1);
+    END IF;
+    INSERT INTO queue_scopes (scope) SELECT unnest(v_scopes) ORDER BY 1 ON CONFLICT DO NOTHING;
+    PERFORM 1 FROM queue_scopes s WHERE s.scope = ANY(v_scopes) ORDER BY s.scope FOR UPDATE;
+    RETURN v_scopes;
+END $$;
+
+CREATE FUNCTION public.queue_claim_members(p_scopes text[], p_interleave jsonb, OUT m_scope text[], OUT m_names text[], OUT m_weight double precision[], OUT m_cur double precision[], OUT m_budget bigint[], OUT m_idle boolean[], OUT m_live boolean[], OUT s_names text[], OUT s_lo integer[], OUT s_hi integer[]) RETURNS record
+    LANGUAGE sql STABLE
+    AS $$
+    WITH m AS (
+        SELECT m.scope, m.member, coalesce(m.weight, s.default_weight) AS weight, m.current, m.budget, m.idle,
+               row_number() OVER (ORDER BY m.scope, m.member)::INTEGER AS j
+        FROM queue_members m JOIN queue_scopes s USING (scope)
+        WHERE m.scope = ANY(p_scopes)
+          AND (m.scope <> 'interleave' OR p_interleave ? m.member)
+    ), ranges AS (
+        SELECT m.scope, min(m.j) AS lo, max(m.j) AS hi FROM m GROUP BY m.scope
+    )
+    SELECT coalesce(array_agg(m.scope ORDER BY m.j), '{}'), coalesce(array_agg(m.member ORDER BY m.j), '{}'),
+           coalesce(array_agg(m.weight ORDER BY m.j), '{}'), coalesce(array_agg(m.current ORDER BY m.j), '{}'),
+           coalesce(array_agg(m.budget ORDER BY m.j), '{}'), coalesce(array_agg(m.idle ORDER BY m.j), '{}'),
+           coalesce(array_agg(m.weight > 0 AND (m.budget IS NULL OR m.budget > 0) AND NOT m.idle ORDER BY m.j),
+                    '{}'),
+           (SELECT coalesce(array_agg(r.scope ORDER BY r.lo), '{}') FROM ranges r),
+           (SELECT coalesce(array_agg(r.lo ORDER BY r.lo), '{}') FROM ranges r),
+           (SELECT coalesce(array_agg(r.hi ORDER BY r.lo), '{}') FROM ranges r)
+    FROM m
+$$;
+
+CREATE FUNCTION public.queue_claim_next_task(p_type text, p_group text, p_now timestamp with time zone, p_blocked text[], p_taken bigint[], OUT task_id bigint, OUT task_domain text) RETURNS record
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF p_group IS NULL THEN  -- two statements, so that each reads its own index
+        SELECT t.id, t.domain INTO task_id, task_domain FROM tasks t
+        WHERE t.status = 'pending' AND t.task_type = p_type AND t.run_at <= p_now
+          AND NOT (t.domain = ANY(p_blocked)) AND NOT (t.id = ANY(p_taken))
+        ORDER BY t.priority DESC, t.id LIMIT 1 FOR UPDATE SKIP LOCKED;
+        RETURN;
+    END IF;
+    SELECT t.id, t.domain INTO task_id, task_domain FROM tasks t
+    WHERE t.status = 'pending' AND t.task_type = p_type AND t.task_group = p_group AND t.run_at <= p_now
+      AND NOT (t.domain = ANY(p_blocked)) AND NOT (t.id = ANY(p_taken))
+    ORDER BY t.priority DESC, t.id LIMIT 1 FOR UPDATE SKIP LOCKED;
+END $$;
+
+CREATE FUNCTION public.queue_claim_pick_fair(p_types text[], p_scheduled boolean, p_interleave boolean, p_now timestamp with time zone, p_blocked text[], p_taken bigint[], p_names text[], p_weight double precision[], s_names text[], s_lo integer[], s_hi integer[], INOUT m_cur double precision[], INOUT m_budget bigint[], INOUT m_idle boolean[], INOUT m_live boolean[], OUT task_id bigint, OUT task_domain text) RETURNS record
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    k      INTEGER := array_position(s_names, 'interleave');
+    g      INTEGER;
+    tj     INTEGER;
+    gj     INTEGER;
+    v_type TEXT;
+BEGIN
+    LOOP
+        tj := NULL;
+        v_type := p_types[1];
+        IF p_interleave THEN
+            IF k IS NULL THEN
+                RETURN;  -- no interleave member
+            END IF;
+            tj := queue_swrr_pick(p_names, p_weight, m_cur, m_live, s_lo[k], s_hi[k]);
+            IF tj IS NULL THEN
+                RETURN;
+            END IF;
+            v_type := p_names[tj];
+        END IF;
+        gj := NULL;
+        task_id := NULL;
+        g := array_position(s_names, 'groups:' || v_type);
+        IF p_scheduled AND g IS NOT NULL THEN
+            SELECT * INTO m_live, m_idle, gj, task_id, task_domain
+            FROM queue_claim_pick_group(v_type, p_now, p_blocked, p_taken, p_names, p_weight, m_cur, s_lo[g],
+                                        s_hi[g], m_live, m_idle);
+        ELSIF NOT p_scheduled THEN
+            SELECT * INTO task_id, task_domain
+            FROM queue_claim_next_task(v_type, NULL, p_now, p_blocked, p_taken);
+        END IF;
+        IF task_id IS NULL THEN
+            IF tj IS NULL THEN
+                RETURN;  -- the claim's one type has nothing to give
+            END IF;
+            m_live[tj] := false;
+            m_idle[tj] := NOT queue_claim_has_work(v_type, NULL, p_now, p_taken);
+            CONTINUE;
+        END IF;
+        IF tj IS NOT NULL THEN
+            m_cur := queue_swrr_apply(p_weight, m_cur, m_live, s_lo[k], s_hi[k], tj);
+        END IF;
+        IF gj IS NOT NULL THEN
+            m_cur := queue_swrr_apply(p_weight, m_cur, m_live, s_lo[g], s_hi[g], gj);
+            IF m_budget[gj] IS NOT NULL THEN
+                m_budget[gj] := m_budget[gj] - 1;
+                IF m_budget[gj] <= 0 THEN
+                    m_live[gj] := false;
+                END IF;
+            END IF;
+        END IF;
+        RETURN;
+    END LOOP;
+END $$;
+
+CREATE FUNCTION public.queue_claim_pick_group(p_type text, p_now timestamp with time zone, p_blocked text[], p_taken bigint[], p_names text[], p_weight double precision[], p_cur double precision[], p_lo integer, p_hi integer, INOUT m_live boolean[], INOUT m_idle boolean[], OUT gj integer, OUT task_id bigint, OUT task_domain text) RETURNS record
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    LOOP
+        gj := queue_swrr_pick(p_names, p_weight, p_cur, m_live, p_lo, p_hi);
+        IF gj IS NULL THEN
+            RETURN;
+        END IF;
+        SELECT * INTO task_id, task_domain
+        FROM queue_claim_next_task(p_type, p_names[gj], p_now, p_blocked, p_taken);
+        IF task_id IS NOT NULL THEN
+            RETURN;
+        END IF;
+        m_live[gj] := false;
+        m_idle[gj] := NOT queue_claim_has_work(p_type, p_names[gj], p_now, p_taken);
+    END LOOP;
+END $$;
+
+CREATE FUNCTION public.queue_claim_plain(p_n integer, p_types text[], p_now timestamp with time zone, p_names text[], p_interval double precision[], INOUT d_next timestamp with time zone[], INOUT d_allow integer[], INOUT d_used boolean[], INOUT blocked text[], OUT ids bigint[], OUT slots timestamp with time zone[]) RETURNS record
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    cur      REFCURSOR;
+    k        INTEGER;
+    v_id     BIGINT;
+    v_domain TEXT;
+    v_slot   TIMESTAMPTZ;
+    v_more   BOOLEAN;
+BEGIN
+    ids := '{}'; slots := '{}';
+    LOOP
+        v_more := false;
+        IF cardinality(p_types) = 1 THEN
+            OPEN cur FOR
+                SELECT t.id, t.domain FROM tasks t
+                WHERE t.status = 'pending' AND t.task_type = p_types[1] AND t.run_at <= p_now
+                  AND NOT (t.domain = ANY(blocked)) AND NOT (t.id = ANY(ids))
+                ORDER BY t.priority DESC, t.id LIMIT p_n - cardinality(ids) FOR UPDATE SKIP LOCKED;
+        ELSE
+            OPEN cur FOR
+                SELECT t.id, t.domain FROM tasks t
+                WHERE t.status = 'pending' AND t.task_type = ANY(p_types) AND t.run_at <= p_now
+                  AND NOT (t.domain = ANY(blocked)) AND NOT (t.id = ANY(ids))
+                ORDER BY t.priority DESC, t.id LIMIT p_n - cardinality(ids) FOR UPDATE SKIP LOCKED;
+        END IF;
+        LOOP
+            FETCH cur INTO v_id, v_domain;
+            EXIT WHEN NOT FOUND;
+            k := array_position(p_names, v_domain);
+            v_slot := NULL;
+            IF k IS NOT NULL AND d_allow[k] <= 0 THEN
+                v_more := true;  -- its domain ran out within this batch: fetch again without it
+                CONTINUE;
+            ELSIF k IS NOT NULL THEN
+                SELECT * INTO d_next, d_allow, d_used, v_slot
+                FROM queue_claim_take_slot(d_next, d_allow, d_used, p_interval, k);
+                IF d_allow[k] = 0 THEN
+                    blocked := blocked || v_domain;
+                END IF;
+            END IF;
+            ids := ids || v_id;
+            slots := slots || v_slot;
+        END LOOP;
+        CLOSE cur;
+        EXIT WHEN cardinality(ids) >= p_n OR NOT v_more;
+    END LOOP;
+END $$;
+
+CREATE FUNCTION public.queue_claim_take_slot(INOUT d_next timestamp with time zone[], INOUT d_allow integer[], INOUT d_used boolean[], p_interval double precision[], p_k integer, OUT slot timestamp with time zone) RETURNS record
+    LANGUAGE plpgsql STABLE
+    AS $$
+BEGIN
+    IF p_interval[p_k] > 0 THEN
+        slot := d_next[p_k];
+        d_next[p_k] := slot + make_interval(secs => p_interval[p_k]);
+        d_used[p_k] := true;
+    END IF;
+    d_allow[p_k] := d_allow[p_k] - 1;
 END $$;
 
 CREATE FUNCTION public.queue_claim_v2(p_request uuid, p_worker text, p_n integer, p_types text[], p_lease_s double precision, p_horizon_s double precision, p_scheduled boolean, p_interleave jsonb) RETURNS TABLE(id bigint, task_type text, payload jsonb, priority integer, domain text, task_group text, attempts integer, max_attempts integer, lease_token bigint, lease_expires_at timestamp with time zone, slot_at timestamp with time zone, next_at timestamp with time zone)
@@ -413,6 +441,17 @@ BEGIN
     PERFORM set_config('synchronous_commit', 'on', true);
 END $$;
 
+CREATE FUNCTION public.queue_claim_wake_members(p_scopes text[], p_now timestamp with time zone) RETURNS void
+    LANGUAGE sql
+    AS $$
+    UPDATE queue_members m SET idle = false, current = 0
+    WHERE m.scope = ANY(p_scopes) AND m.idle
+      AND EXISTS (SELECT 1 FROM tasks t
+                  WHERE t.status = 'pending' AND t.run_at <= p_now
+                    AND CASE WHEN m.scope = 'interleave' THEN t.task_type = m.member
+                             ELSE t.task_type = substr(m.scope, 8) AND t.task_group = m.member END)
+$$;
+
 CREATE FUNCTION public.queue_reclaim_expired(p_types text[], p_now timestamp with time zone) RETURNS void
     LANGUAGE sql
     AS $$
@@ -429,6 +468,22 @@ CREATE FUNCTION public.queue_reclaim_expired(p_types text[], p_now timestamp wit
           ORDER BY x.lease_expires_at LIMIT 100 FOR UPDATE SKIP LOCKED) e
     WHERE t.id = e.id
 $$;
+
+CREATE FUNCTION public.queue_swrr_apply(weights double precision[], currents double precision[], live boolean[], lo integer, hi integer, winner integer) RETURNS double precision[]
+    LANGUAGE plpgsql IMMUTABLE
+    AS $$
+DECLARE
+    total DOUBLE PRECISION := 0;
+BEGIN
+    FOR j IN lo..hi LOOP
+        IF live[j] THEN
+            currents[j] := currents[j] + weights[j];
+            total := total + weights[j];
+        END IF;
+    END LOOP;
+    currents[winner] := currents[winner] - total;
+    RETURN currents;
+END $$;
 
 CREATE FUNCTION public.queue_swrr_pick(names text[], weights double precision[], currents double precision[], live boolean[], lo integer, hi integer) RETURNS integer
     LANGUAGE plpgsql IMMUTABLE

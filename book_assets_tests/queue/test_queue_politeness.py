@@ -108,3 +108,36 @@ def test_negative_interval_is_rejected(db: Database) -> None:
         queue.set_domain_policy("books.example", min_interval_s=-0.5)
     with pytest.raises(ValueError, match="max_in_flight"):
         queue.set_domain_policy("books.example", max_in_flight=0)
+
+
+def test_a_lease_runs_from_its_politeness_slot(db: Database) -> None:
+    queue = make_queue(db, default_interval_s=0.5, slot_horizon_s=1.2, lease_s=30.0)
+    queue.enqueue_many(NewTask("detail", {"url": url(i)}) for i in range(3))
+    tasks = queue.claim("w", 3).tasks
+    assert len(tasks) == 3
+    for task in tasks:  # the last one waits a second for its slot: its lease must not be shorter for it
+        assert task.slot_at is not None
+        assert (task.lease_expires_at - task.slot_at).total_seconds() == pytest.approx(30.0, abs=1e-6)
+
+
+def test_a_scheduled_claim_takes_no_more_from_a_throttled_domain_than_its_slots(db: Database) -> None:
+    queue = make_queue(db, slot_horizon_s=1.2)
+    queue.set_domain_policy("slow.example", min_interval_s=0.5)
+    queue.enqueue_many(NewTask("detail", {"url": url(i, host="slow.example")}, group="a") for i in range(6))
+    queue.enqueue_many(NewTask("detail", {"url": url(i, host="fast.example")}, group="b") for i in range(6))
+    tasks = queue.claim("w", 12, task_types=["detail"], scheduled=True).tasks
+    slow = [t.slot_at.timestamp() for t in tasks if t.domain == "slow.example"]  # type: ignore[union-attr]
+    assert len(slow) == 3  # slots at +0, +0.5, +1.0 fit in a 1.2 s horizon
+    assert [round(b - a, 6) for a, b in itertools.pairwise(slow)] == [0.5, 0.5]
+    assert sum(t.domain == "fast.example" for t in tasks) == 6
+
+
+def test_a_group_whose_work_waits_for_a_slot_is_skipped_but_not_idle(db: Database) -> None:
+    queue = make_queue(db, slot_horizon_s=1.0)
+    queue.set_domain_policy("slow.example", min_interval_s=10.0)
+    queue.enqueue_many(NewTask("detail", {"url": url(i, host="slow.example")}, group="a") for i in range(2))
+    queue.enqueue_many(NewTask("detail", {"url": url(i, host="fast.example")}, group="b") for i in range(4))
+    tasks = queue.claim("w", 4, task_types=["detail"], scheduled=True).tasks
+    assert [t.group for t in tasks].count("a") == 1  # one slot in the horizon, then its domain is blocked
+    idle = {row["member"]: row["idle"] for row in queue.group_state("detail")}
+    assert idle["a"] is False  # it has work, only behind a politeness slot: it keeps its place in the rounds
