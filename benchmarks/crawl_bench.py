@@ -59,8 +59,9 @@ def _reset(url: str) -> None:
 
 
 def _run(url: str, base_url: str, mode: str, concurrency: int, result: dict[str, Any]) -> None:
-    settings = load_settings(fetch_mode=mode, concurrency=concurrency, rate=0.0, workers=1, timeout_s=30)
-    config = CrawlConfig.from_settings(settings, base_url=base_url)
+    config = CrawlConfig.resolve(
+        base_url=base_url, fetch_mode=mode, concurrency=concurrency, min_interval_s=0.0, workers=1, timeout_s=30
+    )
     report = crawl(url, config)
     result["pages"] = report.stats.pages
     result["books"] = report.counts["total"]

@@ -12,17 +12,16 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
 
 import click
 
 from book_assets.db import embedded
 from book_assets.db.connection import Database, DatabaseUnavailable, mask_url, resolve_database_url
 from book_assets.db.migrations import SchemaTooNew, current_version, migrate
+from book_assets.setting_options import setting_options
 from book_assets.settings import ConfigError, Settings, load_settings
 
 F = TypeVar("F", bound=Callable[..., Any])
-LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 
 #: Errors a user can fix; shown as one line, exit status 2.
 USER_ERRORS: tuple[type[Exception], ...] = (
@@ -34,7 +33,8 @@ USER_ERRORS: tuple[type[Exception], ...] = (
 
 
 def user_errors(fn: F) -> F:
-    """Turn expected failures into ``error: <one line>`` and exit status 2."""
+    """Turn expected failures into ``error: <one line>``: exit status 2 for the user's, 1 for a run's."""
+    from book_assets.crawl.drain import WorkersLost
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -43,6 +43,9 @@ def user_errors(fn: F) -> F:
         except USER_ERRORS as exc:
             click.echo(f"error: {exc}", err=True)
             sys.exit(2)
+        except WorkersLost as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(1)
 
     return wrapper  # type: ignore[return-value]
 
@@ -139,41 +142,29 @@ def db_status() -> None:
 # --------------------------------------------------------------------------- crawling
 
 
-def _crawl_options(fn: F) -> F:
-    options = [
-        click.option("--base-url", help="Start URL: the site's root, a listing page or a category page."),
-        click.option("--max-pages", type=click.IntRange(min=1), help="Listing pages followed per category."),
-        click.option("--categories", help="Comma-separated category names (or slugs) to crawl; default all."),
-        click.option("--workers", type=click.IntRange(min=1, max=64), help="Worker processes."),
-        click.option("--concurrency", type=click.IntRange(min=1, max=64), help="Pages in flight per worker."),
-        click.option("--rate", type=click.FloatRange(min=0), help="Seconds between request starts per domain."),
-        click.option("--fetch", "fetch_mode", type=click.Choice(["browser", "http", "adaptive"]), help="Fetch mode."),
-        click.option(
-            "--javascript", type=click.Choice(["on", "off", "auto"]), help="Browser JavaScript (auto: where needed)."
-        ),
-        click.option("--weights", "weights_file", type=click.Path(dir_okay=False), help="Category weights file."),
-        click.option("--deep-budget", type=click.IntRange(min=0), help="At most N detail pages this run."),
-        click.option("--interleave", type=click.IntRange(min=1), help="Detail pages per listing page."),
-    ]
-    for option in reversed(options):
-        fn = option(fn)
-    return fn
+#: The settings a crawl or a worker takes as options (a pair: a flag shorter than the setting's name).
+CRAWL_OPTIONS: tuple[str | tuple[str, str], ...] = (
+    "base_url",
+    "max_pages",
+    "categories",
+    "workers",
+    "concurrency",
+    "min_interval_s",
+    ("fetch_mode", "--fetch"),
+    "javascript",
+    ("weights_file", "--weights"),
+    ("weights", "--weights-inline"),
+    "deep_budget",
+    "interleave",
+)
 
 
-def _crawl_config(settings_overrides: dict[str, Any]) -> tuple[str, Any]:
+def _crawl_config(overrides: dict[str, Any]) -> tuple[str, Any]:
+    """The database URL (migrated) and the crawl the settings with ``overrides`` describe."""
     from book_assets.crawl.config import CrawlConfig
 
-    categories = settings_overrides.pop("categories", None)
-    settings = load_settings(**settings_overrides)
-    overrides: dict[str, Any] = {}
-    host = urlsplit(settings.base_url).hostname or ""
-    if "rate" not in settings.model_fields_set and host in LOOPBACK_HOSTS:
-        overrides["rate"] = 0.0  # your own sandbox on this machine: politeness is for other people's sites
-    config = CrawlConfig.from_settings(
-        settings,
-        categories=tuple(c.strip() for c in categories.split(",") if c.strip()) if categories else None,
-        **overrides,
-    )
+    settings = load_settings(**overrides)
+    config = CrawlConfig.from_settings(settings)
     database = open_database(settings)
     url = database.url
     database.close()
@@ -186,36 +177,35 @@ def _pages_in_flight(config: Any) -> str:
 
 
 @main.command("crawl")
-@_crawl_options
+@setting_options(*CRAWL_OPTIONS)
 @click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar.")
+@click.option("--show-config", is_flag=True, help="End the summary with the crawl's resolved configuration (JSON).")
 @user_errors
-def crawl_cmd(progress: bool, **options: Any) -> None:
+def crawl_cmd(progress: bool, show_config: bool, **overrides: Any) -> None:
     """Seed the queue from the start URL and drain it to completion, then print a summary."""
     from book_assets.crawl.pipeline import crawl
 
-    url, config = _crawl_config(options)
+    url, config = _crawl_config(overrides)
     click.echo(
         f"crawling {config.base_url} with {config.workers} worker(s) x {_pages_in_flight(config)} pages "
-        f"({config.fetch.mode} mode), {config.rate}s between requests per domain",
+        f"({config.fetch.mode} mode), {config.min_interval_s}s between requests per domain",
         err=True,
     )
     report = crawl(url, config, progress=progress)
-    for line in report.summary_lines():
+    for line in report.summary_lines(show_config=show_config):
         click.echo(line)
-    if report.quotas:
-        click.echo("deep budget quotas: " + ", ".join(f"{k} {v}" for k, v in sorted(report.quotas.items()) if v))
 
 
 @main.command("work")
-@_crawl_options
+@setting_options(*CRAWL_OPTIONS)
 @user_errors
-def work_cmd(**options: Any) -> None:
+def work_cmd(**overrides: Any) -> None:
     """Run one long-lived worker (scale out by starting more); SIGTERM finishes or releases its pages."""
     import asyncio
 
     from book_assets.crawl.worker import Worker
 
-    url, config = _crawl_config(options)
+    url, config = _crawl_config(overrides)
     stats = asyncio.run(Worker(url, config, until_drained=False).run())
     click.echo(f"worker stopped: {stats.pages} pages, {stats.books_stored} books, released {stats.released}")
 
@@ -324,12 +314,10 @@ def daemon_cmd() -> None:
 @main.command("demo")
 @click.option("--port", default=8800, show_default=True, type=click.IntRange(0, 65535), help="Sandbox port.")
 @click.option("--day", default=0, show_default=True, type=click.IntRange(0), help="Simulated day of the sandbox.")
-@click.option("--fetch-mode", type=click.Choice(["browser", "http"]), default="browser", show_default=True)
-@click.option("--workers", default=2, show_default=True, type=click.IntRange(1, 64))
-@click.option("--concurrency", default=4, show_default=True, type=click.IntRange(1, 64))
+@setting_options(("fetch_mode", "--fetch"), "workers", "concurrency")
 @click.option("--supervised/--in-process", default=True, hidden=True, help="Run the demo in a child process group.")
 @user_errors
-def demo_cmd(port: int, day: int, fetch_mode: str, workers: int, concurrency: int, supervised: bool) -> None:
+def demo_cmd(port: int, day: int, supervised: bool, **overrides: Any) -> None:
     """Crawl the local replica through Dagster (all three assets and their checks), then summarize."""
     if supervised:
         # In-process Dagster delays SIGTERM until the run ends (minutes, crawling on); as a process group of
@@ -338,21 +326,25 @@ def demo_cmd(port: int, day: int, fetch_mode: str, workers: int, concurrency: in
 
         from book_assets.supervise import run_together
 
-        child = [sys.executable, "-m", "book_assets.cli", "demo", "--in-process", "--port", str(port)]
-        child += ["--day", str(day), "--fetch-mode", fetch_mode, "--workers", str(workers)]
-        child += ["--concurrency", str(concurrency)]
+        child = [
+            sys.executable,
+            "-m",
+            "book_assets.cli",
+            "demo",
+            "--in-process",
+            "--port",
+            str(port),
+            "--day",
+            str(day),
+        ]
+        flags = {"fetch_mode": "--fetch", "workers": "--workers", "concurrency": "--concurrency"}
+        for name, value in overrides.items():
+            if value is not None:
+                child += [flags[name], str(value)]
         sys.exit(run_together([child], os.environ))
     from book_assets.demo import run_demo
 
-    report = run_demo(
-        load_settings(),
-        port=port,
-        day=day,
-        fetch_mode=fetch_mode,
-        workers=workers,
-        concurrency=concurrency,
-        echo=click.echo,
-    )
+    report = run_demo(load_settings(), port=port, day=day, overrides=overrides, echo=click.echo)
     for line in report.summary_lines():
         click.echo(line)
     click.echo("browse the run, its metadata and checks with: make ui")

@@ -17,14 +17,14 @@ from pathlib import Path
 
 import dagster as dg
 
-from book_assets.defs.crawl.assets import book_details, listing_discovery
+from book_assets.defs.crawl.assets import crawl
 from book_assets.defs.crawl.checks import BOOK_CHECKS, LISTING_CHECKS
 from book_assets.defs.resources import default_resources
 from book_assets.defs.snapshot.assets import category_balanced_snapshot
 from book_assets.defs.snapshot.checks import SNAPSHOT_CHECKS
 from book_assets.settings import ConfigError
 
-ASSETS = [listing_discovery, book_details, category_balanced_snapshot]
+ASSETS = [crawl, category_balanced_snapshot]
 ASSET_CHECKS = [*LISTING_CHECKS, *BOOK_CHECKS, *SNAPSHOT_CHECKS]
 
 

@@ -87,9 +87,7 @@ def _metadata(result: dg.ExecuteInProcessResult, asset: str) -> dict[str, Any]:
     return {}
 
 
-def demo_resources(
-    sandbox: SandboxServer, *, fetch_mode: str, workers: int, concurrency: int
-) -> dict[str, dg.ConfigurableResource]:
+def demo_resources(sandbox: SandboxServer, overrides: dict[str, Any]) -> dict[str, dg.ConfigurableResource]:
     """The demo's resources: the sandbox as the site, and the database by reference to ``DATABASE_URL``.
 
     Why a reference: a resource built with the URL itself (``DatabaseResource(url=url)``) puts the URL, and
@@ -98,8 +96,8 @@ def demo_resources(
     """
     return {
         "database": DatabaseResource(url=dg.EnvVar("DATABASE_URL")),
-        "site": SiteResource(base_url=f"{sandbox.url}/", allowed_domains=[sandbox.host], rate=0.0),
-        "fetcher": FetcherResource(mode=fetch_mode, workers=workers, concurrency=concurrency),
+        "site": SiteResource(base_url=f"{sandbox.url}/", allowed_domains=[sandbox.host]),
+        "fetcher": FetcherResource(**{k: v for k, v in overrides.items() if v is not None}),
         "scheduling": SchedulingResource(),
     }
 
@@ -109,12 +107,13 @@ def run_demo(
     *,
     port: int = DEMO_PORT,
     day: int = 0,
-    fetch_mode: str = "browser",
-    workers: int = 2,
-    concurrency: int = 4,
+    overrides: dict[str, Any] | None = None,
     echo: Callable[[str], None] = print,
 ) -> DemoReport:
-    """Run the demo and return its report (``echo`` receives progress lines)."""
+    """Run the demo and return its report (``echo`` receives progress lines).
+
+    ``overrides``: settings of the fetcher (``fetch_mode``, ``workers``, ``concurrency``) for this demo.
+    """
     from book_assets.definitions import ASSET_CHECKS, ASSETS
 
     started = time.monotonic()
@@ -126,8 +125,9 @@ def run_demo(
         migrate(db)
         echo(f"database: {mask_url(url)}; Dagster instance: {env['DAGSTER_HOME']}/dagster.yaml")
         with SandboxServer(day=day, port=port) as sandbox:
-            echo(f"sandbox:  {sandbox.url}/ (day {day}); fetching with {fetch_mode}, {workers}x{concurrency}")
-            resources = demo_resources(sandbox, fetch_mode=fetch_mode, workers=workers, concurrency=concurrency)
+            resources = demo_resources(sandbox, overrides or {})
+            fetcher = resources["fetcher"]
+            echo(f"sandbox:  {sandbox.url}/ (day {day}); fetcher {fetcher.settings_overrides() or 'from the settings'}")
             # The project's full_refresh_job, bound to the sandbox's resources: the run shows under its
             # real job name in the UI, with its crawl tag.
             demo_defs = dg.Definitions(

@@ -8,13 +8,14 @@ per run. Invalid values raise :class:`ConfigError` with a one-line message that 
 
 from __future__ import annotations
 
+import json
 from functools import cached_property
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import AliasChoices, Field, ValidationError, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict, SettingsError
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 LIVE_SITE_URL = "https://books.toscrape.com/"
@@ -54,12 +55,20 @@ class Settings(BaseSettings):
 
     # --- target site ---------------------------------------------------------------------------
     base_url: str = Field(default=LIVE_SITE_URL, description="Where the crawl starts (root, listing or category page).")
-    allowed_domains: tuple[str, ...] = Field(
+    allowed_domains: Annotated[tuple[str, ...], NoDecode] = Field(
         default=(), description="Hosts the crawler may fetch; empty means the start URL's host only."
     )
-    rate: float = Field(default=1.0, ge=0, description="Minimum seconds between request starts per domain; 0 disables.")
+    min_interval_s: float = Field(
+        default=1.0,
+        ge=0,
+        description="Minimum seconds between request starts per domain; 0 disables. Not set and the start URL "
+        "on loopback (your own replica): 0.",
+    )
     max_in_flight_per_domain: int | None = Field(default=None, ge=1, description="Cap on tasks in flight per domain.")
     max_pages: int | None = Field(default=None, ge=1, description="Limit on listing pages followed per start URL.")
+    categories: Annotated[tuple[str, ...], NoDecode] = Field(
+        default=(), description="Only these categories (names or slugs, comma-separated); empty: all."
+    )
 
     # --- fetching ------------------------------------------------------------------------------
     fetch_mode: Literal["browser", "http", "adaptive"] = Field(
@@ -93,17 +102,21 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("BOOK_PIPELINE_CHROMIUM", "BOOK_PIPELINE_CHROMIUM_PATH"),
         description="Chromium executable; unset: Playwright's own, then /usr/bin/chromium.",
     )
-    block_resource_types: tuple[str, ...] = Field(
+    block_resource_types: Annotated[tuple[str, ...], NoDecode] = Field(
         default=("image", "stylesheet", "font", "media"),
         description="Resource types the browser never loads.",
     )
-    block_url_patterns: tuple[str, ...] = Field(
+    block_url_patterns: Annotated[tuple[str, ...], NoDecode] = Field(
         default=(
             r"google-analytics\.com",
             r"googletagmanager\.com",
+            r"googlesyndication\.com",
             r"doubleclick\.net",
-            r"facebook\.(net|com)",
-            r"/ads?/",
+            r"facebook\.(com|net)",
+            r"connect\.facebook\.net",
+            r"hotjar\.com",
+            r"scorecardresearch\.com",
+            r"adservice\.google\.",
         ),
         description="Regular expressions of URLs the browser never loads (analytics, ads).",
     )
@@ -111,9 +124,12 @@ class Settings(BaseSettings):
     recycle_page_after: int = Field(
         default=25, ge=1, description="Replace a browser tab after this many fetches (bounds renderer memory)."
     )
-    max_body_bytes: int = Field(default=10_000_000, ge=1024, description="Pages larger than this fail permanently.")
+    max_body_bytes: int = Field(
+        default=10 * 1024 * 1024, ge=1024, description="Pages larger than this fail permanently (real ones: ~50 KB)."
+    )
+    max_redirects: int = Field(default=10, ge=0, description="Redirects followed per fetch before it fails.")
     user_agent: str = Field(
-        default="book-pipeline/0.1 (+https://github.com/book-pipeline/book-pipeline)",
+        default="book-pipeline/0.1 (open-source crawler of books.toscrape.com; +book-pipeline)",
         description="User-Agent header sent by both fetch modes.",
     )
 
@@ -141,7 +157,10 @@ class Settings(BaseSettings):
 
     # --- scheduling ----------------------------------------------------------------------------
     weights_file: Path | None = Field(default=None, description="JSON/YAML file of category weights.")
-    weights: str | None = Field(default=None, description='Inline category weights, e.g. "Travel=3,Mystery=2,*=1".')
+    weights: Annotated[str | dict[str, float] | None, NoDecode] = Field(
+        default=None,
+        description='Category weights over the file\'s, e.g. "Travel=3,Mystery=2,*=1" or {"Travel": 3, "*": 1}.',
+    )
     deep_budget: int | None = Field(default=None, ge=0, description="Detail pages per run; unset: all.")
     interleave: int = Field(default=20, ge=1, description="Detail pages handed out after each listing page.")
     snapshot_budget: int = Field(default=200, ge=1, description="Books in the category-balanced snapshot.")
@@ -149,6 +168,16 @@ class Settings(BaseSettings):
     # --- orchestration -------------------------------------------------------------------------
     schedule_cron: str = Field(default="0 3 * * *", description="Cron of the daily full refresh (UTC).")
     failed_tasks_threshold: int = Field(default=10, ge=1, description="Failed tasks that trigger a requeue run.")
+
+    @field_validator("categories", "allowed_domains", "block_resource_types", "block_url_patterns", mode="before")
+    @classmethod
+    def _split_commas(cls, value: object) -> object:
+        # From the environment or a CLI option: "Travel,Mystery"; from code or JSON: a list.
+        if isinstance(value, str):
+            if value.lstrip().startswith("["):
+                return json.loads(value)
+            return tuple(part.strip() for part in value.split(",") if part.strip())
+        return value
 
     @field_validator("database_url")
     @classmethod
@@ -179,6 +208,16 @@ class Settings(BaseSettings):
         return self.data_dir / "pg"
 
 
+def default(name: str) -> Any:
+    """The declared default of setting ``name``, for the typed views of the settings (e.g. ``FetchSettings``)."""
+    return Settings.model_fields[name].get_default(call_default_factory=True)
+
+
+def describe(name: str) -> str:
+    """The documentation of setting ``name`` (CLI help, Dagster config descriptions)."""
+    return Settings.model_fields[name].description or name
+
+
 def load_settings(**overrides: object) -> Settings:
     """Settings from defaults, ``.env``, the environment and ``overrides`` (None values are ignored)."""
     clean = {k: v for k, v in overrides.items() if v is not None}
@@ -186,6 +225,8 @@ def load_settings(**overrides: object) -> Settings:
         return Settings(**clean)  # type: ignore[arg-type]
     except ValidationError as exc:
         raise ConfigError(_one_line(exc)) from None
+    except (SettingsError, ValueError) as exc:  # a value the environment source cannot even decode
+        raise ConfigError(f"invalid setting: {exc}") from None
 
 
 def _one_line(exc: ValidationError) -> str:

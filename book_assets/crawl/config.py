@@ -1,19 +1,17 @@
-"""One crawl's configuration: settings plus per-run overrides, picklable for worker processes."""
+"""One crawl's configuration, resolved from the settings: what every worker process is given."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, fields
+from typing import Any
 from urllib.parse import urlsplit
 
 from book_assets.categories import KNOWN_CATEGORIES, slugify
+from book_assets.scheduling.weights import CategoryWeights
 from book_assets.scraper.fetching import FetchSettings
 from book_assets.scraper.targets import with_start_port
-from book_assets.settings import ConfigError, Settings
-
-if TYPE_CHECKING:
-    from book_assets.scheduling.weights import CategoryWeights
+from book_assets.settings import ConfigError, Settings, load_settings
 
 LISTING = "listing"
 DETAIL = "detail"
@@ -29,7 +27,7 @@ def weights_by_category_name(weights: CategoryWeights | Mapping[str, float]) -> 
     Detail tasks are grouped by the category name the site shows, so a weight given by slug
     ("sequential-art") must reach the queue as "Sequential Art" to apply.
     """
-    from book_assets.scheduling.weights import CategoryWeights, warn_unknown
+    from book_assets.scheduling.weights import warn_unknown
 
     if not isinstance(weights, CategoryWeights):
         weights = CategoryWeights({k: v for k, v in weights.items() if k != "*"})
@@ -38,91 +36,94 @@ def weights_by_category_name(weights: CategoryWeights | Mapping[str, float]) -> 
     return {by_slug.get(slugify(key), key): float(value) for key, value in weights.weights.items()}
 
 
+#: Start hosts that are this machine: your own replica, where politeness toward other people's sites
+#: does not apply, so the interval between requests is 0 unless ``min_interval_s`` is set.
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
 @dataclass(frozen=True)
 class CrawlConfig:
-    """Everything a worker needs to crawl; built by :meth:`from_settings`."""
+    """One crawl's resolved configuration: the settings a worker needs and the values derived from them.
+
+    Every field named like a setting holds that setting's value; nothing here has a default of its own
+    (they are declared once, in :class:`~book_assets.settings.Settings`). Picklable: worker processes get it.
+    """
 
     base_url: str
     allowed_domains: frozenset[str]
     fetch: FetchSettings
-    workers: int = 2
-    max_pages: int | None = None
-    categories: tuple[str, ...] | None = None
-    rate: float = 1.0
-    max_in_flight_per_domain: int | None = None
-    lease_s: float = 60.0
-    max_attempts: int = 5
-    backoff_base_s: float = 1.0
-    backoff_max_s: float = 300.0
-    weights: dict[str, float] = field(default_factory=dict)
-    default_weight: float = 1.0
-    deep_budget: int | None = None
-    interleave: int = 20
-    chromium_path: str | None = None
-    adaptive_probe_pages: int = 5
+    weights: CategoryWeights
+    workers: int
+    max_pages: int | None
+    categories: tuple[str, ...]
+    min_interval_s: float
+    max_in_flight_per_domain: int | None
+    lease_s: float
+    max_attempts: int
+    backoff_base_s: float
+    backoff_max_s: float
+    deep_budget: int | None
+    interleave: int
+    chromium_path: str | None
+    adaptive_probe_pages: int
+    adaptive_sample_rate: float
     #: Pages in flight per worker autoscale between this and ``fetch.concurrency``; equal: pinned.
-    min_concurrency: int = 4
-    adaptive_sample_rate: float = 0.02
+    min_concurrency: int
 
     @classmethod
-    def from_settings(
-        cls, settings: Settings, *, inline_weights: Mapping[str, object] | str | None = None, **overrides: object
-    ) -> CrawlConfig:
-        """The config of ``settings``, with ``overrides`` of any field.
+    def from_settings(cls, settings: Settings) -> CrawlConfig:
+        """The crawl ``settings`` describe, validated (a bad value raises ``ConfigError`` naming the setting)."""
+        from book_assets.scheduling.weights import resolve_weights
 
-        Category weights come from the settings' weights file and inline weights, overridden by
-        ``inline_weights`` (Dagster config, for example), unless ``weights`` is given outright.
-        """
-        if "weights" not in overrides:
-            from book_assets.scheduling.weights import resolve_weights
-
-            resolved = resolve_weights(settings, weights=inline_weights)
-            overrides["weights"] = dict(resolved.weights)
-            overrides.setdefault("default_weight", resolved.default)
-        base_url = str(overrides.pop("base_url", None) or settings.base_url)
-        host = (urlsplit(base_url).hostname or "").lower()
-        if not host:
-            raise ConfigError(f"invalid setting base_url: {base_url!r} has no host")
+        host = (urlsplit(settings.base_url).hostname or "").lower()
         domains = frozenset(d.lower() for d in (settings.allowed_domains or (host,)))
         if host not in domains:
             raise ConfigError(f"invalid setting allowed_domains: the start URL's host {host} is not allowed")
         try:
-            fetch = _fetch_settings(settings, domains, base_url)
+            fetch = _fetch_settings(settings, domains)
         except ValueError as exc:  # the message names the setting (block_url_patterns, ...)
             raise ConfigError(f"invalid setting {exc}") from None
-        config = cls(
-            base_url=base_url,
-            allowed_domains=domains,
-            fetch=fetch,
-            workers=settings.workers,
-            max_pages=settings.max_pages,
-            rate=settings.rate,
-            max_in_flight_per_domain=settings.max_in_flight_per_domain,
-            lease_s=settings.lease_s,
-            max_attempts=settings.max_attempts,
-            backoff_base_s=settings.backoff_base_s,
-            backoff_max_s=settings.backoff_max_s,
-            deep_budget=settings.deep_budget,
-            interleave=settings.interleave,
-            chromium_path=settings.chromium_path,
-            adaptive_probe_pages=settings.adaptive_probe_pages,
-            adaptive_sample_rate=settings.adaptive_sample_rate,
-            min_concurrency=settings.concurrency or min(settings.min_concurrency, settings.max_concurrency),
+        interval = settings.min_interval_s
+        if "min_interval_s" not in settings.model_fields_set and host in LOOPBACK_HOSTS:
+            interval = 0.0
+        copied = {f.name: getattr(settings, f.name) for f in fields(cls) if f.name in type(settings).model_fields}
+        return cls(
+            **{
+                **copied,
+                "allowed_domains": domains,
+                "fetch": fetch,
+                "weights": resolve_weights(settings),
+                "min_interval_s": interval,
+                "min_concurrency": settings.concurrency or min(settings.min_concurrency, settings.max_concurrency),
+            }
         )
-        fetch_overrides = {
-            k: overrides.pop(k) for k in ("mode", "concurrency", "timeout_s", "javascript") if k in overrides
-        }
-        if "concurrency" in fetch_overrides:  # a number pins it
-            config = replace(config, min_concurrency=int(fetch_overrides["concurrency"]))  # type: ignore[call-overload]
-        if fetch_overrides:
-            try:
-                config = replace(config, fetch=replace(config.fetch, **fetch_overrides))
-            except ValueError as exc:
-                raise ConfigError(f"invalid setting: {exc}") from None
-        return replace(config, **overrides) if overrides else config
+
+    @classmethod
+    def resolve(cls, **overrides: object) -> CrawlConfig:
+        """The crawl of the environment's settings with ``overrides`` (setting names; None means not given)."""
+        return cls.from_settings(load_settings(**overrides))
+
+    def weights_by_category(self) -> dict[str, float]:
+        """Explicit weights keyed by the category names detail tasks are grouped by."""
+        return weights_by_category_name(self.weights)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The resolved configuration as JSON-ready values: printed by ``--show-config``, Dagster metadata."""
+        out = {f.name: _json_ready(getattr(self, f.name)) for f in fields(self) if f.name not in ("fetch", "weights")}
+        out["fetch"] = {name: _json_ready(getattr(self.fetch, name)) for name in self.fetch.__slots__}
+        out["weights"] = self.weights.as_dict()
+        return out
 
 
-def _fetch_settings(settings: Settings, domains: frozenset[str], base_url: str) -> FetchSettings:
+def _json_ready(value: object) -> object:
+    if isinstance(value, frozenset | set):
+        return sorted(value)
+    if isinstance(value, tuple):
+        return list(value)
+    return value
+
+
+def _fetch_settings(settings: Settings, domains: frozenset[str]) -> FetchSettings:
     """The fetchers' share of ``settings``."""
     return FetchSettings(
         mode=settings.fetch_mode,
@@ -132,8 +133,9 @@ def _fetch_settings(settings: Settings, domains: frozenset[str], base_url: str) 
         block_resource_types=frozenset(settings.block_resource_types),
         block_url_patterns=tuple(settings.block_url_patterns),
         # The fetchers compare ports too: the start host only at the start URL's port.
-        allowed_domains=with_start_port(domains, base_url),
+        allowed_domains=with_start_port(domains, settings.base_url),
         max_body_bytes=settings.max_body_bytes,
+        max_redirects=settings.max_redirects,
         relaunch_after_pages=settings.relaunch_after_pages,
         recycle_page_after=settings.recycle_page_after,
         user_agent=settings.user_agent,

@@ -1,25 +1,27 @@
-"""Seed, drain and summarize a crawl: the library calls that the CLI and the Dagster assets make.
+"""One crawl, composed once: :class:`Crawl` is what the CLI, the Dagster assets and the Dagster ops call.
 
-``drain`` runs W worker processes (spawned, one browser each) until the queue has nothing left that they
-may claim, showing a progress bar fed by the queue's own counters. Budgeted runs (``deep_budget``)
-discover first, then split the budget across the discovered categories by weight and hand each category
-exactly its quota through the queue's per-group budgets.
+A crawl starts (its politeness and weights stored where every worker sees them, the start page seeded),
+works (W worker processes drain the queue, discovery and details interleaved by the queue's scheduler) and
+reports from the database. A budgeted crawl (``deep_budget``) discovers first, then splits the budget
+across the discovered categories by weight and hands each category exactly its quota through the queue's
+per-group budgets.
 """
 
 from __future__ import annotations
 
-import multiprocessing
+import json
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
 
 from book_assets.crawl.adaptive import Decision, forget_decisions, list_decisions
-from book_assets.crawl.config import DETAIL, LISTING, TASK_TYPES, CrawlConfig, weights_by_category_name
+from book_assets.crawl.config import DETAIL, LISTING, TASK_TYPES, CrawlConfig
 from book_assets.crawl.discovery import start_task
+from book_assets.crawl.drain import drain as run_drain
 from book_assets.crawl.storage import book_counts
-from book_assets.crawl.worker import Worker, WorkerStats, make_queue
+from book_assets.crawl.worker import WorkerStats, make_queue
 from book_assets.db.connection import Database
 from book_assets.db.migrations import migrate
 from book_assets.queue import GroupBudget
@@ -29,9 +31,11 @@ from book_assets.queue import GroupBudget
 class CrawlReport:
     """What a crawl did, for the CLI summary and Dagster metadata."""
 
+    config: CrawlConfig
     stats: WorkerStats
     counts: dict[str, int]
     failed_by_reason: dict[str, int]
+    seeded: bool = False
     quotas: dict[str, int] = field(default_factory=dict)
     budgets: list[GroupBudget] = field(default_factory=list)
     elapsed_s: float = 0.0
@@ -42,7 +46,7 @@ class CrawlReport:
     def pages_per_s(self) -> float:
         return self.stats.pages / self.elapsed_s if self.elapsed_s > 0 else 0.0
 
-    def summary_lines(self) -> list[str]:
+    def summary_lines(self, *, show_config: bool = False) -> list[str]:
         c = self.counts
         lines = [
             f"books: total {c['total']} / unique URLs {c['unique_urls']} / with raw HTML {c['with_html']}",
@@ -54,14 +58,22 @@ class CrawlReport:
         lines += [
             f"  failed {n:>5}  {reason}" for reason, n in sorted(self.failed_by_reason.items(), key=lambda x: -x[1])
         ]
+        if self.stats.lost_workers:
+            lines.append(
+                f"workers lost: {len(self.stats.lost_workers)} ({'; '.join(self.stats.lost_workers)}); "
+                "their tasks were taken over, their page counters are missing from this run's figures"
+            )
         if self.budgets:
             lines.append(budget_line(self.budgets))
+            lines.append("deep budget quotas: " + ", ".join(f"{k} {v}" for k, v in sorted(self.quotas.items()) if v))
         if self.decisions:
             lines.append(
                 f"adaptive: {self.stats.rendered} pages rendered, {self.stats.plain} fetched plain, "
                 f"{self.stats.checked} compared, {self.stats.disagreements} disagreements"
             )
             lines += [f"  {decision.line()}" for decision in self.decisions]
+        if show_config:
+            lines.append("config: " + json.dumps(self.config.as_dict(), sort_keys=True, default=str))
         return lines
 
 
@@ -85,16 +97,13 @@ def prepare(db: Database, config: CrawlConfig) -> None:
     migrate(db)
     queue = make_queue(db, config)
     for domain in sorted(config.allowed_domains):
-        queue.set_domain_policy(domain, min_interval_s=config.rate, max_in_flight=config.max_in_flight_per_domain)
-    queue.set_group_weights(DETAIL, weights_by_category_name(config.weights), default_weight=config.default_weight)
+        queue.set_domain_policy(
+            domain, min_interval_s=config.min_interval_s, max_in_flight=config.max_in_flight_per_domain
+        )
+    queue.set_group_weights(DETAIL, config.weights_by_category(), default_weight=config.weights.default)
     queue.clear_group_budgets(DETAIL)
     if config.fetch.mode == "adaptive":
         forget_decisions(db, sorted(config.allowed_domains))
-
-
-def decisions(db: Database, config: CrawlConfig) -> list[Decision]:
-    """Adaptive mode: the stored decision per (domain, page type); other modes: none."""
-    return list_decisions(db) if config.fetch.mode == "adaptive" else []
 
 
 def seed(db: Database, config: CrawlConfig) -> bool:
@@ -102,13 +111,6 @@ def seed(db: Database, config: CrawlConfig) -> bool:
     queue = make_queue(db, config)
     task = start_task(config)
     return queue.enqueue(task.task_type, task.payload, priority=task.priority).created
-
-
-def _run_worker(database_url: str, config: CrawlConfig, worker_id: str, task_types: tuple[str, ...]) -> WorkerStats:
-    import asyncio
-
-    worker = Worker(database_url, config, worker_id=worker_id, task_types=task_types)
-    return asyncio.run(worker.run())
 
 
 def drain(
@@ -119,90 +121,122 @@ def drain(
     workers: int | None = None,
     progress: bool = False,
 ) -> WorkerStats:
-    """Run workers until nothing claimable is left; returns their summed stats."""
-    n = workers or config.workers
-    total = WorkerStats(worker_id="all")
-    if n == 1 and not progress:
-        total.merge(_run_worker(database_url, config, "w0", task_types))
-        return total
-    ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
-        futures = [pool.submit(_run_worker, database_url, config, f"w{i}", task_types) for i in range(n)]
-        if progress:
-            _show_progress(database_url, config, futures)
-        for future in futures:
-            total.merge(future.result())
-    return total
+    """Run workers until nothing claimable is left (see :mod:`book_assets.crawl.drain`); summed stats."""
+    if not progress:
+        return run_drain(database_url, config, task_types=task_types, workers=workers)
+    with ProgressBar(database_url, config) as bar:
+        return run_drain(database_url, config, task_types=task_types, workers=workers, on_tick=bar.update)
 
 
-def _show_progress(database_url: str, config: CrawlConfig, futures: list[Any]) -> None:
-    from tqdm import tqdm
+class ProgressBar:
+    """A progress bar fed by the queue's own counters (every worker's pages, not only this process's)."""
 
-    db = Database(database_url, application_name="book-pipeline progress")
-    queue = make_queue(db, config)
-    started = time.monotonic()
+    def __init__(self, database_url: str, config: CrawlConfig) -> None:
+        self.db = Database(database_url, application_name="book-pipeline progress")
+        self.queue = make_queue(self.db, config)
+        self.started = time.monotonic()
+        self.done = 0
+
+    def __enter__(self) -> ProgressBar:
+        from tqdm import tqdm
+
+        self.bar = tqdm(unit="page", file=sys.stderr, dynamic_ncols=True, mininterval=0.5)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.bar.close()
+        self.db.close()
+
+    def update(self) -> None:
+        stats = self.queue.stats()
+        done = stats.total("completed")
+        self.bar.update(max(0, done - self.done))
+        self.done = done
+        elapsed = time.monotonic() - self.started
+        self.bar.set_postfix(
+            pending=stats.total("pending"),
+            in_flight=stats.total("in_progress"),
+            failed=stats.total("failed"),
+            rate=f"{done / elapsed:.1f}/s" if elapsed else "-",
+            refresh=False,
+        )
+
+
+class Crawl:
+    """One crawl of ``config`` through the queue at ``database_url``."""
+
+    def __init__(self, database_url: str, config: CrawlConfig) -> None:
+        self.database_url = database_url
+        self.config = config
+        self.quotas: dict[str, int] = {}
+        self.seeded = False
+        self._started = time.monotonic()
+
+    def start(self) -> bool:
+        """Store the crawl's policies and seed the start page; False when it was already queued."""
+        with _database(self.database_url) as db:
+            prepare(db, self.config)
+            self.seeded = seed(db, self.config)
+        return self.seeded
+
+    def work(
+        self, *, task_types: tuple[str, ...] = TASK_TYPES, workers: int | None = None, progress: bool = False
+    ) -> WorkerStats:
+        """Drain the queue's ``task_types``; with a deep budget, details only after discovery has finished."""
+        if self.config.deep_budget is None or DETAIL not in task_types:
+            return drain(self.database_url, self.config, task_types=task_types, workers=workers, progress=progress)
+        stats = WorkerStats(worker_id="all")
+        if LISTING in task_types:
+            stats.merge(
+                drain(self.database_url, self.config, task_types=(LISTING,), workers=workers, progress=progress)
+            )
+        with _database(self.database_url) as db:
+            self.quotas = apply_budget(db, self.config)
+        stats.merge(drain(self.database_url, self.config, task_types=(DETAIL,), workers=workers, progress=progress))
+        return stats
+
+    def report(self, stats: WorkerStats) -> CrawlReport:
+        """What the crawl did, with every count read from the database."""
+        with _database(self.database_url) as db:
+            queue = make_queue(db, self.config)
+            return CrawlReport(
+                config=self.config,
+                stats=stats,
+                counts=book_counts(db),
+                failed_by_reason=queue.stats().failed_kinds(),
+                seeded=self.seeded,
+                quotas=self.quotas,
+                budgets=queue.budget_report(DETAIL) if self.quotas else [],
+                elapsed_s=time.monotonic() - self._started,
+                decisions=list_decisions(db) if self.config.fetch.mode == "adaptive" else [],
+            )
+
+    def run(self, *, progress: bool = False) -> CrawlReport:
+        """Start, work until drained, report."""
+        self.start()
+        return self.report(self.work(progress=progress))
+
+
+@contextmanager
+def _database(url: str) -> Iterator[Database]:
+    db = Database(url)
     try:
-        with tqdm(unit="page", file=sys.stderr, dynamic_ncols=True, mininterval=0.5) as bar:
-            done_before = 0
-            while not all(f.done() for f in futures):
-                stats = queue.stats()
-                done = stats.total("completed")
-                bar.update(max(0, done - done_before))
-                done_before = done
-                elapsed = time.monotonic() - started
-                bar.set_postfix(
-                    pending=stats.total("pending"),
-                    in_flight=stats.total("in_progress"),
-                    failed=stats.total("failed"),
-                    rate=f"{done / elapsed:.1f}/s" if elapsed else "-",
-                    refresh=False,
-                )
-                time.sleep(0.5)
+        yield db
     finally:
         db.close()
 
 
 def crawl(database_url: str, config: CrawlConfig, *, progress: bool = False) -> CrawlReport:
-    """Seed and drain a whole crawl (discovery and details interleaved), then summarize."""
-    started = time.monotonic()
-    db = Database(database_url)
-    try:
-        prepare(db, config)
-        seed(db, config)
-        quotas: dict[str, int] = {}
-        if config.deep_budget is None:
-            stats = drain(database_url, config, progress=progress)
-        else:
-            stats = drain(database_url, config, task_types=(LISTING,), progress=progress)
-            quotas = apply_budget(db, config)
-            stats.merge(drain(database_url, config, task_types=(DETAIL,), progress=progress))
-        return CrawlReport(
-            stats=stats,
-            counts=book_counts(db),
-            failed_by_reason=failed_by_reason(db, config),
-            quotas=quotas,
-            budgets=make_queue(db, config).budget_report(DETAIL) if quotas else [],
-            elapsed_s=time.monotonic() - started,
-            decisions=decisions(db, config),
-        )
-    finally:
-        db.close()
+    """A whole crawl (see :class:`Crawl`)."""
+    return Crawl(database_url, config).run(progress=progress)
 
 
 def apply_budget(db: Database, config: CrawlConfig) -> dict[str, int]:
     """Split ``deep_budget`` across the pending detail tasks' categories by weight; set the queue budgets."""
     from book_assets.scheduling.quotas import split_budget
-    from book_assets.scheduling.weights import weights_from_mapping
 
     assert config.deep_budget is not None
     queue = make_queue(db, config)
-    available = queue.pending_by_group(DETAIL)
-    weights = weights_from_mapping({**config.weights, "*": config.default_weight}, "crawl config")
-    quotas = split_budget(config.deep_budget, weights, available)
+    quotas = split_budget(config.deep_budget, config.weights, queue.pending_by_group(DETAIL))
     queue.set_group_budgets(DETAIL, quotas)
     return quotas
-
-
-def failed_by_reason(db: Database, config: CrawlConfig) -> dict[str, int]:
-    """Every failed (dead-lettered) task, counted by the error kind recorded when it failed."""
-    return make_queue(db, config).stats().failed_kinds()

@@ -76,6 +76,8 @@ class WorkerStats:
     by_category: Counter[str] = field(default_factory=Counter)
     fetcher: dict[str, int] = field(default_factory=dict)
     elapsed_s: float = 0.0
+    #: Worker processes that died without handing back their stats (their pages are missing above).
+    lost_workers: list[str] = field(default_factory=list)
 
     def merge(self, other: WorkerStats) -> None:
         for name in (
@@ -102,6 +104,7 @@ class WorkerStats:
             self.fetcher[key] = self.fetcher.get(key, 0) + value
         self.elapsed_s = max(self.elapsed_s, other.elapsed_s)
         self.concurrency = self.concurrency or other.concurrency
+        self.lost_workers += other.lost_workers
 
     @property
     def books_stored(self) -> int:
@@ -118,7 +121,7 @@ def make_queue(db: Database, config: CrawlConfig) -> TaskQueue:
         lease_s=config.lease_s,
         max_attempts=config.max_attempts,
         backoff=Backoff(base_s=config.backoff_base_s, max_s=config.backoff_max_s),
-        default_interval_s=config.rate,
+        default_interval_s=config.min_interval_s,
     )
 
 

@@ -12,13 +12,13 @@ re-run a run whose step failed, so one permanent error costs one attempt, not ``
 """
 
 from collections.abc import Iterator
-from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 
 import dagster as dg
 import httpx
 import psycopg2
 
+from book_assets.crawl.drain import WorkersLost
 from book_assets.db.connection import DatabaseUnavailable
 from book_assets.queue.errors import LeaseLost
 
@@ -30,7 +30,7 @@ TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
     psycopg2.OperationalError,
     psycopg2.InterfaceError,
     DatabaseUnavailable,
-    BrokenProcessPool,
+    WorkersLost,
     LeaseLost,
     httpx.TransportError,
     ConnectionError,

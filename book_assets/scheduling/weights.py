@@ -60,6 +60,10 @@ class CategoryWeights:
     def __post_init__(self) -> None:
         object.__setattr__(self, "weights", MappingProxyType(dict(self.weights)))
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # A read-only mapping cannot be pickled; worker processes get the weights as a plain dict.
+        return (CategoryWeights, (dict(self.weights), self.default, self.source, self.explicit_default))
+
     def weight(self, category: str) -> float:
         """The weight of ``category`` (a name as the site shows it); the default when not listed."""
         if category in self.weights:

@@ -15,11 +15,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Literal, Protocol, Self
+from urllib.parse import urlsplit
 
 from book_assets.scraper.blocking import blocked_url_patterns
 from book_assets.scraper.errors import FetchError
 from book_assets.scraper.parsers import decode_html
 from book_assets.scraper.targets import target_allowed
+from book_assets.settings import LIVE_SITE_URL, default
 
 __all__ = [
     "PERMANENT_KINDS",
@@ -35,20 +37,6 @@ __all__ = [
     "parse_retry_after",
     "truncation_error",
 ]
-
-DEFAULT_USER_AGENT = "book-pipeline/0.1 (open-source crawler of books.toscrape.com; +book-pipeline)"
-DEFAULT_BLOCK_RESOURCE_TYPES: frozenset[str] = frozenset({"image", "stylesheet", "font", "media"})
-DEFAULT_BLOCK_URL_PATTERNS: tuple[str, ...] = (
-    r"google-analytics\.com",
-    r"googletagmanager\.com",
-    r"googlesyndication\.com",
-    r"doubleclick\.net",
-    r"facebook\.(com|net)",
-    r"connect\.facebook\.net",
-    r"hotjar\.com",
-    r"scorecardresearch\.com",
-    r"adservice\.google\.",
-)
 
 # Kinds after which trying again later can succeed (the server or network was having a bad moment).
 RETRYABLE_KINDS: frozenset[str] = frozenset(
@@ -70,14 +58,13 @@ PERMANENT_KINDS: frozenset[str] = frozenset(
     }
 )
 REDIRECT_STATUSES: frozenset[int] = frozenset({301, 302, 303, 307, 308})
-DEFAULT_RETRY_AFTER_MAX_S = 600.0
 FetchMode = Literal["browser", "http", "adaptive"]
 JavaScript = Literal["on", "off", "auto"]
 
 
 @dataclass(frozen=True, slots=True)
 class FetchSettings:
-    """Fetcher settings with their defaults; the project-wide settings module maps onto this.
+    """The fetchers' share of the settings; every default is the setting's (:mod:`book_assets.settings`).
 
     Attributes:
         mode: Which fetcher the crawler builds: "browser" (Playwright Chromium, sees JS-built DOM),
@@ -86,8 +73,8 @@ class FetchSettings:
         javascript: Browser only: "on", "off", or "auto" (off until a page type is found to need it:
             its served HTML does not parse while the rendered DOM does). With JavaScript off Chromium runs
             no script and the rendered DOM is not serialized (it equals the served HTML).
-        concurrency: Requests in flight per fetcher (browser: pages in the pool). 4 keeps two cores busy
-            without making Chromium thrash.
+        concurrency: Requests in flight per fetcher (browser: pages in the pool); the crawl sets it to the
+            autoscaler's ceiling.
         timeout_s: Deadline for one fetch including redirects and reading the body.
         block_resource_types: Playwright resource types the browser never downloads; the crawler only
             needs the document, so images/CSS/fonts/media are wasted bandwidth on the site and on us.
@@ -107,20 +94,20 @@ class FetchSettings:
             so): one page asking for 30 years must not park its domain for 30 years.
     """
 
-    mode: FetchMode = "browser"
-    javascript: JavaScript = "auto"
-    concurrency: int = 4
-    timeout_s: float = 30.0
-    block_resource_types: frozenset[str] = DEFAULT_BLOCK_RESOURCE_TYPES
-    block_url_patterns: tuple[str, ...] = DEFAULT_BLOCK_URL_PATTERNS
-    allowed_domains: frozenset[str] = field(default_factory=lambda: frozenset({"books.toscrape.com"}))
-    max_body_bytes: int = 10 * 1024 * 1024
-    max_redirects: int = 10
-    relaunch_after_pages: int = 500
-    recycle_page_after: int = 25
-    user_agent: str = DEFAULT_USER_AGENT
+    mode: FetchMode = default("fetch_mode")
+    javascript: JavaScript = default("javascript")
+    concurrency: int = default("min_concurrency")
+    timeout_s: float = default("timeout_s")
+    block_resource_types: frozenset[str] = frozenset(default("block_resource_types"))
+    block_url_patterns: tuple[str, ...] = default("block_url_patterns")
+    allowed_domains: frozenset[str] = field(default_factory=lambda: frozenset({urlsplit(LIVE_SITE_URL).hostname}))
+    max_body_bytes: int = default("max_body_bytes")
+    max_redirects: int = default("max_redirects")
+    relaunch_after_pages: int = default("relaunch_after_pages")
+    recycle_page_after: int = default("recycle_page_after")
+    user_agent: str = default("user_agent")
     block_offsite_subresources: bool = True
-    retry_after_max_s: float = DEFAULT_RETRY_AFTER_MAX_S
+    retry_after_max_s: float = default("retry_after_max_s")
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
@@ -281,17 +268,18 @@ def clamp_retry_after(seconds: float | None, max_s: float) -> tuple[float | None
 
 
 def error_for_status(
-    url: str, status: int, headers: dict[str, str], *, retry_after_max_s: float = DEFAULT_RETRY_AFTER_MAX_S
+    url: str, status: int, headers: dict[str, str], *, retry_after_max_s: float | None = None
 ) -> FetchError | None:
     """The error for a final (non-redirect-followed) response status, or None for 2xx.
 
     5xx, 408 and 429 are retryable (the Scrapy retry set, generalised to all 5xx); 404 and other 4xx are
     permanent. Retry-After is read for 429 and 5xx (503 is the usual one) and bounded by
-    ``retry_after_max_s``.
+    ``retry_after_max_s`` (unset: the setting's default).
     """
     if 200 <= status < 300:
         return None
-    retry_after, clamped = clamp_retry_after(parse_retry_after(headers.get("retry-after")), retry_after_max_s)
+    max_s = default("retry_after_max_s") if retry_after_max_s is None else retry_after_max_s
+    retry_after, clamped = clamp_retry_after(parse_retry_after(headers.get("retry-after")), max_s)
     if status == 404:
         return fetch_error("http_404", "not found", url=url, status=status)
     if status == 429:

@@ -12,20 +12,21 @@ from book_assets.settings import load_settings
 
 
 def sandbox_config(base_url: str, **overrides: Any) -> CrawlConfig:
-    """A crawl of the sandbox: politeness off (it is ours), short back-offs, one worker unless asked."""
-    defaults: dict[str, Any] = {
+    """A crawl of the sandbox: politeness off (it is ours), short back-offs, one worker unless asked.
+
+    ``overrides`` are settings (``mode`` is short for ``fetch_mode``), validated as the CLI's are.
+    """
+    settings: dict[str, Any] = {
         "base_url": base_url,
-        "rate": 0.0,
+        "fetch_mode": overrides.pop("mode", "http"),
+        "concurrency": 8,
+        "min_interval_s": 0.0,
         "workers": 1,
         "backoff_base_s": 0.05,
         "backoff_max_s": 0.5,
         "lease_s": 30.0,
     }
-    defaults.update(overrides)
-    fetch_keys = {"mode", "concurrency", "timeout_s"}
-    settings_keys = {"fetch_mode": defaults.pop("mode", "http"), "concurrency": defaults.pop("concurrency", 8)}
-    settings = load_settings(**settings_keys, timeout_s=defaults.pop("timeout_s", 30.0))
-    return CrawlConfig.from_settings(settings, **{k: v for k, v in defaults.items() if k not in fetch_keys})
+    return CrawlConfig.from_settings(load_settings(**{**settings, **overrides}))
 
 
 def stored_vs_truth(rows: list[dict[str, Any]], truth: dict[str, Any], base_url: str) -> list[str]:

@@ -15,7 +15,7 @@ from book_assets.crawl.adaptive import AdaptiveState, Mode, forget_decisions, li
 from book_assets.crawl.pipeline import crawl
 from book_assets.crawl.storage import TRACKED_FIELDS
 from book_assets.db.connection import Database
-from book_assets.defs.crawl.assets import fetch_metadata
+from book_assets.defs.crawl.assets import details_metadata
 from book_assets.sandbox.catalogue import Catalogue
 from book_assets.sandbox.pages import Site
 from book_assets_tests.crawl.conftest import sandbox_config, stored_vs_truth
@@ -139,7 +139,7 @@ def test_a_script_that_changes_book_pages_flips_only_the_book_page_type_to_the_b
     assert "Rewritten by script" not in {row["title"] for row in rows}
     assert report.stats.disagreements >= 1
     assert any("127.0.0.1 detail: browser" in line for line in report.summary_lines())
-    metadata = fetch_metadata(db, config, report.stats)
+    metadata = details_metadata(report)
     assert metadata["disagreements"] == report.stats.disagreements and "fetch_decisions" in metadata
 
 

@@ -14,8 +14,10 @@ def test_an_unpinned_crawl_starts_at_the_minimum_and_never_exceeds_the_maximum(
     db: Database, database_url: str, sandbox_factory: Any
 ) -> None:
     server = sandbox_factory()
-    settings = load_settings(fetch_mode="http", min_concurrency=2, max_concurrency=3)
-    config = CrawlConfig.from_settings(settings, base_url=server.url, rate=0.0, workers=1, categories=("Travel",))
+    settings = load_settings(
+        fetch_mode="http", min_concurrency=2, max_concurrency=3, base_url=server.url, workers=1, categories=("Travel",)
+    )
+    config = CrawlConfig.from_settings(settings)
     server.reset_stats()
     report = crawl(database_url, config)
     assert report.counts["total"] == 11

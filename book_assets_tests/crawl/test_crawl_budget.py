@@ -14,7 +14,7 @@ def test_deep_budget_is_split_across_categories_by_weight_and_the_rest_stays_pen
     db: Database, database_url: str, sandbox: Any
 ) -> None:
     weights = {"Travel": 3.0, "Mystery": 2.0, "Sequential Art": 0.0}
-    config = sandbox_config(sandbox.url, mode="http", weights=weights, default_weight=1.0, deep_budget=200)
+    config = sandbox_config(sandbox.url, mode="http", weights={**weights, "*": 1.0}, deep_budget=200)
     report = crawl(database_url, config)
     assert report.counts["total"] == 200 == sum(report.quotas.values())
     stored = {r["category"]: r["n"] for r in db.query("SELECT category, count(*) AS n FROM books GROUP BY 1")}

@@ -27,8 +27,8 @@ pytestmark = pytest.mark.slow
 def sandbox_resources(database_url: str, sandbox: SandboxServer, data_dir: Path, **fetcher: object) -> dict:
     return {
         "database": DatabaseResource(url=database_url),
-        "site": SiteResource(base_url=f"{sandbox.url}/", allowed_domains=[sandbox.host], rate=0.0),
-        "fetcher": FetcherResource(**{"mode": "http", "workers": 2, "concurrency": 4, **fetcher}),
+        "site": SiteResource(base_url=f"{sandbox.url}/", allowed_domains=[sandbox.host]),
+        "fetcher": FetcherResource(**{"fetch_mode": "http", "workers": 2, "concurrency": 4, **fetcher}),
         "scheduling": SchedulingResource(snapshot_budget=200, data_dir=str(data_dir)),
     }
 
@@ -113,12 +113,12 @@ def test_error_page_stored_as_a_book_fails_the_blocking_check(
 def test_deep_budget_limits_book_details_and_reports_the_quotas(
     db: Database, database_url: str, sandbox: SandboxServer, tmp_path: Path
 ) -> None:
-    from book_assets.defs.crawl.assets import book_details, listing_discovery
+    from book_assets.defs.crawl.assets import crawl
 
     resources = sandbox_resources(database_url, sandbox, tmp_path)
     resources["scheduling"] = SchedulingResource(deep_budget=60, weights={"Travel": 50, "*": 1}, data_dir=str(tmp_path))
     with dg.DagsterInstance.ephemeral() as instance:
-        result = dg.materialize([listing_discovery, book_details], instance=instance, resources=resources)
+        result = dg.materialize([crawl], instance=instance, resources=resources)
     assert result.success
     assert book_counts(db)["total"] == 60
     details = metadata_of(result, "book_details")

@@ -38,19 +38,17 @@ def project_instance(
 def test_a_run_on_the_projects_instance_is_stored_in_postgresql(
     project_instance: dg.DagsterInstance, db: Database, database_url: str, sandbox: SandboxServer, tmp_path: Path
 ) -> None:
-    from book_assets.defs.crawl.assets import book_details, listing_discovery
+    from book_assets.defs.crawl.assets import crawl
 
     assert type(project_instance.run_storage).__name__ == "PostgresRunStorage"
     assert type(project_instance.event_log_storage).__name__ == "PostgresEventLogStorage"
     resources = {
         "database": DatabaseResource(url=database_url),
-        "site": SiteResource(
-            base_url=f"{sandbox.url}/", allowed_domains=[sandbox.host], rate=0.0, categories=["Travel"]
-        ),
-        "fetcher": FetcherResource(mode="http", workers=1, concurrency=4),
+        "site": SiteResource(base_url=f"{sandbox.url}/", allowed_domains=[sandbox.host], categories=["Travel"]),
+        "fetcher": FetcherResource(fetch_mode="http", workers=1, concurrency=4),
         "scheduling": SchedulingResource(snapshot_budget=10, data_dir=str(tmp_path)),
     }
-    result = dg.materialize([listing_discovery, book_details], instance=project_instance, resources=resources)
+    result = dg.materialize([crawl], instance=project_instance, resources=resources)
     assert result.success
     assert book_counts(db)["total"] == 11
 

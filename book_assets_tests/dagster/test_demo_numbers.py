@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow
 def test_every_number_the_demo_prints_equals_the_database(db: Database, database_url: str, tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("BOOK_PIPELINE_")}
     env.update(DATABASE_URL=database_url, BOOK_PIPELINE_DATA_DIR=str(tmp_path))
-    command = [sys.executable, "-m", "book_assets.cli", "demo", "--fetch-mode", "http", "--port", "0"]
+    command = [sys.executable, "-m", "book_assets.cli", "demo", "--fetch", "http", "--port", "0"]
     try:
         proc = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     finally:

@@ -51,9 +51,9 @@ def test_dagster_yaml_uses_psycopg2_scheme_and_postgres_storage() -> None:
 
 
 def test_definitions_load() -> None:
-    from book_assets.definitions import defs
+    from book_assets.definitions import build_definitions
 
-    repo = defs.get_repository_def()
+    repo = build_definitions().get_repository_def()
     assert repo is not None
 
 

@@ -32,7 +32,7 @@ def test_explicit_overrides_beat_the_environment(monkeypatch: pytest.MonkeyPatch
         ("DATABASE_URL", "postgresql://u@h:99999999/db", "DATABASE_URL"),
         ("DATABASE_URL", "postgresql://u@h:5432", "DATABASE_URL"),
         ("BOOK_PIPELINE_CONCURRENCY", "0", "concurrency"),
-        ("BOOK_PIPELINE_RATE", "-1", "rate"),
+        ("BOOK_PIPELINE_MIN_INTERVAL_S", "-1", "min_interval_s"),
         ("BOOK_PIPELINE_FETCH_MODE", "telnet", "fetch_mode"),
         ("BOOK_PIPELINE_BASE_URL", "ftp://books", "base_url"),
     ],

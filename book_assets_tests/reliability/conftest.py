@@ -25,7 +25,13 @@ def worker_env(database_url: str, base_url: str, **settings: Any) -> dict[str, s
     """Environment for a ``book-pipeline work`` process: the test DB, the sandbox, no politeness."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("BOOK_PIPELINE_") and k != "DATABASE_URL"}
     env["DATABASE_URL"] = database_url
-    values = {"base_url": base_url, "fetch_mode": "http", "rate": 0, "backoff_base_s": 0.05, "backoff_max_s": 0.5}
+    values = {
+        "base_url": base_url,
+        "fetch_mode": "http",
+        "min_interval_s": 0,
+        "backoff_base_s": 0.05,
+        "backoff_max_s": 0.5,
+    }
     values.update(settings)
     for name, value in values.items():
         env[f"BOOK_PIPELINE_{name.upper()}"] = str(value)

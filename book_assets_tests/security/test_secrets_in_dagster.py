@@ -16,7 +16,7 @@ import dagster as dg
 import pytest
 from dagster._serdes import serialize_value
 
-from book_assets.defs.crawl.assets import book_details, listing_discovery
+from book_assets.defs.crawl.assets import crawl
 from book_assets.defs.resources import DatabaseResource, FetcherResource, SchedulingResource, SiteResource
 from book_assets.demo import demo_resources
 from book_assets.sandbox.server import SandboxServer
@@ -54,17 +54,15 @@ def _materialize(resources: dict[str, object], instance_dir: Path) -> tuple[dg.E
     """Materialize the two crawl assets on an on-disk instance; the result and all that Dagster kept."""
     instance_dir.mkdir(parents=True, exist_ok=True)
     with dg.DagsterInstance.local_temp(tempdir=str(instance_dir)) as instance:
-        result = dg.materialize([listing_discovery, book_details], instance=instance, resources=resources)
+        result = dg.materialize([crawl], instance=instance, resources=resources)
         kept = [repr(result.dagster_run.run_config), *_records(instance)]
     return result, "\n".join([*kept, *_files(instance_dir)])
 
 
 def _sandbox_overrides(sandbox: SandboxServer, data_dir: Path) -> dict[str, object]:
     return {
-        "site": SiteResource(
-            base_url=f"{sandbox.url}/", allowed_domains=[sandbox.host], rate=0.0, categories=["Travel"]
-        ),
-        "fetcher": FetcherResource(mode="http", workers=1, concurrency=4),
+        "site": SiteResource(base_url=f"{sandbox.url}/", allowed_domains=[sandbox.host], categories=["Travel"]),
+        "fetcher": FetcherResource(fetch_mode="http", workers=1, concurrency=4),
         "scheduling": SchedulingResource(data_dir=str(data_dir)),
     }
 
@@ -79,7 +77,7 @@ def test_database_password_never_appears_in_dagster_records_logs_or_summary(
     password = _password(database_url)
     monkeypatch.setenv("DATABASE_URL", database_url)
     resources = {
-        **demo_resources(sandbox, fetch_mode="http", workers=1, concurrency=4),
+        **demo_resources(sandbox, {"fetch_mode": "http", "workers": 1, "concurrency": 4}),
         **_sandbox_overrides(sandbox, tmp_path),
     }
     result, kept = _materialize(resources, tmp_path / "dagster")

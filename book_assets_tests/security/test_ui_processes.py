@@ -105,7 +105,7 @@ def test_sigterm_to_demo_stops_its_crawl_and_browser(database_url: str, tmp_path
     env = {k: v for k, v in os.environ.items() if not k.startswith(("BOOK_PIPELINE_", "DAGSTER_"))}
     env.update({"DATABASE_URL": database_url, "BOOK_PIPELINE_DATA_DIR": str(tmp_path / "data")})
     log = (tmp_path / "demo.log").open("wb")
-    command = [*CLI, "demo", "--port", "0", "--fetch-mode", "browser", "--workers", "1", "--concurrency", "1"]
+    command = [*CLI, "demo", "--port", "0", "--fetch", "browser", "--workers", "1", "--concurrency", "1"]
     demo = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
     family: list[psutil.Process] = []
     try:

@@ -1,36 +1,26 @@
-"""The two crawl passes as assets: ``listing_discovery`` (shallow) then ``book_details`` (deep).
+"""The crawl as one Dagster step that materializes its two assets: ``listing_discovery`` and ``book_details``.
 
-Each asset is one call into :mod:`book_assets.crawl.pipeline`; the queue holds the work, the worker processes
-(spawned by ``drain``, not one Dagster step per URL) do it, and the asset reports what happened. Single pages
-are retried by the queue; the step's :data:`NETWORK_RETRY` only re-runs a step that failed as a whole
-(a lost database, a crashed browser pool), and a re-run resumes the same queue instead of starting over.
+The step is one call of the crawl's composition (:class:`book_assets.crawl.pipeline.Crawl`), the same the CLI
+makes, so Dagster interleaves listing and detail pages as the CLI does and reports the same counts. The queue
+holds the work and the worker processes (spawned by the drain, not one Dagster step per URL) do it. Single
+pages are retried by the queue; the step's retry policy only re-runs a step that failed as a whole for a
+transient reason, and a re-run resumes the same queue instead of starting over.
 """
 
-import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 import dagster as dg
 
-from book_assets.crawl.config import DETAIL, LISTING, CrawlConfig
-from book_assets.crawl.pipeline import apply_budget, budget_line, decisions, drain, failed_by_reason, prepare, seed
-from book_assets.crawl.storage import book_counts
-from book_assets.crawl.worker import WorkerStats, make_queue
-from book_assets.db.connection import Database
-from book_assets.defs.resources import (
-    DatabaseResource,
-    FetcherResource,
-    SchedulingResource,
-    SiteResource,
-    crawl_config,
-)
+from book_assets.crawl.pipeline import Crawl, CrawlReport, budget_line
+from book_assets.defs.resources import DatabaseResource, FetcherResource, SchedulingResource, SiteResource, crawl_config
+from book_assets.defs.retries import TRANSIENT_RETRY, transient_only
 
 GROUP = "crawl"
-#: Run tag of every run that drains the crawl queue; dagster.yaml allows one such run at a time.
+#: Run tag of every run that drains the crawl queue.
 CRAWL_TAG = "book-pipeline/crawl"
 CRAWL_RUN_TAGS = {CRAWL_TAG: "true"}
-
-#: For steps that touch the network: a few tries, exponentially spaced, jittered so retries do not align.
-NETWORK_RETRY = dg.RetryPolicy(max_retries=3, delay=10, backoff=dg.Backoff.EXPONENTIAL, jitter=dg.Jitter.PLUS_MINUS)
+LISTING_DISCOVERY = dg.AssetKey("listing_discovery")
+BOOK_DETAILS = dg.AssetKey("book_details")
 
 
 def counter_table(counts: Mapping[str, int], key: str, value: str) -> dg.MetadataValue:
@@ -42,15 +32,15 @@ def counter_table(counts: Mapping[str, int], key: str, value: str) -> dg.Metadat
     return dg.MetadataValue.md("\n".join(rows))
 
 
-def fetch_metadata(db: Database, config: CrawlConfig, stats: WorkerStats) -> dict[str, object]:
+def _fetch_metadata(report: CrawlReport) -> dict[str, object]:
     """Adaptive mode: pages rendered vs fetched plain, disagreements, and the decision per page type."""
-    found = decisions(db, config)
-    if not found:
+    if not report.decisions:
         return {}
+    stats = report.stats
     rows = ["| domain | page type | mode | rendered | plain | agreed | disagreed |", "|---|---|---|" + "---:|" * 4]
     rows += [
         f"| {d.domain} | {d.page_type} | {d.mode} | {d.rendered} | {d.plain} | {d.agreements} | {d.disagreements} |"
-        for d in found
+        for d in report.decisions
     ]
     return {
         "pages_rendered": stats.rendered,
@@ -61,103 +51,98 @@ def fetch_metadata(db: Database, config: CrawlConfig, stats: WorkerStats) -> dic
     }
 
 
-@dg.asset(
-    group_name=GROUP,
-    kinds={"python", "postgres"},
-    retry_policy=NETWORK_RETRY,
-    description="Shallow pass: seed the start page and follow every listing page, enqueueing one detail task per book.",
-)
-def listing_discovery(
-    context: dg.AssetExecutionContext,
-    database: DatabaseResource,
-    site: SiteResource,
-    fetcher: FetcherResource,
-    scheduling: SchedulingResource,
-) -> dg.MaterializeResult:
-    config = crawl_config(site, fetcher, scheduling)
-    url = database.resolved_url()
-    context.log.info(
-        f"discovering {config.base_url} into {database.masked_url()} "
-        f"({config.fetch.mode}, {config.workers} workers x {config.fetch.concurrency} pages, rate {config.rate}s)"
-    )
-    with database.open() as db:
-        prepare(db, config)
-        seeded = seed(db, config)
-    stats = drain(url, config, task_types=(LISTING,), workers=config.workers)
-    with database.open() as db:
-        failures = failed_by_reason(db, config)
-        fetching = fetch_metadata(db, config, stats)
-    return dg.MaterializeResult(
-        metadata={
-            "start_url": dg.MetadataValue.url(config.base_url),
-            "seeded": seeded,
-            "listing_pages": stats.listing_pages,
-            "books_found": stats.books_found,
-            "new_detail_tasks": stats.new_detail_tasks,
-            "failed": stats.failed,
-            "retried": stats.retried,
-            "failed_tasks_by_reason": counter_table(failures, "reason", "failed tasks"),
-            "elapsed_s": round(stats.elapsed_s, 1),
-            **fetching,
-        }
-    )
+def _run_metadata(report: CrawlReport) -> dict[str, object]:
+    """What both assets record: the run's configuration, failures and lost workers."""
+    return {
+        "config": dg.MetadataValue.json(report.config.as_dict()),
+        "failed": report.stats.failed,
+        "retried": report.stats.retried,
+        "failed_tasks_by_reason": counter_table(report.failed_by_reason, "reason", "failed tasks"),
+        "workers_lost": len(report.stats.lost_workers),
+        "elapsed_s": round(report.elapsed_s, 1),
+        **_fetch_metadata(report),
+    }
 
 
-@dg.asset(
-    group_name=GROUP,
-    kinds={"python", "postgres"},
-    deps=[listing_discovery],
-    retry_policy=NETWORK_RETRY,
-    description="Deep pass: W worker processes fetch every pending detail task and store validated books.",
-)
-def book_details(
-    context: dg.AssetExecutionContext,
-    database: DatabaseResource,
-    site: SiteResource,
-    fetcher: FetcherResource,
-    scheduling: SchedulingResource,
-) -> dg.MaterializeResult:
-    config = crawl_config(site, fetcher, scheduling)
-    url = database.resolved_url()
-    started = time.monotonic()
-    quotas: dict[str, int] = {}
-    if config.deep_budget is not None:
-        with database.open() as db:
-            quotas = apply_budget(db, config)
-        context.log.info(f"deep budget {config.deep_budget} split over {len(quotas)} categories")
-    stats = drain(url, config, task_types=(DETAIL,), workers=config.workers)
-    elapsed = time.monotonic() - started
-    with database.open() as db:
-        counts = book_counts(db)
-        failures = failed_by_reason(db, config)
-        fetching = fetch_metadata(db, config, stats)
+def listing_metadata(report: CrawlReport) -> dict[str, object]:
+    """``listing_discovery``'s metadata of a crawl."""
+    stats = report.stats
+    return {
+        "start_url": dg.MetadataValue.url(report.config.base_url),
+        "seeded": report.seeded,
+        "listing_pages": stats.listing_pages,
+        "books_found": stats.books_found,
+        "new_detail_tasks": stats.new_detail_tasks,
+        **_run_metadata(report),
+    }
+
+
+def details_metadata(report: CrawlReport) -> dict[str, object]:
+    """``book_details``' metadata of a crawl (with the deep budget's outcome when one was set)."""
+    stats, counts = report.stats, report.counts
     metadata: dict[str, object] = {
         "dagster/row_count": counts["total"],
         "books_stored": stats.books_stored,
         "books_new": stats.books_new,
         "books_changed": stats.books_changed,
         "books_unchanged": stats.books_unchanged,
-        "failed": stats.failed,
-        "retried": stats.retried,
         "pages": stats.pages,
-        "pages_per_s": round(stats.pages / elapsed, 2) if elapsed > 0 else 0.0,
-        "elapsed_s": round(elapsed, 1),
-        "workers": config.workers,
+        "pages_per_s": round(report.pages_per_s, 2),
+        "workers": report.config.workers,
         "books_total": counts["total"],
         "unique_urls": counts["unique_urls"],
         "with_raw_html": counts["with_html"],
         "book_versions": counts.get("versions", 0),
         "books_by_category": counter_table(stats.by_category, "category", "books stored this run"),
-        "failed_tasks_by_reason": counter_table(failures, "reason", "failed tasks"),
-        **fetching,
+        **_run_metadata(report),
     }
-    if quotas:
-        metadata["quotas"] = counter_table(quotas, "category", "quota")
-        with database.open() as db:
-            budgets = make_queue(db, config).budget_report(DETAIL)
-        metadata["deep_budget"] = config.deep_budget
-        metadata["budget_completed"] = sum(b.completed for b in budgets)
-        metadata["budget_failed"] = sum(b.failed for b in budgets)
-        metadata["budget_met"] = all(b.met for b in budgets)
-        metadata["budget_status"] = budget_line(budgets)
-    return dg.MaterializeResult(metadata=metadata)
+    if report.budgets:
+        metadata["quotas"] = counter_table(report.quotas, "category", "quota")
+        metadata["deep_budget"] = report.config.deep_budget
+        metadata["budget_completed"] = sum(b.completed for b in report.budgets)
+        metadata["budget_failed"] = sum(b.failed for b in report.budgets)
+        metadata["budget_met"] = all(b.met for b in report.budgets)
+        metadata["budget_status"] = budget_line(report.budgets)
+    return metadata
+
+
+def materializations(report: CrawlReport) -> Iterator[dg.MaterializeResult]:
+    """The two assets' results of one crawl: what the asset step and the queue ops both record."""
+    yield dg.MaterializeResult(asset_key=LISTING_DISCOVERY, metadata=listing_metadata(report))
+    yield dg.MaterializeResult(asset_key=BOOK_DETAILS, metadata=details_metadata(report))
+
+
+@dg.multi_asset(
+    name="crawl",
+    specs=[
+        dg.AssetSpec(
+            LISTING_DISCOVERY,
+            group_name=GROUP,
+            kinds={"python", "postgres"},
+            description="Shallow pass: the start page and every listing page, one detail task per book found.",
+        ),
+        dg.AssetSpec(
+            BOOK_DETAILS,
+            group_name=GROUP,
+            kinds={"python", "postgres"},
+            deps=[LISTING_DISCOVERY],
+            description="Deep pass: every pending detail page fetched, validated and stored as a book.",
+        ),
+    ],
+    retry_policy=TRANSIENT_RETRY,
+    description="One crawl: W worker processes drain the queue, listing and detail pages interleaved.",
+)
+def crawl(
+    context: dg.AssetExecutionContext,
+    database: DatabaseResource,
+    site: SiteResource,
+    fetcher: FetcherResource,
+    scheduling: SchedulingResource,
+) -> Iterator[dg.MaterializeResult]:
+    with transient_only():
+        config = crawl_config(site, fetcher, scheduling)
+        context.log.info(f"crawling {config.base_url} into {database.masked_url()}")
+        report = Crawl(database.resolved_url(), config).run()
+    for line in report.summary_lines():
+        context.log.info(line)
+    yield from materializations(report)

@@ -11,13 +11,16 @@
 Every job that drains the queue carries the ``book-pipeline/crawl`` run tag (one such run at a time).
 """
 
+from collections.abc import Iterator
+
 import dagster as dg
 from pydantic import Field
 
-from book_assets.crawl.config import TASK_TYPES
-from book_assets.crawl.pipeline import drain, failed_by_reason, prepare, seed
-from book_assets.defs.crawl.assets import CRAWL_RUN_TAGS, NETWORK_RETRY, counter_table
+from book_assets.crawl.config import DETAIL, LISTING, TASK_TYPES
+from book_assets.crawl.pipeline import Crawl
+from book_assets.defs.crawl.assets import BOOK_DETAILS, CRAWL_RUN_TAGS, LISTING_DISCOVERY, materializations
 from book_assets.defs.resources import DatabaseResource, FetcherResource, SchedulingResource, SiteResource, crawl_config
+from book_assets.defs.retries import TRANSIENT_RETRY, transient_only
 from book_assets.queue import TaskQueue
 
 #: The assets of a full refresh, in lineage order.
@@ -44,7 +47,7 @@ class RequeueConfig(dg.Config):
     error_like: str | None = Field(default=None, description="SQL LIKE pattern on the error, e.g. 'timeout%'.")
 
 
-@dg.op(retry_policy=NETWORK_RETRY, description="Store the crawl's politeness and weights, enqueue the start page.")
+@dg.op(retry_policy=TRANSIENT_RETRY, description="Store the crawl's politeness and weights, enqueue the start page.")
 def seed_queue(
     context: dg.OpExecutionContext,
     database: DatabaseResource,
@@ -52,18 +55,18 @@ def seed_queue(
     fetcher: FetcherResource,
     scheduling: SchedulingResource,
 ) -> dg.Output[bool]:
-    config = crawl_config(site, fetcher, scheduling)
-    with database.open() as db:
-        prepare(db, config)
-        created = seed(db, config)
+    with transient_only():
+        config = crawl_config(site, fetcher, scheduling)
+        created = Crawl(database.resolved_url(), config).start()
     context.log.info(f"seeded {config.base_url}" if created else f"{config.base_url} is already queued")
     return dg.Output(created, metadata={"start_url": config.base_url, "created": created})
 
 
 @dg.op(
     ins={"after": dg.In(dg.Nothing)},
-    retry_policy=NETWORK_RETRY,
-    description="Run the worker processes until no claimable task of the chosen types is left.",
+    retry_policy=TRANSIENT_RETRY,
+    description="Run the worker processes until no claimable task of the chosen types is left; records the "
+    "materializations of the assets it changed.",
 )
 def drain_queue(
     context: dg.OpExecutionContext,
@@ -72,27 +75,18 @@ def drain_queue(
     site: SiteResource,
     fetcher: FetcherResource,
     scheduling: SchedulingResource,
-) -> dg.Output[int]:
-    crawl = crawl_config(site, fetcher, scheduling)
-    workers = config.workers or crawl.workers
-    context.log.info(f"draining {', '.join(config.task_types)} tasks with {workers} workers")
-    stats = drain(database.resolved_url(), crawl, task_types=tuple(config.task_types), workers=workers)
-    with database.open() as db:
-        failures = failed_by_reason(db, crawl)
-    return dg.Output(
-        stats.pages,
-        metadata={
-            "pages": stats.pages,
-            "listing_pages": stats.listing_pages,
-            "books_stored": stats.books_stored,
-            "books_new": stats.books_new,
-            "books_changed": stats.books_changed,
-            "failed": stats.failed,
-            "retried": stats.retried,
-            "elapsed_s": round(stats.elapsed_s, 1),
-            "failed_tasks_by_reason": counter_table(failures, "reason", "failed tasks"),
-        },
-    )
+) -> Iterator[dg.AssetMaterialization | dg.Output[int]]:
+    task_types = tuple(config.task_types)
+    with transient_only():
+        crawl = Crawl(database.resolved_url(), crawl_config(site, fetcher, scheduling))
+        context.log.info(f"draining {', '.join(task_types)} tasks")
+        report = crawl.report(crawl.work(task_types=task_types, workers=config.workers))
+    changed = {LISTING_DISCOVERY} if LISTING in task_types else set()
+    changed |= {BOOK_DETAILS} if DETAIL in task_types else set()
+    for result in materializations(report):
+        if result.asset_key in changed:
+            yield dg.AssetMaterialization(asset_key=result.asset_key, metadata=result.metadata)
+    yield dg.Output(report.stats.pages, metadata={"pages": report.stats.pages, "elapsed_s": round(report.elapsed_s, 1)})
 
 
 @dg.op(description="Move failed (dead-lettered) tasks back to pending; reports how many moved.")

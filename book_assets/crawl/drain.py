@@ -1,0 +1,165 @@
+"""Run a crawl's worker processes until the queue has nothing left they may claim, replacing any that die.
+
+Each worker is a spawned process of its own (one browser each) that sends its stats back over a pipe when it
+finishes. A worker that dies instead (SIGKILL, the OOM killer, a crashed interpreter) sends nothing: its
+leases run out and the other workers take its tasks over, and a replacement is started so the crawl keeps
+its width. The drain reports every lost worker; its page counters are missing from the totals, the
+database's counts are not. Replacements are bounded (one per worker slot), so a worker that cannot start
+ends the drain with :class:`WorkersLost` instead of restarting forever.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import signal
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+from multiprocessing.process import BaseProcess
+
+from book_assets.crawl.config import TASK_TYPES, CrawlConfig
+from book_assets.crawl.worker import Worker, WorkerStats
+
+#: How often the supervisor wakes to report progress while it waits for its workers.
+TICK_S = 0.5
+#: How long workers get to finish their pages and release their leases after the drain is interrupted.
+STOP_GRACE_S = 30.0
+
+
+class WorkersLost(RuntimeError):
+    """Every worker process died and no replacement is left: the drain cannot go on."""
+
+
+@dataclass(frozen=True)
+class LostWorker:
+    """A worker process that ended without handing back its stats."""
+
+    worker_id: str
+    exitcode: int | None
+
+    def describe(self) -> str:
+        code = self.exitcode
+        if code is not None and code < 0:
+            return f"{self.worker_id} killed by {signal.Signals(-code).name}"
+        return f"{self.worker_id} exited with status {code}"
+
+
+def run_worker(
+    database_url: str, config: CrawlConfig, worker_id: str | None, task_types: tuple[str, ...]
+) -> WorkerStats:
+    """One worker in this process until the queue is drained (its id, unset: ``host:pid``, unique across hosts)."""
+    worker = Worker(database_url, config, worker_id=worker_id, task_types=task_types)
+    return asyncio.run(worker.run())
+
+
+def _child(conn: Connection, database_url: str, config: CrawlConfig, task_types: tuple[str, ...]) -> None:
+    conn.send(run_worker(database_url, config, None, task_types))
+    conn.close()
+
+
+@dataclass
+class _Running:
+    process: BaseProcess
+    results: Connection
+
+    @property
+    def worker_id(self) -> str:
+        return f"{socket.gethostname()}:{self.process.pid}"
+
+
+def _received(results: Connection) -> object:
+    """What a finished worker sent: its stats, or None when it died first (its end of the pipe just closed)."""
+    try:
+        return results.recv() if results.poll() else None
+    except EOFError:
+        return None
+    finally:
+        results.close()
+
+
+class Drain:
+    """W worker processes over one queue; :meth:`run` returns their summed stats (lost workers included)."""
+
+    def __init__(self, database_url: str, config: CrawlConfig, task_types: tuple[str, ...], workers: int) -> None:
+        self.database_url = database_url
+        self.config = config
+        self.task_types = task_types
+        self.workers = workers
+        self.replacements_left = workers
+        self.running: list[_Running] = []
+        self.total = WorkerStats(worker_id="all")
+        self._ctx = multiprocessing.get_context("spawn")
+
+    def _start(self) -> None:
+        ours, theirs = self._ctx.Pipe(duplex=False)
+        process = self._ctx.Process(
+            target=_child, args=(theirs, self.database_url, self.config, self.task_types), name="book-pipeline worker"
+        )
+        process.start()
+        theirs.close()
+        self.running.append(_Running(process, ours))
+
+    def run(self, on_tick: Callable[[], None] | None = None) -> WorkerStats:
+        for _ in range(self.workers):
+            self._start()
+        try:
+            while self.running:
+                wait([r.process.sentinel for r in self.running], timeout=TICK_S)
+                for ended in [r for r in self.running if not r.process.is_alive()]:
+                    self._collect(ended)
+                if on_tick is not None:
+                    on_tick()
+        finally:
+            self._stop_all()
+        return self.total
+
+    def _collect(self, ended: _Running) -> None:
+        self.running.remove(ended)
+        ended.process.join()
+        stats = _received(ended.results)
+        if isinstance(stats, WorkerStats):
+            self.total.merge(stats)
+            return
+        self.total.lost_workers.append(LostWorker(ended.worker_id, ended.process.exitcode).describe())
+        if self.replacements_left > 0:
+            self.replacements_left -= 1
+            self._start()
+        elif not self.running:
+            raise WorkersLost(
+                f"all worker processes died ({'; '.join(self.total.lost_workers)}); "
+                "their tasks stay in the queue for the next drain"
+            )
+
+    def _stop_all(self) -> None:
+        """After an interruption: let workers release their leases, then end whatever is still running."""
+        deadline = time.monotonic() + STOP_GRACE_S
+        for r in self.running:
+            r.process.join(timeout=max(0.0, deadline - time.monotonic()))
+            if r.process.is_alive():
+                r.process.terminate()
+                r.process.join(timeout=5)
+            r.results.close()
+        self.running.clear()
+
+
+def drain(
+    database_url: str,
+    config: CrawlConfig,
+    *,
+    task_types: tuple[str, ...] = TASK_TYPES,
+    workers: int | None = None,
+    on_tick: Callable[[], None] | None = None,
+) -> WorkerStats:
+    """Run workers until nothing claimable is left; returns their summed stats.
+
+    One worker and nobody watching: it runs in this process (no spawn, no second browser start).
+    """
+    n = workers or config.workers
+    if n == 1 and on_tick is None:
+        total = WorkerStats(worker_id="all")
+        total.merge(run_worker(database_url, config, None, task_types))
+        return total
+    return Drain(database_url, config, task_types, n).run(on_tick)
