@@ -124,20 +124,13 @@ def _json_ready(value: object) -> object:
 
 
 def _fetch_settings(settings: Settings, domains: frozenset[str]) -> FetchSettings:
-    """The fetchers' share of ``settings``."""
+    """The fetchers' share of ``settings``: every field of the same name, and the three derived ones."""
+    derived = ("mode", "concurrency", "allowed_domains")
+    names = [n for n in FetchSettings.__slots__ if n in type(settings).model_fields and n not in derived]
     return FetchSettings(
+        **{name: getattr(settings, name) for name in names},
         mode=settings.fetch_mode,
-        javascript=settings.javascript,
         concurrency=settings.concurrency or settings.max_concurrency,
-        timeout_s=settings.timeout_s,
-        block_resource_types=frozenset(settings.block_resource_types),
-        block_url_patterns=tuple(settings.block_url_patterns),
         # The fetchers compare ports too: the start host only at the start URL's port.
         allowed_domains=with_start_port(domains, settings.base_url),
-        max_body_bytes=settings.max_body_bytes,
-        max_redirects=settings.max_redirects,
-        relaunch_after_pages=settings.relaunch_after_pages,
-        recycle_page_after=settings.recycle_page_after,
-        user_agent=settings.user_agent,
-        retry_after_max_s=settings.retry_after_max_s,
     )

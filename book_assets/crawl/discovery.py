@@ -16,7 +16,6 @@ from book_assets.crawl.config import DETAIL, DETAIL_PRIORITY, LISTING, LISTING_P
 from book_assets.queue import NewTask
 from book_assets.scraper.fetching import host_allowed
 from book_assets.scraper.models import ListingPage
-from book_assets.scraper.parsers import parse_category_links
 
 
 @dataclass
@@ -32,14 +31,14 @@ def start_task(config: CrawlConfig) -> NewTask:
     return NewTask(LISTING, {"url": config.base_url, "depth": 1, "start": True}, LISTING_PRIORITY)
 
 
-def listing_tasks(payload: dict[str, Any], page: ListingPage, html: str, config: CrawlConfig) -> ListingOutcome:
+def listing_tasks(payload: dict[str, Any], page: ListingPage, config: CrawlConfig) -> ListingOutcome:
     """Tasks created by one fetched listing page."""
     outcome = ListingOutcome()
     depth = int(payload.get("depth", 1))
     category = page.category or payload.get("category")
 
     if category is None and payload.get("start"):
-        for name, url in parse_category_links(html, page.url):
+        for name, url in page.category_links:
             if not host_allowed(url, config.allowed_domains):
                 outcome.offsite_skipped += 1
                 continue

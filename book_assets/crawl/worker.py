@@ -444,7 +444,7 @@ class Worker:
 
     async def _handle_listing(self, task: Task, fetched: FetchResult) -> None:
         page = parse_listing(fetched.html, fetched.final_url)
-        outcome = listing_tasks(task.payload, page, fetched.html, self.config)
+        outcome = listing_tasks(task.payload, page, self.config)
         self.stats.listing_pages += 1
         self.stats.books_found += outcome.cards
         if outcome.tasks:

@@ -18,8 +18,8 @@ from typing import Literal, Protocol, Self
 from urllib.parse import urlsplit
 
 from book_assets.scraper.blocking import blocked_url_patterns
+from book_assets.scraper.charset import decode_html
 from book_assets.scraper.errors import FetchError
-from book_assets.scraper.parsers import decode_html
 from book_assets.scraper.targets import target_allowed
 from book_assets.settings import LIVE_SITE_URL, default
 
@@ -137,7 +137,7 @@ class FetchResult:
         status: HTTP status of the final response (2xx).
         headers: Final response headers, lower-cased names.
         body: The body exactly as served (after transfer/content decoding), never re-serialised.
-        html: ``body`` decoded with ``parsers.decode_html``: the served HTML, the same in both modes.
+        html: ``body`` decoded with ``charset.decode_html``: the served HTML, the same in both modes.
         rendered_html: Browser mode only: ``page.content()`` after load, including JS-built DOM.
         fetched_at: When the fetch started (UTC).
         elapsed_s: Wall time of the whole fetch, redirects included.

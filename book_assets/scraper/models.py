@@ -41,6 +41,7 @@ class ListingPage:
         page_number: X of "Page X of Y", or None when the page has no pager (a single-page listing).
         page_count: Y of "Page X of Y", or None when the page has no pager.
         result_count: Total results across all pages ("1000 results"), or None if not shown.
+        category_links: ``(name, absolute URL)`` of every category in the sidebar, in page order.
     """
 
     url: str
@@ -50,6 +51,7 @@ class ListingPage:
     page_number: int | None
     page_count: int | None
     result_count: int | None
+    category_links: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

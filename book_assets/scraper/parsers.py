@@ -11,7 +11,6 @@ a truncated or error page must be retried, not stored.
 
 from __future__ import annotations
 
-import codecs
 import re
 from decimal import Decimal, InvalidOperation
 from urllib.parse import urljoin, urlsplit
@@ -75,36 +74,6 @@ def collapse_ws(text: str) -> str:
     return _WS_RE.sub(" ", text).strip()
 
 
-# --------------------------------------------------------------------------- decoding
-
-
-def _lookup_codec(label: str | None) -> str | None:
-    """Python codec name for a charset label, or None if unknown.
-
-    Follows the WHATWG Encoding Standard in one respect that matters here: ``latin-1``/``iso-8859-1`` and
-    ``ascii`` labels mean windows-1252, which is what browsers decode them as.
-    """
-    if not label:
-        return None
-    label = label.strip().strip("\"'").lower()
-    if label in {"latin-1", "latin1", "iso-8859-1", "iso8859-1", "l1", "us-ascii", "ascii"}:
-        return "cp1252"
-    try:
-        return codecs.lookup(label).name
-    except LookupError:
-        return None
-
-
-_HEADER_CHARSET_RE = re.compile(r"charset\s*=\s*[\"']?([\w.:-]+)", re.IGNORECASE)
-_META_CHARSET_RE = re.compile(rb"<meta[^>]+charset\s*=\s*[\"']?\s*([\w.:-]+)", re.IGNORECASE)
-_BOMS: tuple[tuple[bytes, str], ...] = (
-    (codecs.BOM_UTF8, "utf-8-sig"),
-    (codecs.BOM_UTF16_LE, "utf-16"),
-    (codecs.BOM_UTF16_BE, "utf-16"),
-)
-META_SNIFF_BYTES = 4096
-
-
 def resolve_link(base: str, href: str) -> str:
     """``href`` resolved against ``base``; an href too malformed to resolve (``http://[::1``) is returned as
     written, so one bad link is dropped by the crawler's host check instead of failing its whole page."""
@@ -112,42 +81,6 @@ def resolve_link(base: str, href: str) -> str:
         return urljoin(base, href)
     except ValueError:
         return href
-
-
-def detect_charset(body: bytes, content_type: str | None) -> str:
-    """The Python codec to decode ``body`` with; see ``decode_html`` for the order of precedence."""
-    for bom, codec in _BOMS:
-        if body.startswith(bom):
-            return codec
-    if content_type:
-        match = _HEADER_CHARSET_RE.search(content_type)
-        codec = _lookup_codec(match.group(1)) if match else None
-        if codec:
-            return codec
-    match = _META_CHARSET_RE.search(body[:META_SNIFF_BYTES])
-    if match:
-        codec = _lookup_codec(match.group(1).decode("ascii", "replace"))
-        # A document that declares UTF-16 in ASCII-compatible bytes cannot be UTF-16 (HTML spec rule).
-        if codec and not codec.startswith("utf-16"):
-            return codec
-    return "utf-8"
-
-
-def decode_html(body: bytes, content_type: str | None) -> str:
-    """Decode a served HTML body to text.
-
-    Precedence, as browsers do it: a byte-order mark; the ``charset`` of the Content-Type header; a
-    ``<meta charset>`` / ``<meta http-equiv="content-type">`` in the first 4 KiB; else UTF-8. The live site
-    sends ``Content-Type: text/html`` without a charset while its bodies are UTF-8, so falling back to
-    latin-1 (as some HTTP clients do) would turn "£" into "Â£"; we never do that.
-
-    Undecodable bytes become U+FFFD (``errors="replace"``) instead of raising: a stray bad byte must not
-    lose a whole page, and the replacement character is visible in stored text if it ever happens.
-    NUL characters become U+FFFD too: PostgreSQL text cannot hold them (storing such a page failed on
-    every attempt), and HTML parsers drop or replace them anyway.
-    Unknown charset labels are ignored and the next source is tried.
-    """
-    return body.decode(detect_charset(body, content_type), errors="replace").replace("\x00", "\ufffd")
 
 
 # --------------------------------------------------------------------------- DOM helpers
@@ -169,15 +102,6 @@ def _rating_word(node: LexborNode | None) -> str | None:
         if cls.lower() in RATING_WORDS:
             return cls
     return None
-
-
-def is_book_page(html: str) -> bool:
-    """True if ``html`` looks like a complete book page (product box with a title and a UPC row)."""
-    try:
-        parse_book(html, "http://book.invalid/")
-    except ParseError:
-        return False
-    return True
 
 
 # --------------------------------------------------------------------------- listing pages
@@ -285,6 +209,7 @@ def parse_listing(html: str, url: str) -> ListingPage:
         page_number=page_number,
         page_count=page_count,
         result_count=result_count,
+        category_links=tuple(_category_links(tree, url)),
     )
 
 
@@ -318,14 +243,8 @@ def _money(rows: dict[str, str], key: str) -> Decimal:
         raise NotABookPage(f"{key!r} row is not a price: {exc}") from exc
 
 
-def parse_book(html: str, url: str) -> BookDetail:
-    """Parse a book page into a ``BookDetail``.
-
-    Raises:
-        NotABookPage: the page lacks the product box, its title or price, the breadcrumb category, or a
-            required table row (404 page, listing page, garbage, truncated HTML).
-    """
-    tree = LexborHTMLParser(html)
+def _product_box(tree: LexborHTMLParser) -> tuple[LexborNode, str, Decimal, str]:
+    """The product box, its title, price and price as shown; NotABookPage when any is missing."""
     main = tree.css_first("article.product_page div.product_main")
     if main is None:
         raise NotABookPage("no div.product_main inside article.product_page")
@@ -336,43 +255,47 @@ def parse_book(html: str, url: str) -> BookDetail:
     if not price_text:
         raise NotABookPage("product box has no price")
     try:
-        price = parse_price(price_text)
+        return main, title, parse_price(price_text), price_text
     except ParseError as exc:
         raise NotABookPage(f"product price unreadable: {exc}") from exc
 
+
+def _availability(rows: dict[str, str], main: LexborNode) -> str:
+    availability = rows.get("availability") or collapse_ws(_text(main.css_first("p.availability")) or "")
+    if not availability:
+        raise NotABookPage("no availability")
+    return collapse_ws(availability)
+
+
+def parse_book(html: str, url: str) -> BookDetail:
+    """Parse a book page into a ``BookDetail``.
+
+    Raises:
+        NotABookPage: the page lacks the product box, its title or price, the breadcrumb category, or a
+            required table row (404 page, listing page, garbage, truncated HTML).
+    """
+    tree = LexborHTMLParser(html)
+    main, title, price, price_text = _product_box(tree)
     crumbs = tree.css("ul.breadcrumb li a")
     category = _text(crumbs[2]) if len(crumbs) >= 3 else None
     if not category:
         raise NotABookPage("breadcrumb has no category (third link)")
-
     rows = _product_table(tree)
-    upc = _required(rows, "upc")
-    product_type = _required(rows, "product type")
-    price_excl_tax = _money(rows, "price (excl. tax)")
-    price_incl_tax = _money(rows, "price (incl. tax)")
-    tax = _money(rows, "tax")
     reviews_text = _required(rows, "number of reviews").replace(",", "")
     if not reviews_text.isdigit():
         raise NotABookPage(f"number of reviews is not a number: {reviews_text!r}")
-    availability = rows.get("availability") or collapse_ws(_text(main.css_first("p.availability")) or "")
-    if not availability:
-        raise NotABookPage("no availability")
-    availability = collapse_ws(availability)
-
-    description_node = tree.css_first("div#product_description + p")
-    description = _text(description_node) or None
-
+    availability = _availability(rows, main)
     rating_text = _rating_word(main.css_first("p.star-rating"))
     return BookDetail(
         url=url,
         title=title,
         category=category,
-        description=description,
-        upc=upc,
-        product_type=product_type,
-        price_excl_tax=price_excl_tax,
-        price_incl_tax=price_incl_tax,
-        tax=tax,
+        description=_text(tree.css_first("div#product_description + p")) or None,
+        upc=_required(rows, "upc"),
+        product_type=_required(rows, "product type"),
+        price_excl_tax=_money(rows, "price (excl. tax)"),
+        price_incl_tax=_money(rows, "price (incl. tax)"),
+        tax=_money(rows, "tax"),
         price=price,
         price_text=price_text,
         availability=availability,
@@ -386,13 +309,12 @@ def parse_book(html: str, url: str) -> BookDetail:
 # --------------------------------------------------------------------------- category sidebar
 
 
-def parse_category_links(html: str, url: str) -> list[tuple[str, str]]:
+def _category_links(tree: LexborHTMLParser, url: str) -> list[tuple[str, str]]:
     """``(name, absolute URL)`` of every category in the sidebar (``div.side_categories``), in page order.
 
-    The all-books entry ("Books", ``category/books_1``) is the sidebar's root, not a category, and is left
-    out. Every listing page of the site carries the sidebar, so any of them can seed category discovery.
-    """
-    tree = LexborHTMLParser(html)
+    The all-books entry ("Books", ``category/books_1``) is the sidebar's root, not
+    a category, and is left out. Every listing page of the site carries the sidebar, so any of them can seed
+    category discovery."""
     found: list[tuple[str, str]] = []
     for link in tree.css("div.side_categories ul.nav-list > li > ul > li > a[href]"):
         name = _text(link)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from book_assets.scraper.parsers import decode_html
+from book_assets.scraper.charset import decode_html
 
 POUND_UTF8 = "<p>£51.77</p>".encode()
 

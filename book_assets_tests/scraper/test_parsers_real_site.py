@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from book_assets.scraper.charset import decode_html
 from book_assets.scraper.errors import NotABookPage, NotAListingPage
-from book_assets.scraper.parsers import decode_html, parse_book, parse_listing
+from book_assets.scraper.parsers import parse_book, parse_listing
 
 SITE = "https://books.toscrape.com/"
 

@@ -8,7 +8,6 @@ import pytest
 
 from book_assets.scraper.errors import NotABookPage, NotAListingPage, ParseError
 from book_assets.scraper.parsers import (
-    is_book_page,
     parse_book,
     parse_listing,
     parse_price,
@@ -205,11 +204,6 @@ NOT_FOUND = """<!DOCTYPE html><html><head><title>404 Not Found</title></head>
 def test_non_book_html_raises_not_a_book_page(html: str) -> None:
     with pytest.raises(NotABookPage):
         parse_book(html, SITE)
-    assert not is_book_page(html)
-
-
-def test_is_book_page_accepts_a_book() -> None:
-    assert is_book_page(BOOK)
 
 
 @pytest.mark.parametrize("html", [NOT_FOUND, "", "garbage", BOOK])
