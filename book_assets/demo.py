@@ -15,20 +15,30 @@ Data is kept between demos on purpose; ``make clean`` removes it.
 from __future__ import annotations
 
 import os
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import dagster as dg
 
 from book_assets.crawl.config import TASK_TYPES
+from book_assets.crawl.drain import TICK_S
+from book_assets.crawl.pipeline import ProgressBar
 from book_assets.crawl.storage import book_counts
 from book_assets.dagster_instance import dagster_environment
 from book_assets.db.connection import Database, mask_url
 from book_assets.db.migrations import migrate
 from book_assets.defs.crawl.jobs import full_refresh_job
-from book_assets.defs.resources import DatabaseResource, FetcherResource, SchedulingResource, SiteResource
+from book_assets.defs.resources import (
+    DatabaseResource,
+    FetcherResource,
+    SchedulingResource,
+    SiteResource,
+    crawl_config,
+)
 from book_assets.queue import TaskQueue
 from book_assets.sandbox.server import SandboxServer
 from book_assets.settings import Settings
@@ -102,6 +112,55 @@ def demo_resources(sandbox: SandboxServer, overrides: dict[str, Any]) -> dict[st
     }
 
 
+#: The run's console shows warnings and errors only: the event log stays in the UI and the compute logs.
+QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+
+
+def _run_full_refresh(resources: dict[str, dg.ConfigurableResource]) -> dg.ExecuteInProcessResult:
+    """The project's full_refresh_job bound to the sandbox's resources, recorded on the project's instance
+    under its real job name and tags (the latest day's partition of the snapshot)."""
+    from book_assets.definitions import ASSET_CHECKS, ASSETS
+
+    demo_defs = dg.Definitions(
+        assets=ASSETS,
+        asset_checks=ASSET_CHECKS,
+        jobs=[full_refresh_job],
+        resources=resources,
+        executor=dg.in_process_executor,
+    )
+    job = demo_defs.resolve_job_def("full_refresh_job")
+    partitions = job.partitions_def
+    with dg.DagsterInstance.get() as instance:
+        return job.execute_in_process(
+            run_config=QUIET,
+            instance=instance,
+            tags={"book-pipeline/demo": "true"},
+            partition_key=partitions.get_last_partition_key() if partitions is not None else None,
+            raise_on_error=False,
+        )
+
+
+@contextmanager
+def _progress_bar(url: str, resources: dict[str, Any]) -> Iterator[None]:
+    """A progress bar on stderr fed by the queue's counters while the run executes."""
+    config = crawl_config(resources["site"], resources["fetcher"], resources["scheduling"])
+    done = threading.Event()
+
+    def show() -> None:
+        with ProgressBar(url, config) as bar:
+            while not done.wait(TICK_S):
+                bar.update()
+            bar.update()
+
+    thread = threading.Thread(target=show, name="demo-progress", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join(timeout=10)
+
+
 def run_demo(
     settings: Settings,
     *,
@@ -114,8 +173,6 @@ def run_demo(
 
     ``overrides``: settings of the fetcher (``fetch_mode``, ``workers``, ``concurrency``) for this demo.
     """
-    from book_assets.definitions import ASSET_CHECKS, ASSETS
-
     started = time.monotonic()
     env = dagster_environment(settings)
     os.environ.update(env)  # dagster.yaml reads DAGSTER_PG_*; DagsterInstance.get() reads DAGSTER_HOME
@@ -128,19 +185,8 @@ def run_demo(
             resources = demo_resources(sandbox, overrides or {})
             fetcher = resources["fetcher"]
             echo(f"sandbox:  {sandbox.url}/ (day {day}); fetcher {fetcher.settings_overrides() or 'from the settings'}")
-            # The project's full_refresh_job, bound to the sandbox's resources: the run shows under its
-            # real job name in the UI, with its crawl tag.
-            demo_defs = dg.Definitions(
-                assets=ASSETS,
-                asset_checks=ASSET_CHECKS,
-                jobs=[full_refresh_job],
-                resources=resources,
-                executor=dg.in_process_executor,
-            )
-            with dg.DagsterInstance.get() as instance:
-                result = demo_defs.resolve_job_def("full_refresh_job").execute_in_process(
-                    instance=instance, tags={"book-pipeline/demo": "true"}, raise_on_error=False
-                )
+            with _progress_bar(url, resources):
+                result = _run_full_refresh(resources)
         checks = {
             f"{e.asset_key.to_user_string()}:{e.check_name}": e.passed for e in result.get_asset_check_evaluations()
         }
