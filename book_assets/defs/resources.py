@@ -52,13 +52,27 @@ class DatabaseResource(dg.ConfigurableResource):
             db.close()
 
 
+def overrides_of(model: dg.ConfigurableResource | dg.Config) -> dict[str, Any]:
+    """The fields of a resource or run config that are set, by setting name (enum choices as their value)."""
+    values = {name: getattr(model, name) for name in type(model).model_fields if name in SETTING_NAMES}
+    return {name: getattr(v, "value", v) for name, v in values.items() if v is not None}
+
+
 class SettingsResource(dg.ConfigurableResource):
     """Overrides of the settings of the same names: a field left unset keeps the setting's value."""
 
     def settings_overrides(self) -> dict[str, Any]:
         """The fields set in Dagster, by setting name."""
-        values = {name: getattr(self, name) for name in type(self).model_fields if name in SETTING_NAMES}
-        return {name: getattr(v, "value", v) for name, v in values.items() if v is not None}
+        return overrides_of(self)
+
+
+class CrawlRunConfig(dg.Config):
+    """What one run of the crawl may change in the launchpad, over the resources and the settings."""
+
+    deep_budget: int | None = Field(default=None, description=describe("deep_budget"))
+    categories: list[str] | None = Field(default=None, description=describe("categories"))
+    weights: dict[str, float] | None = Field(default=None, description=describe("weights"))
+    max_pages: int | None = Field(default=None, description=describe("max_pages"))
 
 
 SETTING_NAMES = frozenset(Settings.model_fields)
@@ -115,10 +129,7 @@ class SchedulingResource(SettingsResource):
 
 def run_settings(*resources: SettingsResource) -> Settings:
     """Settings of one run: the environment's, overridden by whatever the resources set."""
-    overrides: dict[str, Any] = {}
-    for resource in resources:
-        overrides.update(resource.settings_overrides())
-    return load_settings(**overrides)
+    return load_settings(**settings_overrides_of(*resources))
 
 
 def run_settings_for_scheduling(scheduling: SchedulingResource) -> Settings:
@@ -126,9 +137,20 @@ def run_settings_for_scheduling(scheduling: SchedulingResource) -> Settings:
     return run_settings(scheduling)
 
 
-def crawl_config(site: SiteResource, fetcher: FetcherResource, scheduling: SchedulingResource) -> CrawlConfig:
-    """The :class:`CrawlConfig` the resources describe, validated as the CLI's is."""
-    return CrawlConfig.from_settings(run_settings(site, fetcher, scheduling))
+def crawl_config(
+    site: SiteResource, fetcher: FetcherResource, scheduling: SchedulingResource, run: CrawlRunConfig | None = None
+) -> CrawlConfig:
+    """The :class:`CrawlConfig` the resources and the run's config describe, validated as the CLI's is."""
+    per_run = overrides_of(run) if run is not None else {}
+    return CrawlConfig.from_settings(load_settings(**{**settings_overrides_of(site, fetcher, scheduling), **per_run}))
+
+
+def settings_overrides_of(*resources: SettingsResource) -> dict[str, Any]:
+    """Every override the resources set, later resources winning."""
+    overrides: dict[str, Any] = {}
+    for resource in resources:
+        overrides.update(resource.settings_overrides())
+    return overrides
 
 
 def default_resources() -> dict[str, dg.ConfigurableResource]:

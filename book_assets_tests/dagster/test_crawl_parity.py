@@ -87,3 +87,27 @@ def test_the_cli_and_dagster_interleave_discovery_and_details_alike_and_report_t
     # Both interleave: hundreds of books are stored while listing pages are still being followed.
     assert cli_interleaved > 100 and dagster_interleaved > 100, (cli_interleaved, dagster_interleaved)
     assert {name: dagster[name] for name in cli} == cli
+
+
+def test_a_runs_config_overrides_budget_and_categories_and_is_recorded_with_the_run(
+    db: Database, database_url: str, sandbox: SandboxServer
+) -> None:
+    resources = {
+        "database": DatabaseResource(url=database_url),
+        "site": SiteResource(base_url=f"{sandbox.url}/", allowed_domains=[sandbox.host]),
+        "fetcher": FetcherResource(fetch_mode="http", workers=1, concurrency=4),
+        "scheduling": SchedulingResource(),
+    }
+    run_config = {"ops": {"crawl": {"config": {"deep_budget": 5, "categories": ["travel"]}}}}
+    with dg.DagsterInstance.ephemeral() as instance:
+        result = dg.materialize([crawl], instance=instance, resources=resources, run_config=run_config)
+    assert result.success
+    assert book_counts(db)["total"] == 5
+    [details] = [
+        e.step_materialization_data.materialization
+        for e in result.get_asset_materialization_events()
+        if e.step_materialization_data.materialization.asset_key == dg.AssetKey("book_details")
+    ]
+    recorded = details.metadata["config"].value
+    assert recorded["deep_budget"] == 5 and recorded["categories"] == ["travel"], recorded
+    assert details.metadata["budget_met"].value is True

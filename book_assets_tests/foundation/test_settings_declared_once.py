@@ -15,7 +15,7 @@ from pathlib import Path
 import dagster as dg
 
 from book_assets.cli import crawl_cmd, demo_cmd, work_cmd
-from book_assets.defs.resources import FetcherResource, SchedulingResource, SiteResource
+from book_assets.defs.resources import CrawlRunConfig, FetcherResource, SchedulingResource, SiteResource
 from book_assets.settings import Settings, describe
 
 PACKAGE = Path(__file__).resolve().parents[2] / "book_assets"
@@ -119,10 +119,10 @@ def test_crawl_options_are_the_settings_with_their_documentation_and_no_default(
             assert param.help == describe(setting), f"{command.name} {param.opts}: help differs from the setting"
 
 
-def test_dagster_resource_fields_are_settings_documented_by_them() -> None:
-    for resource in (FetcherResource, SiteResource, SchedulingResource):
+def test_dagster_resource_and_run_config_fields_are_settings_documented_by_them() -> None:
+    for resource in (FetcherResource, SiteResource, SchedulingResource, CrawlRunConfig):
         for name, field in resource.model_fields.items():
             assert name in SETTINGS, f"{resource.__name__}.{name} is not a setting"
             assert field.default is None, f"{resource.__name__}.{name}: a default of its own"
             assert field.description == describe(name), f"{resource.__name__}.{name}: description differs"
-    assert issubclass(FetcherResource, dg.ConfigurableResource)
+    assert issubclass(FetcherResource, dg.ConfigurableResource) and issubclass(CrawlRunConfig, dg.Config)

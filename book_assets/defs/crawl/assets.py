@@ -12,7 +12,14 @@ from collections.abc import Iterator, Mapping
 import dagster as dg
 
 from book_assets.crawl.pipeline import Crawl, CrawlReport, budget_line
-from book_assets.defs.resources import DatabaseResource, FetcherResource, SchedulingResource, SiteResource, crawl_config
+from book_assets.defs.resources import (
+    CrawlRunConfig,
+    DatabaseResource,
+    FetcherResource,
+    SchedulingResource,
+    SiteResource,
+    crawl_config,
+)
 from book_assets.defs.retries import TRANSIENT_RETRY, transient_only
 
 GROUP = "crawl"
@@ -134,15 +141,16 @@ def materializations(report: CrawlReport) -> Iterator[dg.MaterializeResult]:
 )
 def crawl(
     context: dg.AssetExecutionContext,
+    config: CrawlRunConfig,
     database: DatabaseResource,
     site: SiteResource,
     fetcher: FetcherResource,
     scheduling: SchedulingResource,
 ) -> Iterator[dg.MaterializeResult]:
     with transient_only():
-        config = crawl_config(site, fetcher, scheduling)
-        context.log.info(f"crawling {config.base_url} into {database.masked_url()}")
-        report = Crawl(database.resolved_url(), config).run()
+        resolved = crawl_config(site, fetcher, scheduling, config)
+        context.log.info(f"crawling {resolved.base_url} into {database.masked_url()}")
+        report = Crawl(database.resolved_url(), resolved).run()
     for line in report.summary_lines():
         context.log.info(line)
     yield from materializations(report)
