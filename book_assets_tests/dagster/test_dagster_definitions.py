@@ -50,9 +50,9 @@ def test_definitions_snapshot(repo: dg.RepositoryDefinition) -> None:
         "listing_discovery": {
             "group": "crawl",
             "kinds": ["postgres", "python"],
-            "owners": [],
-            "tags": {},
-            "pool": None,
+            "owners": ["team:book-pipeline"],
+            "tags": {"book-pipeline/layer": "crawl"},
+            "pool": "crawl",
             "partitions": None,
             "freshness_fail_h": None,
             "table_name": None,
@@ -61,12 +61,12 @@ def test_definitions_snapshot(repo: dg.RepositoryDefinition) -> None:
         "book_details": {
             "group": "crawl",
             "kinds": ["postgres", "python"],
-            "owners": [],
-            "tags": {},
-            "pool": None,
+            "owners": ["team:book-pipeline"],
+            "tags": {"book-pipeline/layer": "crawl"},
+            "pool": "crawl",
             "partitions": None,
-            "freshness_fail_h": None,
-            "table_name": None,
+            "freshness_fail_h": 26.0,
+            "table_name": "public.books",
             "deps": ["listing_discovery"],
         },
         "category_balanced_snapshot": {
@@ -179,6 +179,16 @@ def test_dagster_yaml_retries_runs_only_after_crashes_and_limits_pools() -> None
     config = yaml.safe_load((PROJECT_ROOT / "dagster.yaml").read_text())
     assert config["run_retries"]["enabled"] and config["run_retries"]["retry_on_asset_or_op_failure"] is False
     assert config["concurrency"]["pools"] == {"granularity": "op", "default_limit": 1}
+    assert "tag_concurrency_limits" not in config["concurrency"]["runs"]
+
+
+def test_queue_ops_that_drain_or_seed_are_in_the_crawl_pool_and_the_requeue_is_not(
+    repo: dg.RepositoryDefinition,
+) -> None:
+    crawl_job = repo.get_job("crawl_queue_job")
+    pools = {name: crawl_job.graph.node_named(name).definition.pool for name in ("seed_queue", "drain_queue")}
+    assert pools == {"seed_queue": "crawl", "drain_queue": "crawl"}
+    assert repo.get_job("requeue_failed_tasks").graph.node_named("requeue_failed").definition.pool is None
 
 
 def test_database_url_is_never_shown_with_its_password() -> None:

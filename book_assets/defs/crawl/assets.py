@@ -7,11 +7,20 @@ pages are retried by the queue; the step's retry policy only re-runs a step that
 transient reason, and a re-run resumes the same queue instead of starting over.
 """
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 
 import dagster as dg
 
 from book_assets.crawl.pipeline import Crawl, CrawlReport, budget_line
+from book_assets.defs.catalog import (
+    BOOKS_SCHEMA,
+    BOOKS_TABLE,
+    CRAWL_POOL,
+    DAILY_FRESHNESS,
+    OWNERS,
+    count_table,
+    tags_for,
+)
 from book_assets.defs.resources import (
     CrawlRunConfig,
     DatabaseResource,
@@ -28,15 +37,6 @@ CRAWL_TAG = "book-pipeline/crawl"
 CRAWL_RUN_TAGS = {CRAWL_TAG: "true"}
 LISTING_DISCOVERY = dg.AssetKey("listing_discovery")
 BOOK_DETAILS = dg.AssetKey("book_details")
-
-
-def counter_table(counts: Mapping[str, int], key: str, value: str) -> dg.MetadataValue:
-    """A two-column Markdown table, largest first."""
-    rows = [f"| {key} | {value} |", "|---|---:|"]
-    rows += [f"| {name} | {n} |" for name, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
-    if len(rows) == 2:
-        rows.append("| (none) | 0 |")
-    return dg.MetadataValue.md("\n".join(rows))
 
 
 def _fetch_metadata(report: CrawlReport) -> dict[str, object]:
@@ -64,7 +64,7 @@ def _run_metadata(report: CrawlReport) -> dict[str, object]:
         "config": dg.MetadataValue.json(report.config.as_dict()),
         "failed": report.stats.failed,
         "retried": report.stats.retried,
-        "failed_tasks_by_reason": counter_table(report.failed_by_reason, "reason", "failed tasks"),
+        "failed_tasks_by_reason": count_table(report.failed_by_reason, "reason", "failed tasks"),
         "workers_lost": len(report.stats.lost_workers),
         "elapsed_s": round(report.elapsed_s, 1),
         **_fetch_metadata(report),
@@ -100,11 +100,11 @@ def details_metadata(report: CrawlReport) -> dict[str, object]:
         "unique_urls": counts["unique_urls"],
         "with_raw_html": counts["with_html"],
         "book_versions": counts.get("versions", 0),
-        "books_by_category": counter_table(stats.by_category, "category", "books stored this run"),
+        "books_by_category": count_table(stats.by_category, "category", "books stored this run"),
         **_run_metadata(report),
     }
     if report.budgets:
-        metadata["quotas"] = counter_table(report.quotas, "category", "quota")
+        metadata["quotas"] = count_table(report.quotas, "category", "quota")
         metadata["deep_budget"] = report.config.deep_budget
         metadata["budget_completed"] = sum(b.completed for b in report.budgets)
         metadata["budget_failed"] = sum(b.failed for b in report.budgets)
@@ -126,17 +126,24 @@ def materializations(report: CrawlReport) -> Iterator[dg.MaterializeResult]:
             LISTING_DISCOVERY,
             group_name=GROUP,
             kinds={"python", "postgres"},
+            owners=OWNERS,
+            tags=tags_for("crawl"),
             description="Shallow pass: the start page and every listing page, one detail task per book found.",
         ),
         dg.AssetSpec(
             BOOK_DETAILS,
             group_name=GROUP,
             kinds={"python", "postgres"},
+            owners=OWNERS,
+            tags=tags_for("crawl"),
+            freshness_policy=DAILY_FRESHNESS,
+            metadata={"dagster/table_name": BOOKS_TABLE, "dagster/column_schema": BOOKS_SCHEMA},
             deps=[LISTING_DISCOVERY],
             description="Deep pass: every pending detail page fetched, validated and stored as a book.",
         ),
     ],
     retry_policy=TRANSIENT_RETRY,
+    pool=CRAWL_POOL,
     description="One crawl: W worker processes drain the queue, listing and detail pages interleaved.",
 )
 def crawl(

@@ -8,7 +8,8 @@
 - ``requeue_failed_tasks``: move dead-lettered tasks back to pending (filters: task type, domain, error);
   launched by ``failed_tasks_sensor``. The requeued tasks are fetched by the next drain.
 
-Every job that drains the queue carries the ``book-pipeline/crawl`` run tag (one such run at a time).
+Every job that drains the queue carries the ``book-pipeline/crawl`` run tag (to find its runs); the steps that
+seed or drain the queue are in the ``crawl`` pool, which dagster.yaml gives one slot: one at a time.
 """
 
 from collections.abc import Iterator
@@ -18,6 +19,7 @@ from pydantic import Field
 
 from book_assets.crawl.config import DETAIL, LISTING, TASK_TYPES
 from book_assets.crawl.pipeline import Crawl
+from book_assets.defs.catalog import CRAWL_POOL
 from book_assets.defs.crawl.assets import BOOK_DETAILS, CRAWL_RUN_TAGS, LISTING_DISCOVERY, materializations
 from book_assets.defs.resources import DatabaseResource, FetcherResource, SchedulingResource, SiteResource, crawl_config
 from book_assets.defs.retries import TRANSIENT_RETRY, transient_only
@@ -47,7 +49,11 @@ class RequeueConfig(dg.Config):
     error_like: str | None = Field(default=None, description="SQL LIKE pattern on the error, e.g. 'timeout%'.")
 
 
-@dg.op(retry_policy=TRANSIENT_RETRY, description="Store the crawl's politeness and weights, enqueue the start page.")
+@dg.op(
+    retry_policy=TRANSIENT_RETRY,
+    pool=CRAWL_POOL,
+    description="Store the crawl's politeness and weights, enqueue the start page.",
+)
 def seed_queue(
     context: dg.OpExecutionContext,
     database: DatabaseResource,
@@ -65,6 +71,7 @@ def seed_queue(
 @dg.op(
     ins={"after": dg.In(dg.Nothing)},
     retry_policy=TRANSIENT_RETRY,
+    pool=CRAWL_POOL,
     description="Run the worker processes until no claimable task of the chosen types is left; records the "
     "materializations of the assets it changed.",
 )
