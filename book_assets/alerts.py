@@ -1,6 +1,6 @@
 """Run-failure alerts: one short message to a webhook or to a Slack channel, or nowhere when none is set.
 
-Where the alert goes is read from the environment when an alert is sent, so the daemon's environment decides
+Where the alert goes is read from the settings when an alert is sent, so the daemon's environment decides
 and a token never enters a Dagster run or snapshot:
 
 - ``BOOK_PIPELINE_ALERT_WEBHOOK_URL``: an HTTP(S) URL receiving a JSON POST ``{"text": ..., "run_id": ...}``
@@ -13,12 +13,13 @@ Both may be set; neither set means no alert (and no error).
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 
 import httpx
 
+from book_assets.settings import load_settings
+
+#: The settings' variables (see :mod:`book_assets.settings`).
 WEBHOOK_ENV = "BOOK_PIPELINE_ALERT_WEBHOOK_URL"
 SLACK_TOKEN_ENV = "BOOK_PIPELINE_SLACK_TOKEN"
 SLACK_CHANNEL_ENV = "BOOK_PIPELINE_SLACK_CHANNEL"
@@ -57,13 +58,14 @@ class AlertDestinations:
     slack_api_url: str | None = None
 
     @classmethod
-    def from_environment(cls, environ: Mapping[str, str] | None = None) -> AlertDestinations:
-        env = os.environ if environ is None else environ
+    def from_environment(cls) -> AlertDestinations:
+        """The destinations the settings name now (environment, ``.env``)."""
+        settings = load_settings()
         return cls(
-            webhook_url=env.get(WEBHOOK_ENV) or None,
-            slack_token=env.get(SLACK_TOKEN_ENV) or None,
-            slack_channel=env.get(SLACK_CHANNEL_ENV) or None,
-            slack_api_url=env.get(SLACK_API_ENV) or None,
+            webhook_url=settings.alert_webhook_url or None,
+            slack_token=settings.slack_token or None,
+            slack_channel=settings.slack_channel or None,
+            slack_api_url=settings.slack_api_url or None,
         )
 
     @property

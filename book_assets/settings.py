@@ -168,6 +168,17 @@ class Settings(BaseSettings):
     # --- orchestration -------------------------------------------------------------------------
     schedule_cron: str = Field(default="0 3 * * *", description="Cron of the daily full refresh (UTC).")
     failed_tasks_threshold: int = Field(default=10, ge=1, description="Failed tasks that trigger a requeue run.")
+    snapshot_start_date: str = Field(
+        default="2026-01-01", pattern=r"^\d{4}-\d{2}-\d{2}$", description="First day of the daily snapshot (UTC)."
+    )
+
+    # --- alerts (read by the daemon when a run fails; none set: no alert) -------------------------
+    alert_webhook_url: str | None = Field(
+        default=None, description='HTTP(S) URL receiving a JSON POST {"text", "run_id"} for every failed run.'
+    )
+    slack_token: str | None = Field(default=None, repr=False, description="Slack bot token for run-failure alerts.")
+    slack_channel: str | None = Field(default=None, description="Slack channel of run-failure alerts.")
+    slack_api_url: str | None = Field(default=None, description="Another Slack-compatible API (tests, proxies).")
 
     @field_validator("categories", "allowed_domains", "block_resource_types", "block_url_patterns", mode="before")
     @classmethod

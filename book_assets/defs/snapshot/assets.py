@@ -21,10 +21,11 @@ from book_assets.defs.catalog import DAILY_FRESHNESS, OWNERS, SNAPSHOT_SCHEMA, S
 from book_assets.defs.resources import DatabaseResource, SchedulingResource, run_settings_for_scheduling
 from book_assets.scheduling.snapshot import build_snapshot, write_snapshot
 from book_assets.scheduling.weights import warn_unknown
+from book_assets.settings import load_settings
 
 GROUP = "snapshot"
-#: First day a snapshot partition exists for; earlier days hold no books of this pipeline.
-START_DATE = "2026-01-01"
+#: First day a snapshot partition exists for (a setting, read when the location loads).
+START_DATE = load_settings().snapshot_start_date
 #: One partition per day (UTC), today's included (``end_offset=1``) so the daily run can build it.
 SNAPSHOT_DAYS = dg.DailyPartitionsDefinition(start_date=START_DATE, end_offset=1, timezone="UTC")
 #: Columns of the per-category summary table in the materialization metadata.
