@@ -28,9 +28,19 @@ pytestmark = [pytest.mark.chaos, pytest.mark.browser]
 CATEGORIES = ("Travel", "Mystery", "Poetry")
 
 
+def _descendants() -> list[psutil.Process]:
+    # Walking the tree races with processes that exit meanwhile (a tab recycled); walk again then.
+    for _ in range(5):
+        try:
+            return psutil.Process().children(recursive=True)
+        except psutil.NoSuchProcess:
+            continue
+    return []
+
+
 def _chromium_processes() -> list[psutil.Process]:
     found = []
-    for child in psutil.Process().children(recursive=True):
+    for child in _descendants():
         try:
             if "chrom" in child.name().lower():
                 found.append(child)

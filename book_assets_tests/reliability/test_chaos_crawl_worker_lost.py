@@ -36,7 +36,7 @@ def _worker_pids(db: Database) -> set[int]:
 def test_a_sigkilled_crawl_worker_is_replaced_and_the_crawl_still_stores_every_book(
     db: Database, database_url: str, sandbox_factory: Any, tmp_path: Path
 ) -> None:
-    sandbox = sandbox_factory(faults=Faults(latency_s=0.02))
+    sandbox = sandbox_factory(faults=Faults(latency_s=0.2))  # about 40 pages/s: the kill lands mid-crawl
     env = {k: v for k, v in os.environ.items() if not k.startswith("BOOK_PIPELINE_")}
     env.update(DATABASE_URL=database_url, BOOK_PIPELINE_LEASE_S="3", BOOK_PIPELINE_MIN_INTERVAL_S="0")
     command = [sys.executable, "-m", "book_assets.cli", "crawl", "--base-url", sandbox.url + "/", "--fetch", "http"]
