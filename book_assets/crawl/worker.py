@@ -264,7 +264,7 @@ class Worker:
         """Details by weighted round-robin over categories; with both types, interleaved by the ratio."""
         if set(self.task_types) == {LISTING, DETAIL}:
             return self.queue.claim(
-                self.worker_id, n, scheduled=True, interleave={LISTING: 1, DETAIL: self.config.interleave}
+                self.worker_id, n, scheduled=True, type_weights={LISTING: 1, DETAIL: self.config.interleave}
             )
         return self.queue.claim(self.worker_id, n, task_types=self.task_types, scheduled=self.task_types == (DETAIL,))
 

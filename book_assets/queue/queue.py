@@ -22,7 +22,7 @@ Design (why it looks like this):
   domain's live leases. A 429's Retry-After pushes the next slot (:meth:`push_domain`,
   ``fail(retry_after_s=...)``). When nothing can be handed out the claim says when the next slot opens.
 * **Fair scheduling.** ``scheduled=True`` hands out tasks of one type by smooth weighted round-robin over
-  their groups; ``interleave={type: weight}`` does the same over task types. See :meth:`TaskQueue.claim`.
+  their groups; ``type_weights={type: weight}`` does the same over task types. See :meth:`TaskQueue.claim`.
 * **Idle workers sleep on NOTIFY.** Enqueue, release and requeue notify :data:`CHANNEL`; an idle worker
   waits for that (:meth:`TaskQueue.wait_for_work`), for the moment work becomes claimable without a
   notification (:meth:`TaskQueue.idle_wait_s`: a delayed task or retry, an expiring lease, a politeness slot),
@@ -275,7 +275,7 @@ class TaskQueue:
         *,
         task_types: Collection[str] | None = None,
         scheduled: bool = False,
-        interleave: Mapping[str, float] | None = None,
+        type_weights: Mapping[str, float] | None = None,
     ) -> ClaimResult:
         """Lease up to ``n`` claimable tasks, atomically, in one round trip.
 
@@ -284,7 +284,7 @@ class TaskQueue:
         ``attempt`` + 1, a new ``lease_token`` and a lease of ``lease_s`` counted from its politeness slot.
 
         Plain claims take tasks by ``priority DESC, id`` (oldest first). ``scheduled=True`` (one task type,
-        or with ``interleave``) takes them by **smooth weighted round-robin** over the type's groups,
+        or with ``type_weights``) takes them by **smooth weighted round-robin** over the type's groups,
         nginx's algorithm: each eligible group (weight > 0, budget left, claimable work) adds its weight to
         its ``current``; the largest ``current`` wins (ties: smallest name) and loses the total weight of
         the eligible groups. Inside the winning group, priority then age decide. The state lives in
@@ -299,7 +299,7 @@ class TaskQueue:
         without losing its place (its ``current`` is left as is); one that comes back after having been
         idle restarts at ``current = 0``: it neither bursts with credit nor pays old debt.
 
-        ``interleave={"listing": 1, "detail": K}`` applies the same algorithm to task types: with both
+        ``type_weights={"listing": 1, "detail": K}`` applies the same algorithm to task types: with both
         backlogged each listing task is followed by exactly K detail tasks; a type without work is skipped,
         so neither starves. Scheduling budgets (:meth:`set_group_budgets`) stop a group at 0.
 
@@ -311,21 +311,7 @@ class TaskQueue:
             raise ValueError(f"n must be an integer >= 1, got {n!r}")
         if not worker_id:
             raise ValueError("worker_id must be a non-empty string")
-        interleave_json: str | None = None
-        if interleave is not None:
-            if not interleave:
-                raise ValueError("interleave needs at least one task type")
-            for name, weight in interleave.items():
-                self._check_type(name)
-                _check_number(f"interleave weight of {name!r}", weight)
-            types = sorted(interleave)
-            if task_types is not None and set(task_types) != set(types):
-                raise ValueError("with interleave, the task types are the interleave's keys")
-            interleave_json = json.dumps({k: float(v) for k, v in interleave.items()})
-        else:
-            types = sorted({self._check_type(t) for t in task_types}) if task_types else list(self.task_types)
-            if scheduled and len(types) != 1:
-                raise ValueError("a scheduled claim needs exactly one task type (or interleave=...)")
+        types, weights_json = self._claim_types(task_types, scheduled, type_weights)
         params = {
             # Names this call: a retry after a lost acknowledgement replays it instead of leasing again.
             "request": str(uuid.uuid4()),
@@ -335,17 +321,28 @@ class TaskQueue:
             "lease_s": self.lease_s,
             "horizon_s": self.slot_horizon_s,
             "scheduled": scheduled,
-            "interleave": interleave_json,
+            "interleave": weights_json,
         }
-        rows = self.db.statement(_q()["claim"], params)
-        tasks = [_task(r) for r in rows if r["id"] is not None]
-        if tasks:
-            return ClaimResult(tasks)
-        next_at = rows[0]["next_at"] if rows else None
-        retry_in = None
-        if next_at is not None:
-            retry_in = max(0.0, next_at.timestamp() - datetime.now(next_at.tzinfo).timestamp())
-        return ClaimResult([], next_slot_at=next_at, retry_in_s=retry_in)
+        return _claim_result(self.db.statement(_q()["claim"], params))
+
+    def _claim_types(
+        self, task_types: Collection[str] | None, scheduled: bool, type_weights: Mapping[str, float] | None
+    ) -> tuple[list[str], str | None]:
+        """The task types a claim covers, and its type weights as JSON (None: no weighting between types)."""
+        if type_weights is None:
+            types = sorted({self._check_type(t) for t in task_types}) if task_types else list(self.task_types)
+            if scheduled and len(types) != 1:
+                raise ValueError("a scheduled claim needs exactly one task type (or type_weights=...)")
+            return types, None
+        if not type_weights:
+            raise ValueError("type_weights needs at least one task type")
+        for name, weight in type_weights.items():
+            self._check_type(name)
+            _check_number(f"type weight of {name!r}", weight)
+        types = sorted(type_weights)
+        if task_types is not None and set(task_types) != set(types):
+            raise ValueError("with type_weights, the task types are its keys")
+        return types, json.dumps({k: float(v) for k, v in type_weights.items()})
 
     # --- leases ------------------------------------------------------------------------------------------
 
@@ -801,6 +798,18 @@ class TaskQueue:
             return int(cur.rowcount)
 
         return self.db.run(_prune)
+
+
+def _claim_result(rows: list[dict[str, Any]]) -> ClaimResult:
+    """The leased tasks; none leased, the row saying when the next politeness slot opens."""
+    tasks = [_task(r) for r in rows if r["id"] is not None]
+    if tasks:
+        return ClaimResult(tasks)
+    next_at = rows[0]["next_at"] if rows else None
+    retry_in = None
+    if next_at is not None:
+        retry_in = max(0.0, next_at.timestamp() - datetime.now(next_at.tzinfo).timestamp())
+    return ClaimResult([], next_slot_at=next_at, retry_in_s=retry_in)
 
 
 def _task(row: Mapping[str, Any]) -> Task:

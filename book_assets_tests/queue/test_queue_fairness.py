@@ -109,7 +109,7 @@ def test_interleave_hands_out_k_details_after_each_listing(queue: TaskQueue) -> 
     _fill(queue, {"": 30}, task_type="detail")
     sequence = []
     for _ in range(34):
-        (task,) = queue.claim("w", interleave={"listing": 1, "detail": 3}).tasks
+        (task,) = queue.claim("w", type_weights={"listing": 1, "detail": 3}).tasks
         sequence.append(task.task_type[0])
     text = "".join(sequence)
     assert text[:16] == "".join(swrr({"listing": 1, "detail": 3}, 16)[i][0] for i in range(16))
@@ -122,7 +122,7 @@ def test_interleave_hands_out_k_details_after_each_listing(queue: TaskQueue) -> 
 def test_interleave_serves_listings_when_details_run_out(queue: TaskQueue) -> None:
     _fill(queue, {"": 5}, task_type="listing")
     _fill(queue, {"": 1}, task_type="detail")
-    tasks = queue.claim("w", 10, interleave={"listing": 1, "detail": 20}).tasks
+    tasks = queue.claim("w", 10, type_weights={"listing": 1, "detail": 20}).tasks
     assert sorted(t.task_type for t in tasks) == ["detail"] + ["listing"] * 5
 
 
@@ -130,7 +130,7 @@ def test_interleave_with_scheduled_groups_inside_a_type(queue: TaskQueue) -> Non
     _fill(queue, {"": 2}, task_type="listing")
     _fill(queue, {"A": 10, "B": 10})
     queue.set_group_weights("detail", {"A": 2, "B": 1})
-    tasks = queue.claim("w", 8, interleave={"listing": 1, "detail": 3}, scheduled=True).tasks
+    tasks = queue.claim("w", 8, type_weights={"listing": 1, "detail": 3}, scheduled=True).tasks
     details = [t.group for t in tasks if t.task_type == "detail"]
     assert [t.task_type for t in tasks].count("listing") == 2
     assert details == swrr({"A": 2, "B": 1}, len(details))
@@ -146,4 +146,4 @@ def test_bad_fairness_arguments_are_rejected(queue: TaskQueue) -> None:
     with pytest.raises(ValueError, match="exactly one task type"):
         queue.claim("w", scheduled=True)
     with pytest.raises(ValueError, match="unknown task type"):
-        queue.claim("w", interleave={"reviews": 1})
+        queue.claim("w", type_weights={"reviews": 1})

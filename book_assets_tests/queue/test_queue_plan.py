@@ -46,7 +46,7 @@ def test_claims_use_the_pending_indexes_with_100000_pending_tasks(queue: TaskQue
         assert len(queue.claim("w", 5)) == 5
         assert len(queue.claim("w", 5, task_types=["detail"])) == 5
         assert len(queue.claim("w", 3, task_types=["detail"], scheduled=True)) == 3
-        assert len(queue.claim("w", 4, interleave={"listing": 1, "detail": 3})) == 4
+        assert len(queue.claim("w", 4, type_weights={"listing": 1, "detail": 3})) == 4
     seq_after, idx_after = _scans(db)
     assert seq_after == seq_before, "a claim scanned the whole tasks table"
     used = {name for name, n in idx_after.items() if n > idx_before.get(name, 0)}
