@@ -34,7 +34,7 @@ from book_assets.crawl.config import DETAIL, LISTING, TASK_TYPES, CrawlConfig
 from book_assets.crawl.discovery import listing_tasks
 from book_assets.crawl.storage import StoredBook, parse_served_or_rendered, write_book
 from book_assets.db.connection import Database
-from book_assets.queue import ClaimResult, LeaseLost, NewTask, Task, TaskQueue
+from book_assets.queue import ClaimResult, FailOutcome, LeaseLost, NewTask, Task, TaskQueue
 from book_assets.scraper.errors import ErrorKind, FetchError, ParseError
 from book_assets.scraper.fetch_http import HttpFetcher
 from book_assets.scraper.fetching import FetchResult
@@ -273,7 +273,13 @@ class Worker:
 
     def _heartbeat(self, tasks: list[Task]) -> list[int]:
         """Extend every in-flight lease; returns the tasks whose lease is gone."""
-        return [task.id for task in tasks if not self.queue.heartbeat(task)]
+        lost = []
+        for task in tasks:
+            try:
+                self.queue.heartbeat(task)
+            except LeaseLost:
+                lost.append(task.id)
+        return lost
 
     def _drop(self, task_ids: list[int]) -> None:
         """Abandon tasks whose lease is gone: another worker owns them now, so this one stops working on them."""
@@ -435,12 +441,10 @@ class Worker:
         outcome = await self._db(
             self.queue.fail, task, error[:2000], kind=kind, retryable=retryable, retry_after_s=retry_after_s
         )
-        if outcome == "retry":
+        if outcome is FailOutcome.RETRY:
             self.stats.retried += 1
-        elif outcome == "dead":
-            self.stats.failed += 1
         else:
-            self.stats.lost_leases += 1
+            self.stats.failed += 1
 
     async def _handle_listing(self, task: Task, fetched: FetchResult) -> None:
         page = parse_listing(fetched.html, fetched.final_url)
@@ -450,8 +454,7 @@ class Worker:
         if outcome.tasks:
             created = await self._db(self._enqueue, outcome.tasks)
             self.stats.new_detail_tasks += created
-        if not await self._db(self.queue.complete, task):
-            self.stats.lost_leases += 1
+        await self._db(self.queue.complete, task)
 
     def _enqueue(self, tasks: list[NewTask]) -> int:
         results = self.queue.enqueue_many(tasks)

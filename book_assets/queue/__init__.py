@@ -4,7 +4,7 @@ A library: it imports nothing from scraping, the sandbox or Dagster. Start with 
 """
 
 from book_assets.queue.errors import LeaseLost, QueueError
-from book_assets.queue.models import ClaimResult, EnqueueResult, GroupBudget, NewTask, QueueStats, Task
+from book_assets.queue.models import ClaimResult, EnqueueResult, FailOutcome, GroupBudget, NewTask, QueueStats, Task
 from book_assets.queue.queue import CHANNEL, LEASE_EXPIRED, TaskQueue, domain_of
 from book_assets.queue.retry import Backoff
 
@@ -14,6 +14,7 @@ __all__ = [
     "Backoff",
     "ClaimResult",
     "EnqueueResult",
+    "FailOutcome",
     "GroupBudget",
     "LeaseLost",
     "NewTask",

@@ -5,7 +5,15 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
+
+
+class FailOutcome(StrEnum):
+    """What a recorded failure did to its task."""
+
+    RETRY = "retry"  #: pending again after its back-off
+    DEAD = "dead"  #: failed for good, kept for inspection and requeue
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ Design (why it looks like this):
   chosen rows in one ``UPDATE``.
 * **Leases with fencing tokens.** Every claim draws a new ``lease_token`` from a sequence; complete, fail,
   heartbeat and release match ``id AND lease_token``. A worker whose lease expired and whose task was
-  reclaimed gets ``False`` / ``'lost'`` back instead of overwriting the new holder's result (Kleppmann,
+  reclaimed gets :class:`LeaseLost` instead of overwriting the new holder's result (Kleppmann,
   "How to do distributed locking", 2016). A late call whose lease expired but that nobody reclaimed yet is
   still accepted: the work was done and nobody else holds the task.
 * **Politeness in the database.** ``domains.next_slot_at`` is the next allowed request start; a claim
@@ -55,7 +55,7 @@ import psycopg2.errors
 
 from book_assets.db.connection import CONNECTION_ERRORS, Cursor, Database
 from book_assets.queue.errors import LeaseLost
-from book_assets.queue.models import ClaimResult, EnqueueResult, GroupBudget, NewTask, QueueStats, Task
+from book_assets.queue.models import ClaimResult, EnqueueResult, FailOutcome, GroupBudget, NewTask, QueueStats, Task
 from book_assets.queue.retry import Backoff
 from book_assets.sql import load_queries
 from book_assets.urls import canonical_url
@@ -346,18 +346,16 @@ class TaskQueue:
 
     # --- leases ------------------------------------------------------------------------------------------
 
-    def heartbeat(self, task: Task, extend_s: float | None = None) -> bool:
-        """Extend the lease to now + ``extend_s`` (default: the lease length); False if the lease is lost."""
+    def heartbeat(self, task: Task, extend_s: float | None = None) -> None:
+        """Extend the lease to now + ``extend_s`` (default: the lease length); :class:`LeaseLost` if it is gone."""
         extend = self.lease_s if extend_s is None else _check_number("extend_s", extend_s, allow_zero=False)
-        rows = self.db.query(_q()["heartbeat"], {"id": task.id, "token": task.lease_token, "extend_s": extend})
-        return bool(rows)
+        if not self.db.query(_q()["heartbeat"], {"id": task.id, "token": task.lease_token, "extend_s": extend}):
+            raise _lost(task)
 
-    def complete(self, task: Task, *, strict: bool = False) -> bool:
-        """Mark the task done. False (or :class:`LeaseLost` when ``strict``) if the caller lost its lease."""
-        done = self.complete_many([task]) == 1
-        if not done and strict:
-            raise LeaseLost(f"task {task.id}: lease {task.lease_token} is no longer held")
-        return done
+    def complete(self, task: Task) -> None:
+        """Mark the task done; :class:`LeaseLost` if the caller no longer holds its lease (nothing changes)."""
+        if self.complete_many([task]) != 1:
+            raise _lost(task)
 
     def complete_with(self, task: Task, work: Callable[[Cursor], T]) -> T:
         """Run ``work(cursor)`` and complete the task in one transaction, only under the caller's lease.
@@ -373,7 +371,7 @@ class TaskQueue:
         def _txn(cur: Cursor) -> T:
             cur.execute(queries["lock_lease"], params)
             if cur.fetchone() is None:
-                raise LeaseLost(f"task {task.id}: lease {task.lease_token} is no longer held")
+                raise _lost(task)
             result = work(cur)
             cur.execute(queries["complete_many"], {"ids": [task.id], "tokens": [task.lease_token]})
             return result
@@ -395,14 +393,16 @@ class TaskQueue:
         retryable: bool,
         kind: str | None = None,
         retry_after_s: float | None = None,
-    ) -> str:
+    ) -> FailOutcome:
         """Record a failed attempt: ``kind`` names why (counted by :meth:`stats`), ``error`` says it for humans.
 
         Returns:
-            ``'retry'``: pending again after the backoff (and after ``retry_after_s``, which also pushes the
-            domain's next slot); ``'dead'``: failed for good (permanent error or out of attempts), with
-            ``error`` kept for inspection and :meth:`requeue`; ``'lost'``: the caller no longer holds the
-            lease, nothing was changed.
+            ``RETRY``: pending again after the backoff (and after ``retry_after_s``, which also pushes the
+            domain's next slot); ``DEAD``: failed for good (permanent error or out of attempts), with
+            ``error`` kept for inspection and :meth:`requeue`.
+
+        Raises:
+            LeaseLost: the caller no longer holds the lease; nothing was changed.
         """
         if retry_after_s is not None:
             retry_after_s = _check_number("retry_after_s", retry_after_s)
@@ -417,8 +417,8 @@ class TaskQueue:
         }
         rows = self.db.query(_q()["fail"], params)
         if not rows:
-            return "lost"
-        return "retry" if rows[0]["status"] == "pending" else "dead"
+            raise _lost(task)
+        return FailOutcome.RETRY if rows[0]["status"] == "pending" else FailOutcome.DEAD
 
     def release(self, tasks: Sequence[Task]) -> int:
         """Give held tasks back without counting the attempt (graceful shutdown); returns how many."""
@@ -499,8 +499,7 @@ class TaskQueue:
         """
         rows = self.db.query(_q()["reslot"], {"id": task.id, "token": task.lease_token, "lease_s": self.lease_s})
         if not rows:
-            if not self.heartbeat(task, extend_s=self.lease_s):
-                raise LeaseLost(f"task {task.id}: lease {task.lease_token} is no longer held")
+            self.heartbeat(task, extend_s=self.lease_s)  # raises LeaseLost when the lease is gone
             return replace(task, slot_at=None)  # the domain is no longer throttled
         return replace(task, slot_at=rows[0]["slot_at"], lease_expires_at=rows[0]["lease_expires_at"])
 
@@ -798,6 +797,10 @@ class TaskQueue:
             return int(cur.rowcount)
 
         return self.db.run(_prune)
+
+
+def _lost(task: Task) -> LeaseLost:
+    return LeaseLost(f"task {task.id}: lease {task.lease_token} is no longer held")
 
 
 def _claim_result(rows: list[dict[str, Any]]) -> ClaimResult:

@@ -24,9 +24,10 @@ def _row(db: Database) -> dict[str, object]:
 def test_a_fail_after_the_same_lease_completed_the_task_changes_nothing(db: Database) -> None:
     queue = make_queue(db)
     task = _one(queue)
-    assert queue.complete(task)
+    queue.complete(task)
     before = _row(db)
-    assert queue.fail(task, "late", kind="timeout", retryable=True) == "lost"
+    with pytest.raises(LeaseLost):
+        queue.fail(task, "late", kind="timeout", retryable=True)
     assert _row(db) == before and before["status"] == "completed"
 
 
@@ -35,7 +36,8 @@ def test_a_lease_that_failed_cannot_complete_the_task_it_gave_back(db: Database)
     task = _one(queue)
     assert queue.fail(task, "503", kind="http_5xx", retryable=True) == "retry"
     before = _row(db)
-    assert not queue.complete(task)
+    with pytest.raises(LeaseLost):
+        queue.complete(task)
     assert _row(db) == before and before["status"] == "pending"
 
 
@@ -52,14 +54,15 @@ def test_a_heartbeat_after_the_lease_ended_is_refused(db: Database) -> None:
     queue = make_queue(db)
     task = _one(queue)
     assert queue.fail(task, "503", kind="http_5xx", retryable=True) == "retry"
-    assert not queue.heartbeat(task)
+    with pytest.raises(LeaseLost):
+        queue.heartbeat(task)
     assert db.query("SELECT lease_expires_at FROM tasks")[0]["lease_expires_at"] is None
 
 
 def test_a_release_after_the_lease_completed_the_task_changes_nothing(db: Database) -> None:
     queue = make_queue(db)
     task = _one(queue)
-    assert queue.complete(task)
+    queue.complete(task)
     before = _row(db)
     assert queue.release([task]) == 0
     assert _row(db) == before
@@ -84,6 +87,7 @@ def test_a_fail_from_an_older_lease_leaves_the_new_holders_task_alone(db: Databa
     old = _one(queue)
     db.query("UPDATE tasks SET lease_expires_at = now() - interval '1 second'")
     (new,) = queue.claim("w2").tasks
-    assert queue.fail(old, "late", kind="timeout", retryable=True) == "lost"
+    with pytest.raises(LeaseLost):
+        queue.fail(old, "late", kind="timeout", retryable=True)
     row = db.query("SELECT status, lease_token, error FROM tasks")[0]
     assert row == {"status": "in_progress", "lease_token": new.lease_token, "error": None}
