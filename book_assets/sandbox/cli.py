@@ -119,13 +119,18 @@ def serve(
         server.start()
     except OSError as exc:
         raise click.ClickException(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    _serve_until_stopped(server)
 
+
+def _serve_until_stopped(server: SandboxServer) -> None:
+    """Keep a started ``server`` up until Ctrl-C or SIGTERM."""
     stopping = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         stopping.set()
 
     previous = signal.signal(signal.SIGTERM, on_signal)
+    seed, day = server.catalogue.seed, server.catalogue.day
     click.echo(f"Sandbox serving {len(server.catalogue)} books (seed {seed}, day {day}) at {server.url}/", err=False)
     click.echo(f"Stats: {server.url}/__sandbox__/stats  Reset: {server.url}/__sandbox__/reset", err=True)
     try:
