@@ -36,6 +36,8 @@ class CrawlReport:
     counts: dict[str, int]
     failed_by_reason: dict[str, int]
     seeded: bool = False
+    #: Failed tasks moved back to pending before the drain (a retry of the failures).
+    requeued: int = 0
     quotas: dict[str, int] = field(default_factory=dict)
     budgets: list[GroupBudget] = field(default_factory=list)
     elapsed_s: float = 0.0
@@ -170,6 +172,7 @@ class Crawl:
         self.config = config
         self.quotas: dict[str, int] = {}
         self.seeded = False
+        self.requeued = 0
         self._started = time.monotonic()
 
     def start(self) -> bool:
@@ -205,6 +208,7 @@ class Crawl:
                 counts=book_counts(db),
                 failed_by_reason=queue.stats().failed_kinds(),
                 seeded=self.seeded,
+                requeued=self.requeued,
                 quotas=self.quotas,
                 budgets=queue.budget_report(DETAIL) if self.quotas else [],
                 elapsed_s=time.monotonic() - self._started,
@@ -215,6 +219,12 @@ class Crawl:
         """Start, work until drained, report."""
         self.start()
         return self.report(self.work(progress=progress))
+
+    def retry_failed(self) -> CrawlReport:
+        """Move every failed task back to pending and work until drained (no new seed), then report."""
+        with _database(self.database_url) as db:
+            self.requeued = make_queue(db, self.config).requeue()
+        return self.report(self.work())
 
 
 @contextmanager

@@ -73,6 +73,10 @@ class CrawlRunConfig(dg.Config):
     categories: list[str] | None = Field(default=None, description=describe("categories"))
     weights: dict[str, float] | None = Field(default=None, description=describe("weights"))
     max_pages: int | None = Field(default=None, description=describe("max_pages"))
+    requeue_failed: bool = Field(
+        default=False,
+        description="Move the failed tasks back to pending and drain them (no new seed): a retry of the failures.",
+    )
 
 
 SETTING_NAMES = frozenset(Settings.model_fields)

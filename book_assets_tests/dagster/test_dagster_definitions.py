@@ -93,7 +93,13 @@ def test_definitions_snapshot(repo: dg.RepositoryDefinition) -> None:
         ("category_balanced_snapshot", "shares_within_tolerance"): False,
     }
     jobs = sorted(j.name for j in repo.get_all_jobs() if not j.name.startswith("__"))
-    assert jobs == ["crawl_queue_job", "drain_queue_job", "full_refresh_job", "requeue_failed_tasks"]
+    assert jobs == [
+        "crawl_queue_job",
+        "drain_queue_job",
+        "full_refresh_job",
+        "recrawl_failed_job",
+        "requeue_failed_tasks",
+    ]
     assert [s.name for s in repo.schedule_defs] == ["daily_full_refresh"]
     assert sorted(s.name for s in repo.sensor_defs) == [
         "failed_tasks_sensor",

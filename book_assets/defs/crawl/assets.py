@@ -77,6 +77,7 @@ def listing_metadata(report: CrawlReport) -> dict[str, object]:
     return {
         "start_url": dg.MetadataValue.url(report.config.base_url),
         "seeded": report.seeded,
+        "requeued": report.requeued,
         "listing_pages": stats.listing_pages,
         "books_found": stats.books_found,
         "new_detail_tasks": stats.new_detail_tasks,
@@ -113,9 +114,11 @@ def details_metadata(report: CrawlReport) -> dict[str, object]:
     return metadata
 
 
-def materializations(report: CrawlReport) -> Iterator[dg.MaterializeResult]:
-    """The two assets' results of one crawl: what the asset step and the queue ops both record."""
-    yield dg.MaterializeResult(asset_key=LISTING_DISCOVERY, metadata=listing_metadata(report))
+def materializations(report: CrawlReport, *, discovered: bool = True) -> Iterator[dg.MaterializeResult]:
+    """The assets' results of one crawl (``listing_discovery`` only when it ``discovered``): what the asset
+    step and the queue ops both record."""
+    if discovered:
+        yield dg.MaterializeResult(asset_key=LISTING_DISCOVERY, metadata=listing_metadata(report))
     yield dg.MaterializeResult(asset_key=BOOK_DETAILS, metadata=details_metadata(report))
 
 
@@ -124,6 +127,8 @@ def materializations(report: CrawlReport) -> Iterator[dg.MaterializeResult]:
     specs=[
         dg.AssetSpec(
             LISTING_DISCOVERY,
+            # Not materialized by a retry of the failures, which follows no listing page.
+            skippable=True,
             group_name=GROUP,
             kinds={"python", "postgres"},
             owners=OWNERS,
@@ -157,7 +162,8 @@ def crawl(
     with transient_only():
         resolved = crawl_config(site, fetcher, scheduling, config)
         context.log.info(f"crawling {resolved.base_url} into {database.masked_url()}")
-        report = Crawl(database.resolved_url(), resolved).run()
+        this_crawl = Crawl(database.resolved_url(), resolved)
+        report = this_crawl.retry_failed() if config.requeue_failed else this_crawl.run()
     for line in report.summary_lines():
         context.log.info(line)
-    yield from materializations(report)
+    yield from materializations(report, discovered=not config.requeue_failed)

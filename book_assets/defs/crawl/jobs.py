@@ -5,8 +5,10 @@
 - ``crawl_queue_job``: ``seed_queue`` then ``drain_queue`` — a crawl without the snapshot, for operators.
 - ``drain_queue_job``: ``drain_queue`` alone — finish whatever is pending (after a requeue or an interrupted
   run) without seeding again.
-- ``requeue_failed_tasks``: move dead-lettered tasks back to pending (filters: task type, domain, error);
-  launched by ``failed_tasks_sensor``. The requeued tasks are fetched by the next drain.
+- ``recrawl_failed_job``: the crawl step with ``requeue_failed``: every failed task back to pending, drained,
+  ``book_details`` materialized and checked; launched by ``failed_tasks_sensor``.
+- ``requeue_failed_tasks``: move dead-lettered tasks back to pending (filters: task type, domain, error), for
+  an operator; the requeued tasks are fetched by the next drain.
 
 Every job that drains the queue carries the ``book-pipeline/crawl`` run tag (to find its runs); the steps that
 seed or drain the queue are in the ``crawl`` pool, which dagster.yaml gives one slot: one at a time.
@@ -33,6 +35,16 @@ full_refresh_job = dg.define_asset_job(
     selection=dg.AssetSelection.assets(*FULL_REFRESH_ASSETS),
     tags=CRAWL_RUN_TAGS,
     description="Re-crawl the site (listing pages, then every book), record changed books, rebuild the snapshot.",
+)
+
+
+recrawl_failed_job = dg.define_asset_job(
+    name="recrawl_failed_job",
+    selection=dg.AssetSelection.assets("listing_discovery", "book_details"),
+    tags=CRAWL_RUN_TAGS,
+    config={"ops": {"crawl": {"config": {"requeue_failed": True}}}},
+    description="Move the failed tasks back to pending and drain them in the crawl step: book_details is "
+    "materialized and its checks evaluated. Launched by failed_tasks_sensor.",
 )
 
 
@@ -123,4 +135,4 @@ def requeue_failed_tasks() -> None:
     requeue_failed()
 
 
-JOBS = [full_refresh_job, crawl_queue_job, drain_queue_job, requeue_failed_tasks]
+JOBS = [full_refresh_job, recrawl_failed_job, crawl_queue_job, drain_queue_job, requeue_failed_tasks]

@@ -1,7 +1,7 @@
 """Sensors: requeue dead-lettered tasks when too many pile up, summarize failed runs, and alert on them.
 
 ``failed_tasks_sensor`` reads the queue's failed count (``TaskQueue.stats()``) and a watermark of the failed
-tasks (count, newest id, latest claim time). At or above the threshold it requests ``requeue_failed_tasks``
+tasks (count, newest id, latest claim time). At or above the threshold it requests ``recrawl_failed_job``
 once per distinct watermark: the cursor holds the last watermark seen, and the run key is derived from it, so
 neither a second tick nor a lost cursor can launch the same requeue twice. A requeued task that fails again
 has a newer claim time, so a fresh pile of failures fires again.
@@ -19,7 +19,7 @@ import dagster as dg
 
 from book_assets.alerts import AlertDestinations, RunFailureAlert, send_alert
 from book_assets.crawl.config import TASK_TYPES
-from book_assets.defs.crawl.jobs import requeue_failed_tasks
+from book_assets.defs.crawl.jobs import recrawl_failed_job
 from book_assets.defs.resources import DatabaseResource
 from book_assets.queue import TaskQueue
 from book_assets.settings import load_settings
@@ -49,7 +49,7 @@ def build_failed_tasks_sensor(threshold: int, *, minimum_interval_seconds: int =
 
     @dg.sensor(
         name="failed_tasks_sensor",
-        job=requeue_failed_tasks,
+        job=recrawl_failed_job,
         minimum_interval_seconds=minimum_interval_seconds,
         default_status=dg.DefaultSensorStatus.RUNNING,
         description=f"Requeue failed tasks when {threshold} or more have piled up (once per batch of failures).",
@@ -70,7 +70,7 @@ def build_failed_tasks_sensor(threshold: int, *, minimum_interval_seconds: int =
             )
         errors = "; ".join(f"{n}x {error[:80]}" for error, n in top)
         context.log.info(
-            f"{failed} failed task(s) reached the threshold of {threshold}: requesting requeue_failed_tasks "
+            f"{failed} failed task(s) reached the threshold of {threshold}: requesting recrawl_failed_job "
             f"(top errors: {errors or '-'})"
         )
         return dg.SensorResult(
