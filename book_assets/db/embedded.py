@@ -390,7 +390,7 @@ def _ensure_initialized(pgdata: Path) -> Path:
 def _move_out_of_reach(pgdata: Path) -> Path:
     """Move a stopped in-place cluster its server user can no longer reach to where it can (same file system).
 
-    Clusters made before #12 sit in the checkout with the parents opened up; once someone closes a parent
+    Clusters made by earlier versions sit in the checkout with the parents opened up; once someone closes a parent
     again (``chmod 700 /root``), the server cannot start there. A rename is atomic and keeps every byte; a
     copy across file systems could be half done when interrupted, so that case stops with instructions.
     """
