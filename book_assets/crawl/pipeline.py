@@ -221,8 +221,12 @@ class Crawl:
         return self.report(self.work(progress=progress))
 
     def retry_failed(self) -> CrawlReport:
-        """Move every failed task back to pending and work until drained (no new seed), then report."""
+        """Move every failed task back to pending and work until drained (no new seed), then report.
+
+        The crawl's policies are stored first, as :meth:`start` does: the retry follows this run's politeness.
+        """
         with _database(self.database_url) as db:
+            prepare(db, self.config)
             self.requeued = make_queue(db, self.config).requeue()
         return self.report(self.work())
 
