@@ -165,10 +165,8 @@ def _crawl_config(overrides: dict[str, Any]) -> tuple[str, Any]:
 
     settings = load_settings(**overrides)
     config = CrawlConfig.from_settings(settings)
-    database = open_database(settings)
-    url = database.url
-    database.close()
-    return url, config
+    with open_database(settings) as database:
+        return database.url, config
 
 
 def _pages_in_flight(config: Any) -> str:

@@ -177,8 +177,7 @@ def run_demo(
     env = dagster_environment(settings)
     os.environ.update(env)  # dagster.yaml reads DAGSTER_PG_*; DagsterInstance.get() reads DAGSTER_HOME
     url = env["DATABASE_URL"]
-    db = Database(url, application_name="book-pipeline demo")
-    try:
+    with Database(url, application_name="book-pipeline demo") as db:
         migrate(db)
         echo(f"database: {mask_url(url)}; Dagster instance: {env['DAGSTER_HOME']}/dagster.yaml")
         with SandboxServer(day=day, port=port) as sandbox:
@@ -206,5 +205,3 @@ def run_demo(
             checks=checks,
             elapsed_s=time.monotonic() - started,
         )
-    finally:
-        db.close()

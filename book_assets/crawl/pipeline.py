@@ -12,8 +12,6 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from book_assets.crawl.adaptive import Decision, forget_decisions, list_decisions
@@ -177,7 +175,7 @@ class Crawl:
 
     def start(self) -> bool:
         """Store the crawl's policies and seed the start page; False when it was already queued."""
-        with _database(self.database_url) as db:
+        with Database(self.database_url) as db:
             prepare(db, self.config)
             self.seeded = seed(db, self.config)
         return self.seeded
@@ -193,14 +191,14 @@ class Crawl:
             stats.merge(
                 drain(self.database_url, self.config, task_types=(LISTING,), workers=workers, progress=progress)
             )
-        with _database(self.database_url) as db:
+        with Database(self.database_url) as db:
             self.quotas = apply_budget(db, self.config)
         stats.merge(drain(self.database_url, self.config, task_types=(DETAIL,), workers=workers, progress=progress))
         return stats
 
     def report(self, stats: WorkerStats) -> CrawlReport:
         """What the crawl did, with every count read from the database."""
-        with _database(self.database_url) as db:
+        with Database(self.database_url) as db:
             queue = make_queue(db, self.config)
             return CrawlReport(
                 config=self.config,
@@ -225,19 +223,10 @@ class Crawl:
 
         The crawl's policies are stored first, as :meth:`start` does: the retry follows this run's politeness.
         """
-        with _database(self.database_url) as db:
+        with Database(self.database_url) as db:
             prepare(db, self.config)
             self.requeued = make_queue(db, self.config).requeue()
         return self.report(self.work())
-
-
-@contextmanager
-def _database(url: str) -> Iterator[Database]:
-    db = Database(url)
-    try:
-        yield db
-    finally:
-        db.close()
 
 
 def crawl(database_url: str, config: CrawlConfig, *, progress: bool = False) -> CrawlReport:

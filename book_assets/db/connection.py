@@ -218,6 +218,12 @@ class Database:
             self._discard()
         self._conn = None
 
+    def __enter__(self) -> Database:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
 
 def _rows(cur: Cursor, sql: str, params: Any) -> list[dict[str, Any]]:
     cur.execute(sql, params)

@@ -13,8 +13,6 @@ from __future__ import annotations
 import enum
 import os
 import typing
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import dagster as dg
@@ -22,7 +20,6 @@ from pydantic import Field
 
 from book_assets.crawl.config import CrawlConfig
 from book_assets.db.connection import Database, mask_url, resolve_database_url
-from book_assets.scheduling.weights import CategoryWeights, resolve_weights
 from book_assets.settings import Settings, describe, load_settings
 
 
@@ -42,14 +39,9 @@ class DatabaseResource(dg.ConfigurableResource):
         """The URL with its password hidden: the only form that goes into logs and metadata."""
         return mask_url(self.resolved_url())
 
-    @contextmanager
-    def open(self, application_name: str = "book-pipeline dagster") -> Iterator[Database]:
-        """A :class:`Database` for the duration of a step, closed afterwards."""
-        db = Database(self.resolved_url(), application_name=application_name)
-        try:
-            yield db
-        finally:
-            db.close()
+    def open(self, application_name: str = "book-pipeline dagster") -> Database:
+        """A :class:`Database` for the duration of a step (``with database.open() as db``), closed afterwards."""
+        return Database(self.resolved_url(), application_name=application_name)
 
 
 def overrides_of(model: dg.ConfigurableResource | dg.Config) -> dict[str, Any]:
@@ -126,19 +118,10 @@ class SchedulingResource(SettingsResource):
     snapshot_budget: int | None = Field(default=None, description=describe("snapshot_budget"))
     data_dir: str | None = Field(default=None, description=describe("data_dir"))
 
-    def category_weights(self, settings: Settings) -> CategoryWeights:
-        """The run's category weights: the weights file's entries, overridden by ``weights`` (or the setting)."""
-        return resolve_weights(settings)
-
 
 def run_settings(*resources: SettingsResource) -> Settings:
     """Settings of one run: the environment's, overridden by whatever the resources set."""
     return load_settings(**settings_overrides_of(*resources))
-
-
-def run_settings_for_scheduling(scheduling: SchedulingResource) -> Settings:
-    """Settings of a run that only needs the scheduling knobs (the snapshot)."""
-    return run_settings(scheduling)
 
 
 def crawl_config(

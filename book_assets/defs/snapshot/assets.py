@@ -18,9 +18,9 @@ import dagster as dg
 import pandas as pd
 
 from book_assets.defs.catalog import DAILY_FRESHNESS, OWNERS, SNAPSHOT_SCHEMA, SNAPSHOT_TABLE, tags_for
-from book_assets.defs.resources import DatabaseResource, SchedulingResource, run_settings_for_scheduling
+from book_assets.defs.resources import DatabaseResource, SchedulingResource, run_settings
 from book_assets.scheduling.snapshot import build_snapshot, write_snapshot
-from book_assets.scheduling.weights import warn_unknown
+from book_assets.scheduling.weights import resolve_weights, warn_unknown
 from book_assets.settings import load_settings
 
 GROUP = "snapshot"
@@ -96,8 +96,8 @@ def category_balanced_snapshot(
     context: dg.AssetExecutionContext, database: DatabaseResource, scheduling: SchedulingResource
 ) -> dg.MaterializeResult:
     day = snapshot_day(context)
-    settings = run_settings_for_scheduling(scheduling)
-    weights = scheduling.category_weights(settings)
+    settings = run_settings(scheduling)
+    weights = resolve_weights(settings)
     with database.open() as db:
         snapshot = build_snapshot(db, weights, settings.snapshot_budget, day)
         written = write_snapshot(db, snapshot, settings.data_dir)

@@ -12,10 +12,11 @@ from datetime import date
 
 import dagster as dg
 
-from book_assets.defs.resources import DatabaseResource, SchedulingResource, run_settings_for_scheduling
+from book_assets.defs.resources import DatabaseResource, SchedulingResource, run_settings
 from book_assets.defs.snapshot.assets import category_balanced_snapshot
 from book_assets.scheduling.quotas import split_budget
 from book_assets.scheduling.snapshot import day_bounds
+from book_assets.scheduling.weights import resolve_weights
 from book_assets.sql import load_queries
 
 Q = load_queries("snapshot")
@@ -50,8 +51,8 @@ def checked_day(context: dg.AssetCheckExecutionContext, database: DatabaseResour
 def shares_within_tolerance(
     context: dg.AssetCheckExecutionContext, database: DatabaseResource, scheduling: SchedulingResource
 ) -> dg.AssetCheckResult:
-    settings = run_settings_for_scheduling(scheduling)
-    weights = scheduling.category_weights(settings)
+    settings = run_settings(scheduling)
+    weights = resolve_weights(settings)
     day = checked_day(context, database)
     if day is None:
         return dg.AssetCheckResult(
