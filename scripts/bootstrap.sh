@@ -83,3 +83,12 @@ if ! { command -v docker >/dev/null 2>&1 && docker compose version >/dev/null 2>
   fi
   command -v docker-compose >/dev/null 2>&1 || { say "no compose client: install docker-compose (apt-get install -y docker-compose)"; exit 1; }
 fi
+
+# 6. Scale-out test tools from Debian: PgBouncer (a crawl through transaction pooling), libfaketime (a host
+#    whose clock is skewed) and iproute2 (network namespaces as hosts). Tests that need one skip, naming it,
+#    on a machine where none can be installed.
+for tool in pgbouncer:pgbouncer faketime:faketime ip:iproute2; do
+  command -v "${tool%%:*}" >/dev/null 2>&1 && continue
+  say "installing ${tool#*:} for the scale-out tests"
+  apt_install "${tool#*:}" || say "could not install ${tool#*:}: the tests that need it will skip"
+done
