@@ -85,7 +85,7 @@ async def _ceiling(base_url: str, paths: list[str], tabs: int, chromium: str) ->
 def _crawl(url: str, base_url: str, mode: str, overrides: dict[str, Any], result: Any) -> None:
     config = CrawlConfig.resolve(base_url=base_url, fetch_mode=mode, min_interval_s=0.0, **overrides)
     report = crawl(url, config)
-    result["pages"] = report.stats.pages
+    result["pages"] = report.run.pages
     result["books"] = report.counts["total"]
     result["elapsed_s"] = report.elapsed_s
     result["workers"] = config.workers

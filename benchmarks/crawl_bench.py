@@ -63,7 +63,7 @@ def _run(url: str, base_url: str, mode: str, concurrency: int, result: dict[str,
         base_url=base_url, fetch_mode=mode, concurrency=concurrency, min_interval_s=0.0, workers=1, timeout_s=30
     )
     report = crawl(url, config)
-    result["pages"] = report.stats.pages
+    result["pages"] = report.run.pages
     result["books"] = report.counts["total"]
     result["elapsed_s"] = report.elapsed_s
 

@@ -13,16 +13,61 @@ import json
 import sys
 import time
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from book_assets.crawl.adaptive import Decision, forget_decisions, list_decisions
 from book_assets.crawl.config import DETAIL, LISTING, TASK_TYPES, CrawlConfig
 from book_assets.crawl.discovery import start_task
 from book_assets.crawl.drain import drain as run_drain
-from book_assets.crawl.storage import book_counts
+from book_assets.crawl.storage import book_counts, versions_since
 from book_assets.crawl.worker import WorkerStats, make_queue
 from book_assets.db.connection import Database
 from book_assets.db.migrations import migrate
-from book_assets.queue import GroupBudget
+from book_assets.queue import GroupBudget, TaskQueue
+
+
+@dataclass(frozen=True)
+class RunFigures:
+    """What this run did, read from the database: every worker's pages on every host, a lost worker's too.
+
+    ``pages`` are tasks completed since the run started (a page that was fetched but failed for good is a
+    failed task, counted apart); a completed book task stored its book as new, changed or unchanged, so
+    unchanged is what is left once the versions recorded since the start are counted.
+    """
+
+    pages: int = 0
+    listing_pages: int = 0
+    books_new: int = 0
+    books_changed: int = 0
+    books_unchanged: int = 0
+    retries: int = 0
+    #: Tasks claimed this run that are now failed for good.
+    failed: int = 0
+    #: Book tasks enqueued this run (books discovered that were not already queued).
+    new_detail_tasks: int = 0
+    #: Book pages completed this run, per category (the queue's fairness group of a book task).
+    by_category: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def read(cls, db: Database, queue: TaskQueue, since: datetime) -> RunFigures:
+        activity = queue.activity_since(since)
+        new, changed = versions_since(db, since)
+        details = activity.total(DETAIL)
+        return cls(
+            pages=activity.total(),
+            listing_pages=activity.total(LISTING),
+            books_new=new,
+            books_changed=changed,
+            books_unchanged=max(0, details - new - changed),
+            retries=activity.retries,
+            failed=sum(activity.failed.values()),
+            new_detail_tasks=activity.created.get(DETAIL, 0),
+            by_category=dict(activity.completed.get(DETAIL, {})),
+        )
+
+    @property
+    def books_stored(self) -> int:
+        return self.books_new + self.books_changed + self.books_unchanged
 
 
 @dataclass
@@ -30,8 +75,10 @@ class CrawlReport:
     """What a crawl did, for the CLI summary and Dagster metadata."""
 
     config: CrawlConfig
+    #: What the workers that reported saw (fetchers, adaptive mode, concurrency); the run's figures are ``run``.
     stats: WorkerStats
     counts: dict[str, int]
+    run: RunFigures
     failed_by_reason: dict[str, int]
     seeded: bool = False
     #: Failed tasks moved back to pending before the drain (a retry of the failures).
@@ -44,16 +91,16 @@ class CrawlReport:
 
     @property
     def pages_per_s(self) -> float:
-        return self.stats.pages / self.elapsed_s if self.elapsed_s > 0 else 0.0
+        return self.run.pages / self.elapsed_s if self.elapsed_s > 0 else 0.0
 
     def summary_lines(self, *, show_config: bool = False) -> list[str]:
-        c = self.counts
+        c, run = self.counts, self.run
         lines = [
             f"books: total {c['total']} / unique URLs {c['unique_urls']} / with raw HTML {c['with_html']}",
-            f"this run: {self.stats.pages} pages in {self.elapsed_s:.1f}s ({self.pages_per_s:.1f} pages/s), "
-            f"{self.stats.listing_pages} listing pages, {self.stats.books_new} new, "
-            f"{self.stats.books_changed} changed, {self.stats.books_unchanged} unchanged books",
-            f"retries: {self.stats.retried}; failed tasks: {sum(self.failed_by_reason.values())}",
+            f"this run: {run.pages} pages in {self.elapsed_s:.1f}s ({self.pages_per_s:.1f} pages/s), "
+            f"{run.listing_pages} listing pages, {run.books_new} new, "
+            f"{run.books_changed} changed, {run.books_unchanged} unchanged books",
+            f"retries: {run.retries}; failed tasks: {sum(self.failed_by_reason.values())}",
         ]
         lines += [
             f"  failed {n:>5}  {reason}" for reason, n in sorted(self.failed_by_reason.items(), key=lambda x: -x[1])
@@ -61,7 +108,7 @@ class CrawlReport:
         if self.stats.lost_workers:
             lines.append(
                 f"workers lost: {len(self.stats.lost_workers)} ({'; '.join(self.stats.lost_workers)}); "
-                "their tasks were taken over, their page counters are missing from this run's figures"
+                "their tasks were taken over and are counted above; their fetcher and adaptive counters are missing"
             )
         if self.budgets:
             lines.append(budget_line(self.budgets))
@@ -172,11 +219,18 @@ class Crawl:
         self.seeded = False
         self.requeued = 0
         self._started = time.monotonic()
+        self._since: datetime | None = None
+
+    def _mark_start(self, db: Database) -> None:
+        """The run starts now on the database's clock; its figures count what the queue did from here."""
+        if self._since is None:
+            self._since = make_queue(db, self.config).now()
 
     def start(self) -> bool:
         """Store the crawl's policies and seed the start page; False when it was already queued."""
         with Database(self.database_url) as db:
             prepare(db, self.config)
+            self._mark_start(db)
             self.seeded = seed(db, self.config)
         return self.seeded
 
@@ -184,6 +238,9 @@ class Crawl:
         self, *, task_types: tuple[str, ...] = TASK_TYPES, workers: int | None = None, progress: bool = False
     ) -> WorkerStats:
         """Drain the queue's ``task_types``; with a deep budget, details only after discovery has finished."""
+        if self._since is None:
+            with Database(self.database_url) as db:
+                self._mark_start(db)
         if self.config.deep_budget is None or DETAIL not in task_types:
             return drain(self.database_url, self.config, task_types=task_types, workers=workers, progress=progress)
         stats = WorkerStats(worker_id="all")
@@ -200,10 +257,13 @@ class Crawl:
         """What the crawl did, with every count read from the database."""
         with Database(self.database_url) as db:
             queue = make_queue(db, self.config)
+            self._mark_start(db)
+            assert self._since is not None
             return CrawlReport(
                 config=self.config,
                 stats=stats,
                 counts=book_counts(db),
+                run=RunFigures.read(db, queue, self._since),
                 failed_by_reason=queue.stats().failed_kinds(),
                 seeded=self.seeded,
                 requeued=self.requeued,
@@ -225,6 +285,7 @@ class Crawl:
         """
         with Database(self.database_url) as db:
             prepare(db, self.config)
+            self._mark_start(db)
             self.requeued = make_queue(db, self.config).requeue()
         return self.report(self.work())
 

@@ -9,6 +9,7 @@ page can never reach this module, because parsing it raises before.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from decimal import Decimal
 from typing import Any, Literal
 
@@ -220,3 +221,9 @@ def reextract(db: Database, *, batch_size: int = 200) -> ReextractReport:
 def book_counts(db: Database) -> dict[str, int]:
     """The three counts: total, unique URLs, with raw HTML (and versions)."""
     return {k: int(v) for k, v in db.query(Q["book_counts"])[0].items()}
+
+
+def versions_since(db: Database, since: datetime) -> tuple[int, int]:
+    """Books stored as new and as changed since ``since`` (versions recorded by the database's clock)."""
+    row = db.query(Q["versions_since"], {"since": since})[0]
+    return int(row["new"]), int(row["changed"])

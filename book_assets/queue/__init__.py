@@ -4,13 +4,23 @@ A library: it imports nothing from scraping, the sandbox or Dagster. Start with 
 """
 
 from book_assets.queue.errors import LeaseLost, QueueError
-from book_assets.queue.models import ClaimResult, EnqueueResult, FailOutcome, GroupBudget, NewTask, QueueStats, Task
+from book_assets.queue.models import (
+    Activity,
+    ClaimResult,
+    EnqueueResult,
+    FailOutcome,
+    GroupBudget,
+    NewTask,
+    QueueStats,
+    Task,
+)
 from book_assets.queue.queue import CHANNEL, LEASE_EXPIRED, TaskQueue, domain_of
 from book_assets.queue.retry import Backoff
 
 __all__ = [
     "CHANNEL",
     "LEASE_EXPIRED",
+    "Activity",
     "Backoff",
     "ClaimResult",
     "EnqueueResult",

@@ -132,3 +132,23 @@ class GroupBudget:
     def met(self) -> bool:
         """Whether the budget was delivered as completed tasks (no unit lost to a dead letter)."""
         return self.completed >= self.budget
+
+
+@dataclass(frozen=True)
+class Activity:
+    """What the queue did since a moment (see ``TaskQueue.activity_since``): read from the tasks themselves,
+    so it counts every worker's work, on every host, including workers that died before reporting."""
+
+    #: Task type -> group -> tasks completed since then.
+    completed: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: Task type -> tasks enqueued since then.
+    created: dict[str, int] = field(default_factory=dict)
+    #: Task type -> tasks claimed since then that are now failed for good.
+    failed: dict[str, int] = field(default_factory=dict)
+    #: Attempts beyond the first, over the tasks claimed or completed since then.
+    retries: int = 0
+
+    def total(self, task_type: str | None = None) -> int:
+        """Completed tasks of ``task_type`` (of every type when None)."""
+        types = self.completed.values() if task_type is None else [self.completed.get(task_type, {})]
+        return sum(sum(groups.values()) for groups in types)

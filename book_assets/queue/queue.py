@@ -44,6 +44,7 @@ import re
 import select
 import time
 import uuid
+from collections import Counter
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
@@ -55,7 +56,16 @@ import psycopg2.errors
 
 from book_assets.db.connection import CONNECTION_ERRORS, Cursor, Database
 from book_assets.queue.errors import LeaseLost
-from book_assets.queue.models import ClaimResult, EnqueueResult, FailOutcome, GroupBudget, NewTask, QueueStats, Task
+from book_assets.queue.models import (
+    Activity,
+    ClaimResult,
+    EnqueueResult,
+    FailOutcome,
+    GroupBudget,
+    NewTask,
+    QueueStats,
+    Task,
+)
 from book_assets.queue.retry import Backoff
 from book_assets.sql import load_queries
 from book_assets.urls import canonical_url
@@ -782,6 +792,24 @@ class TaskQueue:
             )
 
         return self.db.run(_collect)
+
+    def now(self) -> datetime:
+        """The database's clock, which stamps every task: a run's start on the clock its figures are read by."""
+        return self.db.query(_q()["database_now"])[0]["now"]
+
+    def activity_since(self, since: datetime) -> Activity:
+        """Tasks completed since ``since`` by type and group, and the retries they took."""
+        completed: dict[str, dict[str, int]] = {}
+        created: Counter[str] = Counter()
+        failed: Counter[str] = Counter()
+        retries = 0
+        for r in self.db.query(_q()["activity_since"], {"since": since}):
+            if r["completed"]:
+                completed.setdefault(r["task_type"], {})[r["grp"]] = int(r["completed"])
+            created[r["task_type"]] += int(r["created"])
+            failed[r["task_type"]] += int(r["failed"])
+            retries += int(r["retries"])
+        return Activity(completed=completed, created=dict(created), failed=dict(failed), retries=retries)
 
     def failed_watermark(self) -> dict[str, Any]:
         """The dead letters' ``failed`` count, ``max_id`` and ``last_claimed_at``: new with every new failure."""

@@ -85,3 +85,8 @@ SELECT id, url, title, category, price_amount AS price, price_excl_tax, price_in
        content_hash, http_status, fetched_at, scraped_at, version,
        CASE WHEN %(with_html)s THEN raw_html END AS raw_html
 FROM books ORDER BY id;
+
+-- versions_since --
+-- Books stored as new (version 1) and as changed (a later version) since a moment.
+SELECT count(*) FILTER (WHERE version = 1) AS new, count(*) FILTER (WHERE version > 1) AS changed
+FROM book_versions WHERE recorded_at >= %(since)s;

@@ -314,3 +314,20 @@ WHERE status = 'pending' AND task_type = %(task_type)s GROUP BY task_group;
 -- that fails again keeps its id but not its claim time, so the triple changes).
 SELECT count(*) AS failed, max(id) AS max_id, max(started_at) AS last_claimed_at
 FROM tasks WHERE status = 'failed';
+
+-- database_now --
+-- The database's clock: the moment a run starts, on the clock every host's tasks are stamped with.
+SELECT clock_timestamp() AS now;
+
+-- activity_since --
+-- Since a moment, by type and group: tasks created, completed, and failed for good after a claim since then,
+-- and the retries taken by the tasks claimed or completed since then.
+SELECT task_type, task_group AS grp,
+       count(*) FILTER (WHERE created_at >= %(since)s) AS created,
+       count(*) FILTER (WHERE status = 'completed' AND completed_at >= %(since)s) AS completed,
+       count(*) FILTER (WHERE status = 'failed' AND started_at >= %(since)s) AS failed,
+       coalesce(sum(attempts - 1) FILTER (WHERE attempts > 1 AND (started_at >= %(since)s
+                                                                 OR completed_at >= %(since)s)), 0) AS retries
+FROM tasks
+WHERE created_at >= %(since)s OR started_at >= %(since)s OR completed_at >= %(since)s
+GROUP BY task_type, task_group;

@@ -32,7 +32,7 @@ def test_deep_budget_of_100_stores_100_books_when_a_fifth_of_requests_fail(
     site = sandbox_factory(faults=Faults(error_rate=0.2), seed=3)
     config = sandbox_config(site.url, mode="http", deep_budget=100)
     report = crawl(database_url, config)
-    assert report.stats.retried > 0  # the faults did hit detail pages
+    assert report.run.retries > 0  # the faults did hit detail pages
     assert db.query("SELECT count(*) AS n FROM books")[0]["n"] == 100
     assert sum(b.completed for b in report.budgets) == 100
     assert any(line.startswith("deep budget 100: met") for line in report.summary_lines())
@@ -75,7 +75,7 @@ def test_a_retry_after_of_thirty_years_is_clamped_and_the_crawl_completes(
     path = sorted(p for p, b in TRUTH.items() if b.category == "Travel")[0]
     site = sandbox_factory(faults=Faults(scripted={path: ["429"]}, retry_after_s=999_999_999))
     report = crawl(database_url, sandbox_config(site.url, mode="http", categories=("Travel",)))
-    assert report.counts["total"] == 11 and report.stats.retried == 1
+    assert report.counts["total"] == 11 and report.run.retries == 1
     row = db.query("SELECT status, error FROM tasks WHERE payload->>'url' = %s", (site.url + path,))[0]
     assert row["status"] == "completed"
     assert "Retry-After 999999999s clamped to 2s" in row["error"]

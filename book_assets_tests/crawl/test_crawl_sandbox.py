@@ -26,7 +26,7 @@ def test_full_http_crawl_stores_every_book_exactly_and_a_second_crawl_changes_no
     before = {r["url"]: (r["version"], r["updated_at"], r["raw_html"]) for r in rows}
     again = crawl(database_url, config)
     assert again.counts == report.counts
-    assert again.stats.books_new == 0 and again.stats.books_changed == 0 and again.stats.books_unchanged == 1000
+    assert again.run.books_new == 0 and again.run.books_changed == 0 and again.run.books_unchanged == 1000
     assert {r["url"]: (r["version"], r["updated_at"], r["raw_html"]) for r in books_rows()} == before
 
 
@@ -48,8 +48,8 @@ def test_crawl_of_the_next_day_records_exactly_the_changed_books_as_versions(
     rows = db.query("SELECT url FROM books WHERE version = 2")
     recorded = {r["url"].removeprefix(day1.url.rstrip("/") + "/") for r in rows}
     assert recorded == {p.lstrip("/") for p in changed_paths}
-    assert report.stats.books_changed == len(changed_paths)
-    assert report.stats.books_new == len(catalogue.added_ids)
+    assert report.run.books_changed == len(changed_paths)
+    assert report.run.books_new == len(catalogue.added_ids)
     history = db.query("SELECT count(*) AS n FROM book_versions WHERE version = 2")[0]["n"]
     assert history == len(changed_paths)
 

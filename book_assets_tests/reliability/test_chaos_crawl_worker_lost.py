@@ -1,5 +1,6 @@
 """`book-pipeline crawl` survives one of its own worker processes being SIGKILLed: it replaces the worker,
-finishes the crawl exactly and says in its summary that a worker was lost."""
+finishes the crawl exactly and says in its summary that a worker was lost. The run's figures still count
+every page, the lost worker's included: they come from the database, not from the workers' counters."""
 
 from __future__ import annotations
 
@@ -74,4 +75,9 @@ def test_a_sigkilled_crawl_worker_is_replaced_and_the_crawl_still_stores_every_b
     pending = db.query("SELECT count(*) AS n FROM tasks WHERE status <> 'completed'")[0]["n"]
     assert pending == 0
     assert "workers lost: 1" in out and "SIGKILL" in out, out
+    run = re.search(r"this run: (\d+) pages in .*?, (\d+) listing pages, (\d+) new, (\d+) changed", out)
+    assert run, out
+    completed = db.query("SELECT count(*) AS n FROM tasks WHERE status = 'completed'")[0]["n"]
+    listings = db.query("SELECT count(*) AS n FROM tasks WHERE status = 'completed' AND task_type = 'listing'")
+    assert tuple(map(int, run.groups())) == (completed, listings[0]["n"], 1000, 0), out
     assert time.monotonic() - killed_at < 290

@@ -62,8 +62,8 @@ def _run_metadata(report: CrawlReport) -> dict[str, object]:
     """What both assets record: the run's configuration, failures and lost workers."""
     return {
         "config": dg.MetadataValue.json(report.config.as_dict()),
-        "failed": report.stats.failed,
-        "retried": report.stats.retried,
+        "failed": report.run.failed,
+        "retried": report.run.retries,
         "failed_tasks_by_reason": count_table(report.failed_by_reason, "reason", "failed tasks"),
         "workers_lost": len(report.stats.lost_workers),
         "elapsed_s": round(report.elapsed_s, 1),
@@ -73,35 +73,34 @@ def _run_metadata(report: CrawlReport) -> dict[str, object]:
 
 def listing_metadata(report: CrawlReport) -> dict[str, object]:
     """``listing_discovery``'s metadata of a crawl."""
-    stats = report.stats
     return {
         "start_url": dg.MetadataValue.url(report.config.base_url),
         "seeded": report.seeded,
         "requeued": report.requeued,
-        "listing_pages": stats.listing_pages,
-        "books_found": stats.books_found,
-        "new_detail_tasks": stats.new_detail_tasks,
+        "listing_pages": report.run.listing_pages,
+        "books_found": report.stats.books_found,
+        "new_detail_tasks": report.run.new_detail_tasks,
         **_run_metadata(report),
     }
 
 
 def details_metadata(report: CrawlReport) -> dict[str, object]:
     """``book_details``' metadata of a crawl (with the deep budget's outcome when one was set)."""
-    stats, counts = report.stats, report.counts
+    run, counts = report.run, report.counts
     metadata: dict[str, object] = {
         "dagster/row_count": counts["total"],
-        "books_stored": stats.books_stored,
-        "books_new": stats.books_new,
-        "books_changed": stats.books_changed,
-        "books_unchanged": stats.books_unchanged,
-        "pages": stats.pages,
+        "books_stored": run.books_stored,
+        "books_new": run.books_new,
+        "books_changed": run.books_changed,
+        "books_unchanged": run.books_unchanged,
+        "pages": run.pages,
         "pages_per_s": round(report.pages_per_s, 2),
         "workers": report.config.workers,
         "books_total": counts["total"],
         "unique_urls": counts["unique_urls"],
         "with_raw_html": counts["with_html"],
         "book_versions": counts.get("versions", 0),
-        "books_by_category": count_table(stats.by_category, "category", "books stored this run"),
+        "books_by_category": count_table(run.by_category, "category", "books stored this run"),
         **_run_metadata(report),
     }
     if report.budgets:

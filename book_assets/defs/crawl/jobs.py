@@ -105,7 +105,7 @@ def drain_queue(
     for result in materializations(report):
         if result.asset_key in changed:
             yield dg.AssetMaterialization(asset_key=result.asset_key, metadata=result.metadata)
-    yield dg.Output(report.stats.pages, metadata={"pages": report.stats.pages, "elapsed_s": round(report.elapsed_s, 1)})
+    yield dg.Output(report.run.pages, metadata={"pages": report.run.pages, "elapsed_s": round(report.elapsed_s, 1)})
 
 
 @dg.op(description="Move failed (dead-lettered) tasks back to pending; reports how many moved.")
