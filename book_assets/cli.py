@@ -156,6 +156,7 @@ CRAWL_OPTIONS: tuple[str | tuple[str, str], ...] = (
     ("weights", "--weights-inline"),
     "deep_budget",
     "interleave",
+    "conditional_requests",
 )
 
 

@@ -45,6 +45,8 @@ def click_type(name: str) -> click.ParamType:
     base = _base_type(name)
     if typing.get_origin(base) is Literal:
         return click.Choice([str(v) for v in typing.get_args(base)])
+    if base is bool:
+        return click.BOOL
     if base is int:
         return click.IntRange(**_bounds(name))
     if base is float:

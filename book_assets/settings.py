@@ -128,6 +128,11 @@ class Settings(BaseSettings):
         default=10 * 1024 * 1024, ge=1024, description="Pages larger than this fail permanently (real ones: ~50 KB)."
     )
     max_redirects: int = Field(default=10, ge=0, description="Redirects followed per fetch before it fails.")
+    conditional_requests: bool = Field(
+        default=True,
+        description="Re-crawls send If-None-Match / If-Modified-Since from the stored response (http and the plain "
+        "leg of adaptive mode; browser mode always downloads); a 304 reuses the stored page.",
+    )
     user_agent: str = Field(
         default="book-pipeline/0.1 (open-source crawler of books.toscrape.com; +book-pipeline)",
         description="User-Agent header sent by both fetch modes.",

@@ -69,6 +69,8 @@ class CrawlConfig:
     adaptive_sample_rate: float
     #: Pages in flight per worker autoscale between this and ``fetch.concurrency``; equal: pinned.
     min_concurrency: int
+    #: Re-crawls send the stored validators (http mode and adaptive mode's plain fetches).
+    conditional_requests: bool
 
     @classmethod
     def from_settings(cls, settings: Settings) -> CrawlConfig:

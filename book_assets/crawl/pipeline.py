@@ -19,6 +19,7 @@ from book_assets.crawl.adaptive import Decision, forget_decisions, list_decision
 from book_assets.crawl.config import DETAIL, LISTING, TASK_TYPES, CrawlConfig
 from book_assets.crawl.discovery import start_task
 from book_assets.crawl.drain import drain as run_drain
+from book_assets.crawl.pages import revalidated_since
 from book_assets.crawl.storage import book_counts, versions_since
 from book_assets.crawl.worker import WorkerStats, make_queue
 from book_assets.db.connection import Database
@@ -47,6 +48,8 @@ class RunFigures:
     new_detail_tasks: int = 0
     #: Book pages completed this run, per category (the queue's fairness group of a book task).
     by_category: dict[str, int] = field(default_factory=dict)
+    #: Pages a 304 confirmed this run (their stored copy stands; books among them count as unchanged).
+    not_modified: int = 0
 
     @classmethod
     def read(cls, db: Database, queue: TaskQueue, since: datetime) -> RunFigures:
@@ -63,6 +66,7 @@ class RunFigures:
             failed=sum(activity.failed.values()),
             new_detail_tasks=activity.created.get(DETAIL, 0),
             by_category=dict(activity.completed.get(DETAIL, {})),
+            not_modified=revalidated_since(db, since),
         )
 
     @property
@@ -99,7 +103,8 @@ class CrawlReport:
             f"books: total {c['total']} / unique URLs {c['unique_urls']} / with raw HTML {c['with_html']}",
             f"this run: {run.pages} pages in {self.elapsed_s:.1f}s ({self.pages_per_s:.1f} pages/s), "
             f"{run.listing_pages} listing pages, {run.books_new} new, "
-            f"{run.books_changed} changed, {run.books_unchanged} unchanged books",
+            f"{run.books_changed} changed, {run.books_unchanged} unchanged books"
+            + (f"; {run.not_modified} pages not modified (304)" if run.not_modified else ""),
             f"retries: {run.retries}; failed tasks: {sum(self.failed_by_reason.values())}",
         ]
         lines += [

@@ -3,6 +3,8 @@
 Fetching follows the fetch mode: ``http``; ``browser``, with JavaScript off until a page type's served HTML
 turns out not to parse while its render does (``javascript=auto``, learnt per worker); or ``adaptive``,
 plain HTTP for the page types where it gives the browser's records (:mod:`book_assets.crawl.adaptive`).
+Plain fetches of pages fetched before are conditional (``conditional_requests``, :mod:`book_assets.crawl.pages`):
+a 304 keeps a book as stored and parses a listing page's stored copy again. Browser fetches are not.
 
 The loop claims as many tasks as it has free page slots (fairly scheduled by the queue), sleeps until each
 task's politeness slot, fetches, validates, stores, and finishes the task. Every database call runs on a
@@ -25,6 +27,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from urllib.parse import urlsplit
 
@@ -32,12 +35,13 @@ from book_assets.crawl.adaptive import AdaptiveState, Mode, records_agree, sampl
 from book_assets.crawl.autoscale import Autoscaler, LoadMonitor
 from book_assets.crawl.config import DETAIL, LISTING, TASK_TYPES, CrawlConfig
 from book_assets.crawl.discovery import listing_tasks
+from book_assets.crawl.pages import StaleCopy, forget_page, page_validators, revalidate_book, stored_copy, write_page
 from book_assets.crawl.storage import StoredBook, parse_served_or_rendered, write_book
 from book_assets.db.connection import Database
 from book_assets.queue import ClaimResult, FailOutcome, LeaseLost, NewTask, Task, TaskQueue
 from book_assets.scraper.errors import ErrorKind, FetchError, ParseError
 from book_assets.scraper.fetch_http import HttpFetcher
-from book_assets.scraper.fetching import FetchResult
+from book_assets.scraper.fetching import FetchResult, Validators
 from book_assets.scraper.parsers import parse_listing
 from book_assets.urls import canonical_url
 
@@ -60,6 +64,8 @@ class WorkerStats:
     books_new: int = 0
     books_changed: int = 0
     books_unchanged: int = 0
+    #: Pages answered 304 Not Modified to a conditional request (books among them count as unchanged).
+    not_modified: int = 0
     retried: int = 0
     failed: int = 0
     released: int = 0
@@ -88,6 +94,7 @@ class WorkerStats:
             "books_new",
             "books_changed",
             "books_unchanged",
+            "not_modified",
             "retried",
             "failed",
             "released",
@@ -328,13 +335,17 @@ class Worker:
             self._jobs.pop(task.id, None)
 
     async def _attempt(self, fetcher: BrowserFetcher | HttpFetcher, task: Task) -> None:
+        validators = await self._validators(task)
         task = await self.queue.wait_for_slot_async(task, run=self._db)
         try:
-            fetched, fallback = await self._fetch(fetcher, task)
+            fetched, fallback = await self._fetch(fetcher, task, validators)
         except FetchError as exc:
             await self._fail(task, exc.kind, str(exc), retryable=exc.retryable, retry_after_s=exc.retry_after)
             return
         self.stats.pages += 1
+        if fetched.not_modified and validators is not None:
+            await self._handle_not_modified(task, fetched, validators)
+            return
         try:
             try:
                 await self._handle(task, fetched)
@@ -368,22 +379,26 @@ class Worker:
         return self.config.fetch.javascript != "off"
 
     async def _fetch(
-        self, fetcher: BrowserFetcher | HttpFetcher, task: Task
+        self, fetcher: BrowserFetcher | HttpFetcher, task: Task, validators: Validators | None = None
     ) -> tuple[FetchResult, Literal["js", "adaptive"] | None]:
-        """The page, and how to render it should its served HTML not parse (None: nothing more to try)."""
+        """The page, and how to render it should its served HTML not parse (None: nothing more to try).
+
+        ``validators`` make a plain fetch conditional; the browser never sends them.
+        """
         url = str(task.payload["url"])
         key = (urlsplit(url).hostname or "", task.task_type)
         if self._adaptive is not None:
-            return await self._fetch_adaptive(url, key)
+            return await self._fetch_adaptive(url, key, validators)
         if self._browser is None or fetcher is not self._browser:
-            return await fetcher.fetch(url), None
+            assert isinstance(fetcher, HttpFetcher)
+            return await fetcher.fetch(url, validators), None
         setting = self.config.fetch.javascript
         javascript = setting == "on" or (setting == "auto" and key in self._needs_js)
         fetched = await self._browser.fetch(url, javascript=javascript)
         return fetched, ("js" if setting == "auto" and not javascript else None)
 
     async def _fetch_adaptive(
-        self, url: str, key: tuple[str, str]
+        self, url: str, key: tuple[str, str], validators: Validators | None = None
     ) -> tuple[FetchResult, Literal["js", "adaptive"] | None]:
         """Adaptive mode: the page type's shared mode decides; probes and the sample are fetched both ways."""
         assert self._adaptive is not None and self._http is not None and self._browser is not None
@@ -392,8 +407,11 @@ class Worker:
             self.stats.rendered += 1
             self._adaptive.count(*key, rendered=1)
             return await self._browser.fetch(url, javascript=self._render_js), None
-        plain = await self._http.fetch(url)
+        plain = await self._http.fetch(url, validators)
         self.stats.plain += 1
+        if plain.not_modified:  # nothing new to compare: the stored copy stands
+            self._adaptive.count(*key, plain=1)
+            return plain, None
         # One probe in flight per page type and worker: with 2 workers x 4 pages the sandbox's first crawl
         # rendered 27 book pages to collect 5 agreements (benchmarks/browser_bench.py); the others go plain, which is
         # safe because a page whose served HTML does not parse is rendered anyway (the "adaptive" fallback).
@@ -446,7 +464,9 @@ class Worker:
         else:
             self.stats.failed += 1
 
-    async def _handle_listing(self, task: Task, fetched: FetchResult) -> None:
+    async def _handle_listing(self, task: Task, fetched: FetchResult, validated_at: datetime | None = None) -> None:
+        """Enqueue what the listing page links to; store the page (its copy answers a later 304) and
+        complete the task in one transaction, under the task's lease."""
         page = parse_listing(fetched.html, fetched.final_url)
         outcome = listing_tasks(task.payload, page, self.config)
         self.stats.listing_pages += 1
@@ -454,7 +474,12 @@ class Worker:
         if outcome.tasks:
             created = await self._db(self._enqueue, outcome.tasks)
             self.stats.new_detail_tasks += created
-        await self._db(self.queue.complete, task)
+        url = str(task.payload["url"])
+
+        def _store(cur: Any) -> None:
+            write_page(cur, url, fetched, keep_body=True, validated_at=validated_at)
+
+        await self._db(self.queue.complete_with, self._in_flight.get(task.id, task), _store)
 
     def _enqueue(self, tasks: list[NewTask]) -> int:
         results = self.queue.enqueue_many(tasks)
@@ -471,7 +496,9 @@ class Worker:
         requested = str(task.payload["url"])
 
         def _store(cur: Any) -> StoredBook:
-            return write_book(cur, detail, fetched, requested_url=requested)
+            stored = write_book(cur, detail, fetched, requested_url=requested)
+            write_page(cur, requested, fetched, keep_body=False)  # the book's row keeps the body
+            return stored
 
         stored = await self._db(self.queue.complete_with, self._in_flight.get(task.id, task), _store)
         if stored.outcome == "new":
@@ -481,3 +508,39 @@ class Worker:
         else:
             self.stats.books_unchanged += 1
         self.stats.by_category[detail.category] += 1
+
+    # ------------------------------------------------------------------ conditional re-crawls
+
+    async def _validators(self, task: Task) -> Validators | None:
+        """The stored response's validators when this fetch may be conditional (a plain fetch), else None."""
+        if not self.config.conditional_requests or self.config.fetch.mode == "browser":
+            return None
+        return await self._db(page_validators, self.db, str(task.payload["url"]))
+
+    async def _handle_not_modified(self, task: Task, response: FetchResult, validators: Validators) -> None:
+        """A 304: the stored copy the validators describe stands (a book as stored; a listing parsed again).
+
+        When that copy changed or vanished meanwhile, the page is forgotten and the task retried, so the
+        next attempt downloads it; a 304 never passes for a page that is not stored.
+        """
+        self.stats.not_modified += 1
+        url = str(task.payload["url"])
+        try:
+            if task.task_type == LISTING:
+                stored = await self._db(stored_copy, self.db, url, validators)
+                try:
+                    await self._handle_listing(task, stored, validated_at=response.fetched_at)
+                except ParseError as exc:
+                    await self._fail(task, ErrorKind.NOT_A_LISTING_PAGE, f"stored copy: {exc}", retryable=False)
+                return
+
+            def _revalidate(cur: Any) -> tuple[StoredBook, str]:
+                return revalidate_book(cur, url, validators, response)
+
+            _book, category = await self._db(self.queue.complete_with, self._in_flight.get(task.id, task), _revalidate)
+        except StaleCopy as exc:
+            await self._db(forget_page, self.db, url)
+            await self._fail(task, exc.kind, str(exc), retryable=True)
+            return
+        self.stats.books_unchanged += 1
+        self.stats.by_category[category] += 1

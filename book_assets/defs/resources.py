@@ -95,6 +95,7 @@ class FetcherResource(SettingsResource):
     block_resource_types: list[str] | None = Field(default=None, description=describe("block_resource_types"))
     block_url_patterns: list[str] | None = Field(default=None, description=describe("block_url_patterns"))
     chromium_path: str | None = Field(default=None, description=describe("chromium_path"))
+    conditional_requests: bool | None = Field(default=None, description=describe("conditional_requests"))
 
 
 class SiteResource(SettingsResource):

@@ -25,6 +25,7 @@ class Action(enum.Enum):
     RESET = "reset"
     HANG = "hang"
     TRUNCATE = "truncate"
+    NOT_MODIFIED = "304"  # whatever the request asked: what a broken cache in front of a site does
 
 
 #: Names accepted in scripted failures besides the status codes 500, 503, 429 and 200 ("serve").
@@ -39,6 +40,7 @@ SCRIPT_NAMES: dict[str, Action] = {
     "reset": Action.RESET,
     "hang": Action.HANG,
     "truncate": Action.TRUNCATE,
+    "304": Action.NOT_MODIFIED,
 }
 
 
@@ -81,8 +83,9 @@ class Faults:
         truncate_fraction: share of the body sent before closing.
         scripted: per-path steps consumed in order, e.g. ``{"/catalogue/x_1/index.html": [503, 503]}``:
             the first two requests for that path get 503, later ones are served normally (subject to the
-            probabilities). Steps are status codes (404, 500, 503, 429, 200) or names ("reset", "hang",
-            "truncate", "serve"). Resetting the stats restarts the scripts.
+            probabilities). Steps are status codes (404, 500, 503, 429, 304, 200) or names ("reset", "hang",
+            "truncate", "serve"); 304 answers Not Modified whatever the request's validators. Resetting
+            the stats restarts the scripts.
         max_connections: cap on simultaneously open client connections (``None``: no cap).
         over_capacity: what happens to a connection beyond the cap: ``"wait"`` (it is accepted by the
             kernel but not read until a slot frees up; idle keep-alive connections are closed after

@@ -6,21 +6,28 @@ could look (head, header, breadcrumb, sidebar, ``article.product_pod``, pager, `
 relative exactly as on the live site, because resolving those links is where crawlers go wrong.
 
 ``Site`` maps a URL path to bytes. Pages are rendered on first request and cached, so a server built per
-test costs nothing up front and a benchmark measures serving, not templating.
+test costs nothing up front and a benchmark measures serving, not templating. It also gives each page's
+validators: an ``ETag`` (a hash of the body, so a page's ETag changes exactly when its bytes do) and the
+simulated day of its last change (``Last-Modified``), found by comparing the page with the day before.
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import posixpath
 import re
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from email.utils import format_datetime
 
 from book_assets.sandbox.catalogue import PAGE_SIZE, Book, Catalogue, Category
 
 SITE_TITLE = "Books to Scrape - Sandbox"
+#: Midnight UTC of simulated day 0: a page last changed on day N is ``Last-Modified`` N days later.
+DAY_ZERO = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def escape(text: str) -> str:
@@ -540,6 +547,49 @@ class Site:
         self._cache: dict[str, bytes | None] = {}
         self._categories = {c.key: c for c in catalogue.categories}
         self.not_found = NOT_FOUND_HTML.encode()
+        self._etags: dict[str, str] = {}
+        self._changed_on: dict[str, int] = {}
+        self._day_before: Site | None = None
+
+    def etag(self, path: str) -> str | None:
+        """The page's strong ``ETag``: a hash of its body, so it changes exactly when the bytes do."""
+        try:
+            return self._etags[path]
+        except KeyError:
+            pass
+        body = self.get(path)
+        if body is None:
+            return None
+        tag = '"' + hashlib.sha256(body).hexdigest()[:24] + '"'
+        self._etags[path] = tag
+        return tag
+
+    def changed_on(self, path: str) -> int:
+        """The simulated day on which the page last changed: the first of the unbroken run of days, up to
+        this one, that served these very bytes (0 when it has not changed since the first day)."""
+        if path in self._changed_on:
+            return self._changed_on[path]
+        body, day = self.get(path), self.catalogue.day
+        if day > 0 and body is not None and self.day_before().get(path) == body:
+            day = self.day_before().changed_on(path)
+        self._changed_on[path] = day
+        return day
+
+    def last_modified(self, path: str) -> datetime:
+        """``Last-Modified`` of the page: midnight UTC of the day it last changed."""
+        return DAY_ZERO + timedelta(days=self.changed_on(path))
+
+    def last_modified_header(self, path: str) -> str:
+        return format_datetime(self.last_modified(path), usegmt=True)
+
+    def day_before(self) -> Site:
+        """The same site one simulated day earlier (built on first use)."""
+        if self._day_before is None:
+            if self.catalogue.day == 0:
+                raise ValueError("day 0 has no day before")
+            previous = Catalogue(seed=self.catalogue.seed, day=self.catalogue.day - 1)
+            self._day_before = Site(previous, js_mode=self.js_mode)
+        return self._day_before
 
     def get(self, path: str) -> bytes | None:
         try:

@@ -10,6 +10,8 @@ thread so synchronous tests and the CLI can use it (``with SandboxServer() as s:
 
 Responses copy the live site's headers, in particular ``Content-Type: text/html`` with no charset over a
 UTF-8 body, so a client that trusts the header decodes "£" as "Â£" exactly as it would on the real site.
+Pages carry ``ETag`` and ``Last-Modified`` as nginx sends them for static files, and a conditional GET
+whose validators still match gets ``304 Not Modified`` without a body (RFC 9110 section 13.2.2).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import threading
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
-from email.utils import formatdate
+from email.utils import formatdate, parsedate_to_datetime
 from types import TracebackType
 from typing import Any
 
@@ -38,6 +40,7 @@ _SERVER_LINE = f"Server: {SERVER_HEADER}\r\nDate: ".encode()
 
 _REASONS = {
     200: "OK",
+    304: "Not Modified",
     400: "Bad Request",
     404: "Not Found",
     405: "Not Allowed",
@@ -59,6 +62,8 @@ class SandboxStats:
         in_flight: site requests in progress at snapshot time.
         request_times: ``time.time()`` at which each request's head was read, in arrival order.
         outcomes: how many requests met each fault (``"serve"``, ``"503"``, ``"reset"``, ...).
+        responses: the status of every response written, per path, in order (none for a reset or a hang).
+        bytes_sent: bytes written for site requests, heads and bodies (a truncated body counts what was sent).
     """
 
     hits: dict[str, int] = field(default_factory=dict)
@@ -67,6 +72,13 @@ class SandboxStats:
     in_flight: int = 0
     request_times: list[float] = field(default_factory=list)
     outcomes: dict[str, int] = field(default_factory=dict)
+    responses: dict[str, list[int]] = field(default_factory=dict)
+    bytes_sent: int = 0
+
+    def statuses(self, status: int) -> dict[str, int]:
+        """How many responses of ``status`` each path got."""
+        counts = {path: sum(1 for s in seen if s == status) for path, seen in self.responses.items()}
+        return {path: n for path, n in counts.items() if n}
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -86,6 +98,8 @@ class _Recorder:
             self._times: list[float] = []
             self._in_flight = 0
             self._max = 0
+            self._responses: dict[str, list[int]] = {}
+            self._bytes = 0
 
     def begin(self, path: str, started: float) -> int:
         """Count a request; returns how many requests for ``path`` came before it (its fault index)."""
@@ -101,6 +115,11 @@ class _Recorder:
         with self._lock:
             self._outcomes[action.value] += 1
 
+    def sent(self, path: str, status: int, size: int) -> None:
+        with self._lock:
+            self._responses.setdefault(path, []).append(status)
+            self._bytes += size
+
     def end(self) -> None:
         with self._lock:
             # A reset while requests were in flight must not drive the gauge negative.
@@ -115,6 +134,8 @@ class _Recorder:
                 in_flight=self._in_flight,
                 request_times=list(self._times),
                 outcomes=dict(self._outcomes),
+                responses={path: list(seen) for path, seen in self._responses.items()},
+                bytes_sent=self._bytes,
             )
 
 
@@ -131,6 +152,26 @@ class _HttpDate:
             self._second = now
             self._value = formatdate(now, usegmt=True).encode()
         return self._value
+
+
+def not_modified(request: dict[str, str], etag: str, last_modified: float) -> bool:
+    """Whether a GET with these (lower-cased) request headers gets a 304 for a page with these validators.
+
+    ``If-None-Match`` decides when present (weak comparison, ``*`` matches); only without it is
+    ``If-Modified-Since`` read, and a date that does not parse is ignored (RFC 9110 section 13.2.2).
+    """
+    if_none_match = request.get("if-none-match")
+    if if_none_match is not None:
+        tags = {tag.strip().removeprefix("W/") for tag in if_none_match.split(",")}
+        return "*" in tags or etag.removeprefix("W/") in tags
+    if_modified_since = request.get("if-modified-since")
+    if if_modified_since is None:
+        return False
+    try:
+        since = parsedate_to_datetime(if_modified_since)
+    except (TypeError, ValueError, IndexError):
+        return False
+    return since.tzinfo is not None and last_modified <= since.timestamp()
 
 
 def _abort_with_reset(writer: asyncio.StreamWriter) -> None:
@@ -169,7 +210,10 @@ class SandboxApp:
 
     def set_catalogue(self, catalogue: Catalogue) -> None:
         """Serve another catalogue (another simulated day) from the next request on."""
-        self.site = Site(catalogue, js_mode=self.site.js_mode)
+        previous = self.site
+        self.site = Site(catalogue, js_mode=previous.js_mode)
+        if previous.catalogue.seed == catalogue.seed and previous.catalogue.day == catalogue.day - 1:
+            self.site._day_before = previous  # its rendered pages tell which pages changed today
         self.catalogue = catalogue
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> None:
@@ -249,7 +293,7 @@ class SandboxApp:
             if path.startswith(CONTROL_PREFIX):
                 self._control(writer, method, path, keep_alive)
             else:
-                keep_alive = await self._site_request(writer, method, path, started) and keep_alive
+                keep_alive = await self._site_request(writer, method, path, started, headers) and keep_alive
             if writer.transport.is_closing():
                 return
             if writer.transport.get_write_buffer_size() > 256 * 1024:
@@ -258,9 +302,15 @@ class SandboxApp:
                 await writer.drain()
                 return
 
-    async def _site_request(self, writer: asyncio.StreamWriter, method: str, path: str, started: float) -> bool:
+    async def _site_request(
+        self, writer: asyncio.StreamWriter, method: str, path: str, started: float, request: dict[str, str]
+    ) -> bool:
         """Answer one site request, faults included; returns whether the connection may be reused."""
         recorder = self.recorder
+
+        def respond(status: int, body: bytes, **options: Any) -> None:
+            recorder.sent(path, status, self._respond(writer, status, body, **options))
+
         n = recorder.begin(path, started)
         try:
             decision = self.faults.decide(self.seed, path, n)
@@ -276,31 +326,47 @@ class SandboxApp:
                 writer.transport.abort()
                 return False
             if action is Action.NOT_FOUND:
-                self._respond(writer, 404, self.site.not_found, head_only=method == "HEAD")
+                respond(404, self.site.not_found, head_only=method == "HEAD")
                 return True
             if action is Action.ERROR_500 or action is Action.ERROR_503:
                 status = 500 if action is Action.ERROR_500 else 503
-                self._respond(writer, status, error_html(status, _REASONS[status]), head_only=method == "HEAD")
+                respond(status, error_html(status, _REASONS[status]), head_only=method == "HEAD")
                 return True
             if action is Action.RATE_LIMIT:
                 extra = f"Retry-After: {self.faults.retry_after_s}\r\n".encode()
                 body = error_html(429, _REASONS[429])
-                self._respond(writer, 429, body, head_only=method == "HEAD", extra=extra)
+                respond(429, body, head_only=method == "HEAD", extra=extra)
                 return True
             if method not in ("GET", "HEAD"):
-                self._respond(writer, 405, error_html(405, "Not Allowed"), head_only=False)
+                respond(405, error_html(405, "Not Allowed"), head_only=False)
+                return True
+            if action is Action.NOT_MODIFIED:  # a broken cache in front of the site: 304 whatever was asked
+                respond(304, b"", not_modified=True)
                 return True
             status, body, content_type = self._lookup(path)
+            validators = self._validators(path) if status == 200 and content_type == b"text/html" else b""
+            if validators and method == "GET" and not_modified(request, *self._validator_values(path)):
+                respond(304, b"", extra=validators, not_modified=True)
+                return True
             if action is Action.TRUNCATE and method == "GET":
                 cut = int(len(body) * self.faults.truncate_fraction)
-                self._respond(writer, status, body, content_type=content_type, send_bytes=cut)
+                respond(status, body, content_type=content_type, send_bytes=cut, extra=validators)
                 await writer.drain()
                 writer.transport.close()
                 return False
-            self._respond(writer, status, body, content_type=content_type, head_only=method == "HEAD")
+            respond(status, body, content_type=content_type, head_only=method == "HEAD", extra=validators)
             return True
         finally:
             recorder.end()
+
+    def _validator_values(self, path: str) -> tuple[str, float]:
+        etag = self.site.etag(path)
+        assert etag is not None
+        return etag, self.site.last_modified(path).timestamp()
+
+    def _validators(self, path: str) -> bytes:
+        """The page's ``ETag`` and ``Last-Modified`` header lines."""
+        return f"ETag: {self.site.etag(path)}\r\nLast-Modified: {self.site.last_modified_header(path)}\r\n".encode()
 
     def _lookup(self, path: str) -> tuple[int, bytes, bytes]:
         if path == "/robots.txt" and self.faults.robots_txt is not None:
@@ -341,26 +407,34 @@ class SandboxApp:
         keep_alive: bool = True,
         extra: bytes = b"",
         send_bytes: int | None = None,
-    ) -> None:
+        not_modified: bool = False,
+    ) -> int:
+        """Write one response; returns the bytes written. A 304 has neither body nor entity headers."""
+        entity = (
+            b""
+            if not_modified
+            else b"".join((b"\r\nContent-Type: ", content_type, f"\r\nContent-Length: {len(body)}".encode()))
+        )
         head = b"".join(
             (
                 f"HTTP/1.1 {status} {_REASONS.get(status, 'Unknown')}\r\n".encode(),
                 _SERVER_LINE,
                 self._date.get(),
-                b"\r\nContent-Type: ",
-                content_type,
-                f"\r\nContent-Length: {len(body)}\r\n".encode(),
+                entity,
+                b"\r\n",
                 b"Connection: keep-alive\r\n" if keep_alive else b"Connection: close\r\n",
                 extra,
                 b"\r\n",
             )
         )
-        if head_only:
-            writer.write(head)
+        if head_only or not_modified:
+            data = head
         elif send_bytes is not None:
-            writer.write(head + body[:send_bytes])
+            data = head + body[:send_bytes]
         else:
-            writer.write(head + body)
+            data = head + body
+        writer.write(data)
+        return len(data)
 
 
 class SandboxServer:

@@ -26,6 +26,7 @@ class ErrorKind(StrEnum):
     BROWSER_CRASHED = "browser_crashed"
     BROWSER_ERROR = "browser_error"
     INTERNAL = "internal"  # a bug or an outage on our side
+    STALE_COPY = "stale_copy"  # a 304 whose stored copy changed or vanished meanwhile: fetched again in full
     # permanent: the same request fails the same way every time
     HTTP_404 = "http_404"
     HTTP_4XX = "http_4xx"
@@ -37,6 +38,7 @@ class ErrorKind(StrEnum):
     TOO_LARGE = "too_large"
     BAD_URL = "bad_url"
     DOWNLOAD = "download"
+    NOT_MODIFIED_UNASKED = "not_modified_unasked"  # a 304 to a request that sent no validators
     NOT_A_BOOK_PAGE = "not_a_book_page"
     NOT_A_LISTING_PAGE = "not_a_listing_page"
 

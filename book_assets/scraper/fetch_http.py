@@ -3,6 +3,8 @@
 Redirects are followed by hand, one hop at a time, so each target's host is checked against
 ``allowed_domains`` *before* it is requested (httpx's own ``follow_redirects`` would fetch it first).
 Bodies are streamed so an oversized page is cut off at ``max_body_bytes`` instead of filling memory.
+Given the stored response's ``Validators``, a fetch is conditional: a 304 comes back as a ``FetchResult``
+with ``not_modified`` set and no body (see ``fetching.conditional_headers``).
 """
 
 from __future__ import annotations
@@ -17,10 +19,13 @@ import httpx
 
 from book_assets.scraper.errors import FetchError
 from book_assets.scraper.fetching import (
+    NOT_MODIFIED,
     REDIRECT_STATUSES,
     FetchResult,
     FetchSettings,
+    Validators,
     build_result,
+    conditional_headers,
     declared_length,
     error_for_status,
     fetch_error,
@@ -51,6 +56,7 @@ class HttpFetcher:
             "redirects_followed": 0,
             "errors": 0,
             "offsite_blocked": 0,
+            "not_modified": 0,
         }
 
     async def __aenter__(self) -> Self:
@@ -84,8 +90,12 @@ class HttpFetcher:
         if client is not None:
             await client.aclose()
 
-    async def fetch(self, url: str) -> FetchResult:
-        """Fetch ``url`` following on-domain redirects; raise a classified ``FetchError`` on failure."""
+    async def fetch(self, url: str, validators: Validators | None = None) -> FetchResult:
+        """Fetch ``url`` following on-domain redirects; raise a classified ``FetchError`` on failure.
+
+        With ``validators`` (of the stored response) the request is conditional, and a 304 is returned as
+        a result whose ``not_modified`` is set; without them a 304 is a ``not_modified_unasked`` error.
+        """
         try:
             if not host_allowed(url, self.settings.allowed_domains):
                 self._counters["offsite_blocked"] += 1
@@ -94,7 +104,7 @@ class HttpFetcher:
                 started, fetched_at = time.monotonic(), utc_now()
                 try:
                     async with asyncio.timeout(self.settings.timeout_s):
-                        result = await self._follow(url, started, fetched_at)
+                        result = await self._follow(url, started, fetched_at, validators)
                 except TimeoutError as exc:
                     raise fetch_error(
                         "timeout", f"no complete response in {self.settings.timeout_s}s", url=url
@@ -104,12 +114,16 @@ class HttpFetcher:
             raise
         self._counters["pages_fetched"] += 1
         self._counters["bytes_fetched"] += len(result.body)
+        self._counters["not_modified"] += result.not_modified
         return result
 
-    async def _follow(self, url: str, started: float, fetched_at: datetime) -> FetchResult:
+    async def _follow(
+        self, url: str, started: float, fetched_at: datetime, validators: Validators | None
+    ) -> FetchResult:
         current = url
         for _ in range(self.settings.max_redirects + 1):
-            status, headers, body = await self._get(current)
+            conditional = conditional_headers(validators, current)
+            status, headers, body = await self._get(current, conditional)
             location = headers.get("location")
             if status in REDIRECT_STATUSES and location:
                 target = urljoin(current, location.strip())
@@ -121,6 +135,16 @@ class HttpFetcher:
                 self._counters["redirects_followed"] += 1
                 current = target
                 continue
+            if status == NOT_MODIFIED and conditional:
+                return build_result(
+                    url=url,
+                    final_url=current,
+                    status=status,
+                    headers=headers,
+                    body=b"",
+                    fetched_at=fetched_at,
+                    elapsed_s=time.monotonic() - started,
+                )
             error = error_for_status(current, status, headers, retry_after_max_s=self.settings.retry_after_max_s)
             if error is not None:
                 raise error
@@ -135,7 +159,7 @@ class HttpFetcher:
             )
         raise fetch_error("redirect_loop", f"more than {self.settings.max_redirects} redirects", url=url)
 
-    async def _get(self, url: str) -> tuple[int, dict[str, str], bytes]:
+    async def _get(self, url: str, extra_headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
         """One GET without following redirects: (status, lower-cased headers, body).
 
         Error bodies and redirect bodies are not read: nothing uses them, and skipping them keeps a
@@ -145,7 +169,7 @@ class HttpFetcher:
         limit = self.settings.max_body_bytes
         self._counters["requests"] += 1
         try:
-            async with client.stream("GET", url) as response:
+            async with client.stream("GET", url, headers=extra_headers) as response:
                 headers = {k.lower(): v for k, v in response.headers.items()}
                 status = response.status_code
                 if not 200 <= status < 300:

@@ -30,17 +30,31 @@ __all__ = [
     "FetchResult",
     "FetchSettings",
     "Fetcher",
+    "Validators",
     "build_result",
+    "conditional_headers",
     "error_for_status",
     "fetch_error",
     "host_allowed",
+    "not_modified_error",
     "parse_retry_after",
     "truncation_error",
+    "validators_of",
 ]
 
 # Kinds after which trying again later can succeed (the server or network was having a bad moment).
 RETRYABLE_KINDS: frozenset[str] = frozenset(
-    {"timeout", "connection", "http_5xx", "http_429", "http_408", "truncated", "browser_crashed", "browser_error"}
+    {
+        "timeout",
+        "connection",
+        "http_5xx",
+        "http_429",
+        "http_408",
+        "truncated",
+        "browser_crashed",
+        "browser_error",
+        "stale_copy",
+    }
 )
 # Kinds that will fail the same way every time; retrying only wastes the site's capacity.
 PERMANENT_KINDS: frozenset[str] = frozenset(
@@ -55,9 +69,11 @@ PERMANENT_KINDS: frozenset[str] = frozenset(
         "too_large",
         "bad_url",
         "download",
+        "not_modified_unasked",
     }
 )
 REDIRECT_STATUSES: frozenset[int] = frozenset({301, 302, 303, 307, 308})
+NOT_MODIFIED = 304
 FetchMode = Literal["browser", "http", "adaptive"]
 JavaScript = Literal["on", "off", "auto"]
 
@@ -134,7 +150,8 @@ class FetchResult:
     Attributes:
         url: The URL requested.
         final_url: The URL after redirects; parse links against this one.
-        status: HTTP status of the final response (2xx).
+        status: HTTP status of the final response: 2xx, or 304 to a conditional request (``body`` empty:
+            the stored copy the request's validators describe is still current).
         headers: Final response headers, lower-cased names.
         body: The body exactly as served (after transfer/content decoding), never re-serialised.
         html: ``body`` decoded with ``charset.decode_html``: the served HTML, the same in both modes.
@@ -154,6 +171,11 @@ class FetchResult:
     fetched_at: datetime
     elapsed_s: float
     content_hash: str
+
+    @property
+    def not_modified(self) -> bool:
+        """A 304 to a conditional request: nothing was downloaded, the stored copy stands."""
+        return self.status == NOT_MODIFIED
 
 
 def build_result(
@@ -179,6 +201,63 @@ def build_result(
         fetched_at=fetched_at,
         elapsed_s=elapsed_s,
         content_hash=hashlib.sha256(body).hexdigest(),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Validators:
+    """What a conditional request sends: the validators of the stored response of ``url``.
+
+    Attributes:
+        url: The URL whose response carried them (after redirects); they are sent to that URL only.
+        etag: Its ``ETag``, sent back as ``If-None-Match``.
+        last_modified: Its ``Last-Modified``, sent back as ``If-Modified-Since``.
+        content_hash: sha256 of the stored body: a 304 reuses that copy and no other.
+    """
+
+    url: str
+    etag: str | None
+    last_modified: str | None
+    content_hash: str
+
+    @property
+    def usable(self) -> bool:
+        """True when there is something to send."""
+        return bool(self.etag or self.last_modified)
+
+
+def validators_of(result: FetchResult) -> Validators:
+    """The validators a later conditional request for ``result``'s page sends (RFC 9110 section 8.8)."""
+    return Validators(
+        url=result.final_url,
+        etag=(result.headers.get("etag") or "").strip() or None,
+        last_modified=(result.headers.get("last-modified") or "").strip() or None,
+        content_hash=result.content_hash,
+    )
+
+
+def conditional_headers(validators: Validators | None, url: str) -> dict[str, str]:
+    """The request headers that ask ``url`` for a 304 if it still serves the stored response.
+
+    Empty when there is no stored response, when it carried no validator, or when ``url`` is not the URL
+    the validators came from (a redirect hop on the way to it): a 304 must describe the stored copy, so
+    the headers go only where that copy was served. Both are sent when both are known; a server that
+    supports ``If-None-Match`` ignores ``If-Modified-Since`` (RFC 9110 section 13.2.2).
+    """
+    if validators is None or validators.url != url:
+        return {}
+    headers: dict[str, str] = {}
+    if validators.etag:
+        headers["If-None-Match"] = validators.etag
+    if validators.last_modified:
+        headers["If-Modified-Since"] = validators.last_modified
+    return headers
+
+
+def not_modified_error(url: str) -> FetchError:
+    """The permanent error for a 304 to a request without validators: there is no stored copy to reuse."""
+    return fetch_error(
+        "not_modified_unasked", "304 Not Modified to a request without validators: no stored copy", url=url, status=304
     )
 
 
@@ -280,6 +359,8 @@ def error_for_status(
         return None
     max_s = default("retry_after_max_s") if retry_after_max_s is None else retry_after_max_s
     retry_after, clamped = clamp_retry_after(parse_retry_after(headers.get("retry-after")), max_s)
+    if status == NOT_MODIFIED:  # a fetcher that sent validators handles its 304 before asking here
+        return not_modified_error(url)
     if status == 404:
         return fetch_error("http_404", "not found", url=url, status=status)
     if status == 429:

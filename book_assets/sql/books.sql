@@ -90,3 +90,9 @@ FROM books ORDER BY id;
 -- Books stored as new (version 1) and as changed (a later version) since a moment.
 SELECT count(*) FILTER (WHERE version = 1) AS new, count(*) FILTER (WHERE version > 1) AS changed
 FROM book_versions WHERE recorded_at >= %(since)s;
+
+-- revalidate_book --
+-- A 304 confirmed the stored page of a book (the one with this hash): the fetch time moves, nothing else.
+UPDATE books SET fetched_at = greatest(fetched_at, %(fetched_at)s)
+WHERE url = %(url)s AND content_hash = %(content_hash)s
+RETURNING id, version, category;

@@ -605,6 +605,19 @@ CREATE TABLE public.domains (
     CONSTRAINT domains_min_interval_s_check CHECK ((min_interval_s >= (0)::double precision))
 );
 
+CREATE TABLE public.pages (
+    url text NOT NULL,
+    final_url text NOT NULL,
+    status smallint NOT NULL,
+    headers jsonb NOT NULL,
+    etag text,
+    last_modified text,
+    body bytea,
+    content_hash text NOT NULL,
+    fetched_at timestamp with time zone NOT NULL,
+    validated_at timestamp with time zone NOT NULL
+);
+
 CREATE TABLE public.queue_members (
     scope text NOT NULL,
     member text NOT NULL,
@@ -721,6 +734,9 @@ ALTER TABLE ONLY public.category_balanced_snapshot
 
 ALTER TABLE ONLY public.domains
     ADD CONSTRAINT domains_pkey PRIMARY KEY (domain);
+
+ALTER TABLE ONLY public.pages
+    ADD CONSTRAINT pages_pkey PRIMARY KEY (url);
 
 ALTER TABLE ONLY public.queue_members
     ADD CONSTRAINT queue_members_pkey PRIMARY KEY (scope, member);

@@ -93,6 +93,7 @@ def details_metadata(report: CrawlReport) -> dict[str, object]:
         "books_new": run.books_new,
         "books_changed": run.books_changed,
         "books_unchanged": run.books_unchanged,
+        "pages_not_modified": run.not_modified,
         "pages": run.pages,
         "pages_per_s": round(report.pages_per_s, 2),
         "workers": report.config.workers,
