@@ -54,7 +54,7 @@ def _reset(url: str) -> None:
     with conn.cursor() as cur:
         cur.execute("SELECT to_regclass('books') IS NOT NULL")
         if cur.fetchone()[0]:
-            cur.execute("TRUNCATE books, book_versions, tasks RESTART IDENTITY CASCADE")
+            cur.execute("TRUNCATE books, book_versions, pages, tasks RESTART IDENTITY CASCADE")
     conn.close()
 
 

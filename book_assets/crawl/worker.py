@@ -407,9 +407,12 @@ class Worker:
             self.stats.rendered += 1
             self._adaptive.count(*key, rendered=1)
             return await self._browser.fetch(url, javascript=self._render_js), None
-        plain = await self._http.fetch(url, validators)
+        # Conditional only once plain HTTP is trusted, and never for the sample: a page that may be compared
+        # with its render is downloaded, since a 304 would leave nothing to compare.
+        trusted = mode == Mode.HTTP and not sampled(url, self.config.adaptive_sample_rate)
+        plain = await self._http.fetch(url, validators if trusted else None)
         self.stats.plain += 1
-        if plain.not_modified:  # nothing new to compare: the stored copy stands
+        if plain.not_modified:  # the stored copy stands
             self._adaptive.count(*key, plain=1)
             return plain, None
         # One probe in flight per page type and worker: with 2 workers x 4 pages the sandbox's first crawl

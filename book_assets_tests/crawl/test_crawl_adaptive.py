@@ -98,7 +98,7 @@ def test_adaptive_on_the_normal_sandbox_stores_what_a_browser_crawl_stores_mostl
     categories = ("Travel", "Mystery", "Poetry")
     crawl(database_url, sandbox_config(server.url, mode="browser", concurrency=4, categories=categories))
     by_browser = _books(db)
-    db.query("TRUNCATE books, book_versions, tasks RESTART IDENTITY CASCADE")
+    db.query("TRUNCATE books, book_versions, pages, tasks RESTART IDENTITY CASCADE")
     server.reset_stats()
 
     report = crawl(

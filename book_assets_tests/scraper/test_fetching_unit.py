@@ -32,7 +32,8 @@ URL = "https://books.toscrape.com/x"
         (502, "http_5xx", True),
         (503, "http_5xx", True),
         (504, "http_5xx", True),
-        (304, "http_3xx", False),
+        (304, "not_modified_unasked", False),
+        (300, "http_3xx", False),
     ],
 )
 def test_status_classification(status: int, kind: str, retryable: bool) -> None:

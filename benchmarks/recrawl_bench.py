@@ -1,0 +1,120 @@
+"""Re-crawl benchmark: bytes and time of a day-0 re-crawl (nothing changed) against the first crawl.
+
+Each variant crawls the whole 1000-book sandbox in http mode into an emptied scratch database, then
+crawls it again with nothing changed: ``conditional`` sends the stored validators (the default), and
+``unconditional`` turns ``conditional_requests`` off, as every crawl was before (the baseline). Bytes are
+what the sandbox sent (response heads and bodies, from its own counter); ``body_bytes`` is what the
+fetcher downloaded. The sandbox runs in its own process. Prints:
+
+    {"conditional": {"first": {"bytes": N, "body_bytes": N, "elapsed_s": N, "pages": N, "statuses": {...}},
+                     "recrawl": {...}, "recrawl_bytes_share": 0.0NN},
+     "unconditional": {...}}
+
+Usage: python benchmarks/recrawl_bench.py [--workers 2] [--concurrency 8] [--categories Travel,Poetry]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg2
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from book_assets.crawl.config import CrawlConfig
+from book_assets.crawl.pipeline import crawl
+from book_assets.db.connection import Database, resolve_database_url
+from book_assets.db.migrations import migrate
+from book_assets.settings import load_settings
+
+BENCH_DB = "bookpipeline_bench_recrawl"
+
+
+def _scratch_database() -> str:
+    base = resolve_database_url(load_settings())
+    admin = base.rsplit("/", 1)[0] + "/postgres"
+    conn = psycopg2.connect(admin)
+    conn.autocommit = True
+    with conn.cursor() as cur:
+        cur.execute(f'DROP DATABASE IF EXISTS "{BENCH_DB}" WITH (FORCE)')
+        cur.execute(f'CREATE DATABASE "{BENCH_DB}"')
+    conn.close()
+    return base.rsplit("/", 1)[0] + f"/{BENCH_DB}"
+
+
+def _empty(url: str) -> None:
+    conn = psycopg2.connect(url)
+    conn.autocommit = True
+    with conn.cursor() as cur:
+        cur.execute("SELECT to_regclass('books') IS NOT NULL")
+        if cur.fetchone()[0]:
+            cur.execute("TRUNCATE books, book_versions, pages, tasks RESTART IDENTITY CASCADE")
+    conn.close()
+
+
+def _one_crawl(url: str, base_url: str, settings: dict[str, Any]) -> dict[str, Any]:
+    """One crawl, measured by the sandbox's counters (reset first) and the crawl's report."""
+    httpx.post(base_url + "__sandbox__/reset").raise_for_status()
+    report = crawl(url, CrawlConfig.resolve(base_url=base_url, **settings))
+    served = httpx.get(base_url + "__sandbox__/stats").json()
+    statuses: Counter[int] = Counter(s for seen in served["responses"].values() for s in seen)
+    return {
+        "bytes": served["bytes_sent"],
+        "body_bytes": report.stats.fetcher.get("bytes_fetched", 0),
+        "elapsed_s": round(report.elapsed_s, 2),
+        "pages": report.stats.pages,
+        "statuses": {str(k): v for k, v in sorted(statuses.items())},
+        "books_unchanged": report.stats.books_unchanged,
+        "failed": sum(report.failed_by_reason.values()),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--categories", default="")
+    args = parser.parse_args()
+    url = _scratch_database()
+    with Database(url) as db:  # before any timing: the first crawl would otherwise include the migrations
+        migrate(db)
+    sandbox = subprocess.Popen(
+        [sys.executable, "-m", "book_assets.cli", "sandbox", "serve", "--port", "0"], stdout=subprocess.PIPE, text=True
+    )
+    line = sandbox.stdout.readline() if sandbox.stdout else ""
+    base_url = next(tok for tok in line.split() if tok.startswith("http")).rstrip("/") + "/"
+    common: dict[str, Any] = {
+        "fetch_mode": "http",
+        "workers": args.workers,
+        "concurrency": args.concurrency,
+        "min_interval_s": 0.0,
+        "categories": args.categories or None,
+    }
+    out: dict[str, Any] = {}
+    try:
+        for name, conditional in (("conditional", True), ("unconditional", False)):
+            _empty(url)
+            settings = {**common, "conditional_requests": conditional}
+            first = _one_crawl(url, base_url, settings)
+            recrawl = _one_crawl(url, base_url, settings)
+            out[name] = {
+                "first": first,
+                "recrawl": recrawl,
+                "recrawl_bytes_share": round(recrawl["bytes"] / first["bytes"], 4),
+            }
+            print(json.dumps({name: out[name]}), file=sys.stderr)
+    finally:
+        sandbox.terminate()
+        sandbox.wait(10)
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
