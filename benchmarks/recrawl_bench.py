@@ -69,9 +69,10 @@ def _one_crawl(url: str, base_url: str, settings: dict[str, Any]) -> dict[str, A
         "bytes": served["bytes_sent"],
         "body_bytes": report.stats.fetcher.get("bytes_fetched", 0),
         "elapsed_s": round(report.elapsed_s, 2),
-        "pages": report.stats.pages,
+        "pages": report.run.pages,
         "statuses": {str(k): v for k, v in sorted(statuses.items())},
-        "books_unchanged": report.stats.books_unchanged,
+        "books_unchanged": report.run.books_unchanged,
+        "not_modified": report.run.not_modified,
         "failed": sum(report.failed_by_reason.values()),
     }
 

@@ -43,8 +43,8 @@ def test_day0_recrawl_gets_304_for_every_book_page_and_downloads_under_5_percent
     assert stats.statuses(304).keys() >= books
     assert stats.statuses(200) == {}, "nothing changed, so nothing is downloaded"
     assert stats.bytes_sent < 0.05 * first_bytes, (stats.bytes_sent, first_bytes)
-    assert (again.stats.books_unchanged, again.stats.books_new, again.stats.books_changed) == (114, 0, 0)
-    assert again.stats.not_modified == sum(stats.statuses(304).values())
+    assert (again.run.books_unchanged, again.run.books_new, again.run.books_changed) == (114, 0, 0)
+    assert again.run.not_modified == again.stats.not_modified == sum(stats.statuses(304).values())
     assert again.failed_by_reason == {}
     rows = books_rows()
     assert {r["url"]: (r["version"], r["updated_at"], r["raw_html"]) for r in rows} == {
@@ -74,8 +74,8 @@ def test_day1_recrawl_downloads_exactly_the_changed_books_and_stores_the_day1_si
     assert (len(changed), len(added), len(removed)) == (5, 2, 1)
     assert {p for p in stats.statuses(200) if p in books} == changed | added
     assert {p for p in stats.statuses(304) if p in books} == books - changed - added
-    assert (report.stats.books_changed, report.stats.books_new) == (5, 2)
-    assert report.stats.books_unchanged == len(books) - 7
+    assert (report.run.books_changed, report.run.books_new) == (5, 2)
+    assert report.run.books_unchanged == len(books) - 7
     assert "/catalogue/category/books/travel_2/index.html" in stats.statuses(304)
     assert report.failed_by_reason == {}
 
@@ -100,7 +100,7 @@ def test_recrawl_with_conditional_requests_off_downloads_every_page_again(
 
     assert site.stats().statuses(304) == {}
     assert site.stats().bytes_sent == first_bytes
-    assert again.stats.not_modified == 0 and again.stats.books_unchanged == 11
+    assert again.run.not_modified == 0 and again.run.books_unchanged == 11
 
 
 def test_a_304_to_a_request_without_validators_is_a_recorded_failure(
@@ -137,6 +137,6 @@ def test_a_304_whose_stored_copy_changed_meanwhile_is_fetched_again_in_full(
     assert report.failed_by_reason == {}
     assert site.stats().responses[book.url_path] == [304, 200]
     assert site.stats().responses[listing] == [304, 200]
-    assert report.stats.books_unchanged == 11
+    assert report.run.books_unchanged == 11
     row = db.query("SELECT content_hash FROM books WHERE url = %s", (site.url_for(book.url_path),))[0]
     assert row["content_hash"] != "elsewhere"
