@@ -238,7 +238,7 @@ def bench_pgbouncer(hosts: list[Host], postgres: PostgresOnAddress, gateway: str
                 postgres,
                 sandbox,
                 _settings(0.0, PGBOUNCER_CATEGORIES),
-                database="pgbouncer",
+                database="pooled",  # not "pgbouncer": that name is the pooler's admin console
                 through=bouncer.url_for,
                 timeout_s=180,
             )
@@ -251,10 +251,15 @@ def bench_pgbouncer(hosts: list[Host], postgres: PostgresOnAddress, gateway: str
     return out
 
 
+PARTS = ("hosts", "politeness", "skew", "fair", "pgbouncer")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="Scaling on 3 categories instead of the whole site.")
+    parser.add_argument("--parts", default=",".join(PARTS), help=f"Comma-separated subset of {', '.join(PARTS)}.")
     args = parser.parse_args()
+    parts = set(args.parts.split(","))
     reason = unavailable_reason() or postgres_unavailable_reason()
     if reason:
         print(json.dumps({"skipped": reason}))
@@ -263,23 +268,27 @@ def main() -> int:
     report: dict[str, Any] = {}
     with NamespaceHosts(3) as net, PostgresOnAddress(net.gateway, allow=f"{net.gateway}/24") as postgres:
         with HostSandbox(host=net.gateway, faults=Faults(latency_s=LATENCY_S)) as sandbox:
-            report["hosts"] = bench_hosts(net, postgres, sandbox, scaling_categories)
-            report["scaling_3_vs_1"] = round(report["hosts"]["3"] / report["hosts"]["1"], 2)
-            polite = bench_politeness(net, postgres, sandbox, skew=False)
-            report["politeness"] = {
-                "interval_s": POLITE_INTERVAL_S,
-                "min_spacing_s": round(polite.min_spacing_s, 4),
-                "min_warm_spacing_s": round(polite.min_warm_spacing_s, 4),
-                "rate_vs_bound": round(polite.rate_per_s() * POLITE_INTERVAL_S, 3),
-            }
-            if LIBFAKETIME.exists():
+            if "hosts" in parts:
+                report["hosts"] = bench_hosts(net, postgres, sandbox, scaling_categories)
+                report["scaling_3_vs_1"] = round(report["hosts"]["3"] / report["hosts"]["1"], 2)
+            if "politeness" in parts:
+                polite = bench_politeness(net, postgres, sandbox, skew=False)
+                report["politeness"] = {
+                    "interval_s": POLITE_INTERVAL_S,
+                    "min_spacing_s": round(polite.min_spacing_s, 4),
+                    "min_warm_spacing_s": round(polite.min_warm_spacing_s, 4),
+                    "rate_vs_bound": round(polite.rate_per_s() * POLITE_INTERVAL_S, 3),
+                }
+            if "skew" in parts and LIBFAKETIME.exists():
                 skewed = bench_politeness(net, postgres, sandbox, skew=True)
                 report["skewed_host_min_spacing_s"] = round(skewed.min_spacing_s, 4)
                 report["skewed_host_min_warm_spacing_s"] = round(skewed.min_warm_spacing_s, 4)
-            else:
+            elif "skew" in parts:
                 report["skewed_host_min_spacing_s"] = None
-        report["fair_claims_per_s"] = bench_fair_claims(postgres)
-        report.update(bench_pgbouncer(net.hosts[:2], postgres, net.gateway))
+        if "fair" in parts:
+            report["fair_claims_per_s"] = bench_fair_claims(postgres)
+        if "pgbouncer" in parts:
+            report.update(bench_pgbouncer(net.hosts[:2], postgres, net.gateway))
     print(json.dumps(report))
     return 0
 

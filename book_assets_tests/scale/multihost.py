@@ -14,6 +14,7 @@ import asyncio
 import itertools
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -230,10 +231,8 @@ def run_on_hosts(
             elapsed = time.monotonic() - started
         finally:
             _stop(procs)
-        logs = [(logdir / f"{h.name}.log").read_text(errors="replace") for h in hosts]
-        for path in logdir.iterdir():
-            path.unlink()
-        logdir.rmdir()
+            logs = [(logdir / f"{h.name}.log").read_text(errors="replace") for h in hosts]
+            shutil.rmtree(logdir, ignore_errors=True)
         stats = make_queue(db, config).stats()
         counts = book_counts(db)
         seen = sandbox.stats()
