@@ -172,6 +172,11 @@ class Settings(BaseSettings):
 
     # --- orchestration -------------------------------------------------------------------------
     schedule_cron: str = Field(default="0 3 * * *", description="Cron of the daily full refresh (UTC).")
+    step_executor: Literal["multiprocess", "in_process", "k8s", "docker"] = Field(
+        default="multiprocess",
+        description="Where the queue jobs' drain steps (one per worker) run: multiprocess (a process each on "
+        "this host), in_process (one after the other), k8s (a Kubernetes Job each), docker (a container each).",
+    )
     failed_tasks_threshold: int = Field(default=10, ge=1, description="Failed tasks that trigger a requeue run.")
     snapshot_start_date: str = Field(
         default="2026-01-01", pattern=r"^\d{4}-\d{2}-\d{2}$", description="First day of the daily snapshot (UTC)."

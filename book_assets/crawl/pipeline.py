@@ -217,14 +217,22 @@ class ProgressBar:
 class Crawl:
     """One crawl of ``config`` through the queue at ``database_url``."""
 
-    def __init__(self, database_url: str, config: CrawlConfig) -> None:
+    def __init__(self, database_url: str, config: CrawlConfig, *, since: datetime | None = None) -> None:
+        """``since``: the run's start on the database's clock, when an earlier step of the same run began it
+        in another process or on another host (:attr:`since` there); figures and time count from it."""
         self.database_url = database_url
         self.config = config
         self.quotas: dict[str, int] = {}
         self.seeded = False
         self.requeued = 0
         self._started = time.monotonic()
-        self._since: datetime | None = None
+        self._since = since
+        self._resumed = since is not None
+
+    @property
+    def since(self) -> datetime | None:
+        """When the run started on the database's clock (None until it starts)."""
+        return self._since
 
     def _mark_start(self, db: Database) -> None:
         """The run starts now on the database's clock; its figures count what the queue did from here."""
@@ -258,12 +266,35 @@ class Crawl:
         stats.merge(drain(self.database_url, self.config, task_types=(DETAIL,), workers=workers, progress=progress))
         return stats
 
+    def before_sharing(self, task_types: tuple[str, ...] = TASK_TYPES) -> tuple[WorkerStats, tuple[str, ...]]:
+        """What must be done before separate workers share ``task_types``, done here; the types left to share.
+
+        For workers that are not this crawl's own processes (one Dagster step each): a budgeted crawl splits
+        its budget only once discovery has finished (see :meth:`work`), so its listing pages are drained here
+        by one worker and the budget is set, and the workers share the detail pages. Otherwise nothing comes
+        first and the workers share every type, interleaved.
+        """
+        with Database(self.database_url) as db:
+            self._mark_start(db)
+        stats = WorkerStats(worker_id="all")
+        if self.config.deep_budget is None or DETAIL not in task_types:
+            return stats, task_types
+        if LISTING in task_types:
+            stats.merge(drain(self.database_url, self.config, task_types=(LISTING,), workers=1))
+        with Database(self.database_url) as db:
+            self.quotas = apply_budget(db, self.config)
+        return stats, (DETAIL,)
+
     def report(self, stats: WorkerStats) -> CrawlReport:
         """What the crawl did, with every count read from the database."""
         with Database(self.database_url) as db:
             queue = make_queue(db, self.config)
             self._mark_start(db)
             assert self._since is not None
+            if self._resumed:  # begun elsewhere: only the database's clock spans the run's steps
+                elapsed_s = (queue.now() - self._since).total_seconds()
+            else:
+                elapsed_s = time.monotonic() - self._started
             return CrawlReport(
                 config=self.config,
                 stats=stats,
@@ -274,7 +305,7 @@ class Crawl:
                 requeued=self.requeued,
                 quotas=self.quotas,
                 budgets=queue.budget_report(DETAIL) if self.quotas else [],
-                elapsed_s=time.monotonic() - self._started,
+                elapsed_s=elapsed_s,
                 decisions=list_decisions(db) if self.config.fetch.mode == "adaptive" else [],
             )
 

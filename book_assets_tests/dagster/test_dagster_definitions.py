@@ -188,12 +188,14 @@ def test_dagster_yaml_retries_runs_only_after_crashes_and_limits_pools() -> None
     assert "tag_concurrency_limits" not in config["concurrency"]["runs"]
 
 
-def test_queue_ops_that_drain_or_seed_are_in_the_crawl_pool_and_the_requeue_is_not(
+def test_queue_ops_that_seed_or_split_are_in_the_crawl_pool_and_the_drain_steps_and_requeue_are_not(
     repo: dg.RepositoryDefinition,
 ) -> None:
     crawl_job = repo.get_job("crawl_queue_job")
-    pools = {name: crawl_job.graph.node_named(name).definition.pool for name in ("seed_queue", "drain_queue")}
-    assert pools == {"seed_queue": "crawl", "drain_queue": "crawl"}
+    names = ("seed_queue", "share_work", "drain_queue", "report_crawl")
+    pools = {name: crawl_job.graph.node_named(name).definition.pool for name in names}
+    # The drain steps run side by side: the pool's one slot would run them one at a time.
+    assert pools == {"seed_queue": "crawl", "share_work": "crawl", "drain_queue": None, "report_crawl": None}
     assert repo.get_job("requeue_failed_tasks").graph.node_named("requeue_failed").definition.pool is None
 
 
@@ -205,6 +207,6 @@ def test_database_url_is_never_shown_with_its_password() -> None:
     assert resource.masked_url() == "postgresql://crawler:***@db.example:5432/books"
 
 
-def test_jobs_run_in_process_since_crawl_steps_spawn_their_own_workers(repo: dg.RepositoryDefinition) -> None:
-    for name in ("full_refresh_job", "crawl_queue_job"):
+def test_asset_jobs_run_in_process_since_the_crawl_step_spawns_its_own_workers(repo: dg.RepositoryDefinition) -> None:
+    for name in ("full_refresh_job", "recrawl_failed_job"):
         assert repo.get_job(name).executor_def.name == dg.in_process_executor.name, name

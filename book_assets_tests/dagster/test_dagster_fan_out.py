@@ -1,0 +1,141 @@
+"""The queue jobs fan the drain out into one Dagster step per worker, and the executor places the steps.
+
+Under the multiprocess executor (the local default) each drain step is a process of its own and the crawl
+stores the whole catalogue; the ``step_executor`` setting alone swaps in ``k8s_job_executor`` or
+``docker_executor``, whose run config (deploy/k8s/run-config.yaml, deploy/docker/run-config.yaml, the files
+docs/deploy.md tells operators to use) validates against the job. No cluster and no Docker engine exist here:
+those two are checked as configuration, not run.
+"""
+
+import os
+from pathlib import Path
+
+import dagster as dg
+import pytest
+import yaml
+
+from book_assets.crawl.storage import book_counts
+from book_assets.db.connection import Database
+from book_assets.definitions import build_definitions
+from book_assets.defs.crawl.fan_out import queue_jobs
+from book_assets.defs.resources import DatabaseResource, FetcherResource, SchedulingResource, SiteResource
+from book_assets.sandbox.server import SandboxServer
+from book_assets.settings import PROJECT_ROOT, ConfigError
+
+DRAIN_STEPS = ("drain_queue[worker_0]", "drain_queue[worker_1]")
+
+
+def sandbox_crawl_queue_job(database_url: str, sandbox_url: str, host: str) -> dg.JobDefinition:
+    """The project's ``crawl_queue_job`` (multiprocess) bound to the test database and the sandbox; a step
+    process rebuilds it from these arguments (``dg.build_reconstructable_job``)."""
+    resources = {
+        "database": DatabaseResource(url=database_url),
+        "site": SiteResource(base_url=f"{sandbox_url}/", allowed_domains=[host]),
+        "fetcher": FetcherResource(fetch_mode="http", workers=2, concurrency=4),  # type: ignore[arg-type]
+        "scheduling": SchedulingResource(),
+    }
+    return dg.Definitions(jobs=queue_jobs("multiprocess"), resources=resources).resolve_job_def("crawl_queue_job")
+
+
+@pytest.mark.slow
+def test_crawl_queue_job_drains_in_one_process_per_worker_and_stores_the_catalogue(
+    db: Database, database_url: str, sandbox: SandboxServer, tmp_path: Path
+) -> None:
+    job = dg.build_reconstructable_job(
+        __name__, sandbox_crawl_queue_job.__name__, reconstructable_args=(database_url, sandbox.url, sandbox.host)
+    )
+    with (
+        dg.instance_for_test(temp_dir=str(tmp_path)) as instance,
+        dg.execute_job(job, instance=instance, raise_on_error=False) as result,
+    ):
+        assert result.success
+        events = result.all_events
+        starts = {e.step_key: e.pid for e in events if e.event_type == dg.DagsterEventType.STEP_START}
+        outputs = {
+            e.step_key: e.event_specific_data.metadata
+            for e in events
+            if e.event_type == dg.DagsterEventType.STEP_OUTPUT and e.step_key in DRAIN_STEPS
+        }
+        materializations = [
+            e.step_materialization_data.materialization for e in result.get_asset_materialization_events()
+        ]
+        materialized = {
+            m.asset_key.to_user_string(): {k: getattr(v, "value", v) for k, v in m.metadata.items()}
+            for m in materializations
+        }
+    assert set(DRAIN_STEPS) <= set(starts)
+    drain_pids = {starts[step] for step in DRAIN_STEPS}
+    assert len(drain_pids) == 2 and os.getpid() not in drain_pids  # a process of its own for each step
+    for step in DRAIN_STEPS:  # and the worker ran in the step's process (worker ids are host:pid)
+        assert outputs[step]["worker"].value.endswith(f":{starts[step]}"), step
+
+    counts = book_counts(db)
+    assert (counts["total"], counts["unique_urls"], counts["with_html"]) == (1000, 1000, 1000)
+    details = materialized["book_details"]
+    assert details["books_new"] == 1000 and details["failed"] == 0 and details["dagster/row_count"] == 1000
+    assert details["pages"] == sum(outputs[step]["pages"].value for step in DRAIN_STEPS)
+    assert materialized["listing_discovery"]["books_found"] == 1000
+
+
+def _run_config(name: str) -> dict:
+    return yaml.safe_load((PROJECT_ROOT / "deploy" / name / "run-config.yaml").read_text())
+
+
+@pytest.mark.parametrize(
+    ("setting", "executor", "run_config"),
+    [("k8s", "k8s", "k8s"), ("docker", "docker", "docker"), ("in_process", "in_process", None)],
+)
+def test_the_step_executor_setting_alone_places_the_drain_steps(
+    monkeypatch: pytest.MonkeyPatch, setting: str, executor: str, run_config: str | None
+) -> None:
+    monkeypatch.setenv("BOOK_PIPELINE_STEP_EXECUTOR", setting)
+    definitions = build_definitions()
+    for name in ("crawl_queue_job", "drain_queue_job"):
+        job = definitions.resolve_job_def(name)
+        assert job.executor_def.name == executor, name
+        config = _run_config(run_config) if run_config else {}
+        assert dg.validate_run_config(job, config), name
+    # The asset jobs keep their one in-process crawl step whatever the setting.
+    assert definitions.resolve_job_def("full_refresh_job").executor_def.name == "in_process"
+
+
+def test_the_default_places_each_drain_step_in_a_process_of_its_own() -> None:
+    job = build_definitions().resolve_job_def("crawl_queue_job")
+    assert job.executor_def.name == dg.multiprocess_executor.name
+
+
+def test_run_config_an_executor_does_not_know_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BOOK_PIPELINE_STEP_EXECUTOR", "k8s")
+    job = build_definitions().resolve_job_def("crawl_queue_job")
+    with pytest.raises(dg.DagsterInvalidConfigError, match="job_namespace"):
+        dg.validate_run_config(job, {"execution": {"config": {"job_namespace": 3}}})
+
+
+def test_an_unknown_step_executor_fails_the_load_naming_the_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BOOK_PIPELINE_STEP_EXECUTOR", "kubernetes")
+    with pytest.raises(ConfigError, match=r"step_executor \(BOOK_PIPELINE_STEP_EXECUTOR\)"):
+        build_definitions()
+
+
+@pytest.mark.slow
+def test_a_deep_budget_is_split_once_after_discovery_and_met_by_the_drain_steps(
+    db: Database, database_url: str, sandbox: SandboxServer
+) -> None:
+    resources = {
+        "database": DatabaseResource(url=database_url),
+        "site": SiteResource(base_url=f"{sandbox.url}/", allowed_domains=[sandbox.host]),
+        "fetcher": FetcherResource(fetch_mode="http", workers=2, concurrency=4),  # type: ignore[arg-type]
+        "scheduling": SchedulingResource(deep_budget=60, weights={"Travel": 50, "*": 1}),
+    }
+    job = dg.Definitions(jobs=queue_jobs("in_process"), resources=resources).resolve_job_def("crawl_queue_job")
+    result = job.execute_in_process()
+    assert result.success
+    assert book_counts(db)["total"] == 60
+    details = next(
+        e.step_materialization_data.materialization
+        for e in result.get_asset_materialization_events()
+        if e.step_materialization_data.materialization.asset_key == dg.AssetKey("book_details")
+    ).metadata
+    assert details["budget_met"].value is True and details["budget_completed"].value == 60
+    quotas = {r.data["category"]: r.data["quota"] for r in details["quotas"].value.records}
+    assert quotas["Travel"] == 11 and sum(quotas.values()) == 60
