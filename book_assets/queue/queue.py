@@ -648,6 +648,12 @@ class TaskQueue:
         types = [self._check_type(t) for t in task_types]
         return int(self.db.query(_q()["outstanding"], {"types": types})[0]["n"])
 
+    def scaler_query(self, task_type: str) -> str:
+        """The statement an autoscaler polls for ``task_type``'s work left (pending or in progress), as a
+        text with the task type bound: KEDA's PostgreSQL scaler runs a query without parameters."""
+        query, params = _q()["pending_tasks_for_scaler"], {"task_type": self._check_type(task_type)}
+        return self.db.run(lambda cur: cur.mogrify(query, params).decode())
+
     def clear_group_budgets(self, task_type: str) -> None:
         """Remove every group budget of ``task_type``."""
         self._check_type(task_type)

@@ -331,3 +331,9 @@ SELECT task_type, task_group AS grp,
 FROM tasks
 WHERE created_at >= %(since)s OR started_at >= %(since)s OR completed_at >= %(since)s
 GROUP BY task_type, task_group;
+
+-- pending_tasks_for_scaler --
+-- The work left for workers of one task type, as one number: tasks pending (due now or later) or in progress.
+-- What an autoscaler polls (KEDA's PostgreSQL scaler in deploy/k8s, which passes no parameters: the queue
+-- renders the task type into the text it is given, TaskQueue.scaler_query).
+SELECT count(*) AS n FROM tasks WHERE task_type = %(task_type)s AND status IN ('pending', 'in_progress');
