@@ -16,8 +16,8 @@ failure too. Needs root and iproute2; prints ``{"skipped": reason}`` where names
   starts divided by 1 / interval (target in [0.9, 1.0]).
 * ``skewed_host_min_spacing_s`` (and ``..._warm_...``): the same with the third host's clock 0.5 s ahead
   (libfaketime).
-* ``fair_claims_per_s``: scheduled (weighted round-robin) claims with 1, 4 and 8 worker processes, measured
-  by ``benchmarks/queue_bench.py``'s throughput on the run's cluster.
+* ``fair_claims_per_s``: scheduled (weighted round-robin) claims of 8 tasks with 1, 4 and 8 worker processes,
+  tasks claimed and completed per second on the run's cluster (queue_bench's measurement where it has one).
 * ``pgbouncer_crawl_ok``: a crawl by two hosts whose workers reach PostgreSQL only through PgBouncer in
   transaction pooling mode completed exactly (every book once, nothing outstanding, nothing failed);
   ``pgbouncer_error`` says what went wrong otherwise.
@@ -142,23 +142,64 @@ def _expected_books(categories: tuple[str, ...]) -> int:
     return sum(1 for book in Catalogue() if not categories or book.category in categories)
 
 
+#: Tasks per fair claim: a worker's pages in flight (queue_bench's FAIR_BATCH where it declares one).
+FAIR_BATCH = 8
+
+
+def _fair_worker(url: str, name: str, barrier: Any, results: Any, batch: int) -> None:
+    import queue_bench
+
+    db = Database(url, application_name=f"scale-bench fair {name}")
+    queue = queue_bench._queue(db)
+    db.connection()
+    barrier.wait(120)
+    done = 0
+    while tasks := queue.claim(name, batch, task_types=["detail"], scheduled=True).tasks:
+        done += queue.complete_many(tasks)
+    results.put((done, time.perf_counter()))
+    db.close()
+
+
+def _fair_throughput(db: Database, url: str, workers: int, n: int, batch: int) -> float:
+    """Fair claims (and completes) per second by ``workers`` processes, as queue_bench measures plain ones."""
+    import queue_bench
+
+    queue_bench._reset(db)
+    queue_bench._fill(db, n)
+    spawn = queue_bench.SPAWN
+    barrier, results = spawn.Barrier(workers + 1), spawn.Queue()
+    procs = [spawn.Process(target=_fair_worker, args=(url, f"w{i}", barrier, results, batch)) for i in range(workers)]
+    for proc in procs:
+        proc.start()
+    barrier.wait(120)
+    started = time.perf_counter()
+    outcomes = [results.get(timeout=300) for _ in procs]
+    for proc in procs:
+        proc.join(30)
+    if sum(done for done, _ in outcomes) != n:
+        raise RuntimeError(f"{sum(done for done, _ in outcomes)} fair claims completed out of {n}")
+    return n / (max(t for _, t in outcomes) - started)
+
+
 def bench_fair_claims(postgres: PostgresOnAddress) -> dict[str, Any]:
-    """queue_bench's fair (scheduled) throughput, on this run's cluster."""
+    """Fair (scheduled) claims/s with 1, 4 and 8 workers on this run's cluster: queue_bench's figure where it
+    has one (``bench_throughput(..., scheduled=True)``), else the same measurement made here."""
     import queue_bench
 
     url = postgres.create_database("fair_claims")
+    batch = getattr(queue_bench, "FAIR_BATCH", FAIR_BATCH)
     with Database(url, application_name="scale-bench fair") as db:
         migrate(db)
-        params = inspect.signature(queue_bench.bench_throughput).parameters
-        if "scheduled" not in params:
-            return {"error": "benchmarks/queue_bench.py has no fair (scheduled) throughput figure yet"}
-        batch = getattr(queue_bench, "FAIR_BATCH", 8)
-        return {
-            str(w): round(
-                queue_bench.bench_throughput(db, url, w, 20_000 if w > 1 else 10_000, batch=batch, scheduled=True)
-            )
-            for w in (1, 4, 8)
-        }
+        own = "scheduled" in inspect.signature(queue_bench.bench_throughput).parameters
+        figures = {}
+        for workers in (1, 4, 8):
+            n = 20_000 if workers > 1 else 10_000
+            if own:
+                rate = queue_bench.bench_throughput(db, url, workers, n, batch=batch, scheduled=True)
+            else:
+                rate = _fair_throughput(db, url, workers, n, batch)
+            figures[str(workers)] = round(rate)
+        return figures
 
 
 class PgBouncer:
