@@ -257,15 +257,61 @@ def export_cmd(fmt: str, output: Path | None, with_html: bool) -> None:
 
 
 @main.command("reextract")
+@click.option("--from-warc", is_flag=True, help="Rebuild the books from the WARC archive alone, not the stored HTML.")
+@click.option("--day", type=click.DateTime(formats=["%Y-%m-%d"]), help="With --from-warc: one day (YYYY-MM-DD).")
+@click.option(
+    "--write",
+    is_flag=True,
+    help="With --from-warc: store the books as a crawl would (a newer stored fetch wins); default: compare.",
+)
 @user_errors
-def reextract_cmd() -> None:
-    """Parse every stored raw HTML page again into the structured columns (no network)."""
+def reextract_cmd(from_warc: bool, day: Any, write: bool) -> None:
+    """Parse every stored raw HTML page again into the structured columns (no network).
+
+    With --from-warc the books are rebuilt from the archived responses alone and compared with the books
+    table (each difference listed, exit status 1 if any), or stored with --write. A WARC file cut short by
+    an interrupted worker is named with the byte where it ends (exit status 1); its whole records are used.
+    """
+    if from_warc:
+        _reextract_from_warc(load_settings(), day.date() if day else None, write=write)
+        return
+    if day is not None or write:
+        raise click.UsageError("--day and --write go with --from-warc")
     from book_assets.crawl.storage import reextract
 
     report = reextract(open_database(load_settings()))
     click.echo(f"re-extracted {report.scanned} books: {report.changed} changed, {report.unparseable} unparseable")
     for line in report.errors:
         click.echo(f"  {line}", err=True)
+
+
+def _reextract_from_warc(settings: Settings, day: Any, *, write: bool) -> None:
+    from book_assets.archive import archive_files, day_folder
+    from book_assets.archive.rebuild import compare, rebuild
+    from book_assets.archive.rebuild import write as store
+
+    folder = day_folder(settings.archive_dir, day) if day else settings.archive_dir
+    files = archive_files(folder)
+    if not files:
+        raise ConfigError(f"no WARC files under {folder} (the warc setting archives crawls; see warc_dir)")
+    rebuilt = rebuild(files)
+    click.echo(rebuilt.line())
+    failed = bool(rebuilt.damaged)
+    with open_database(settings) as database:
+        if write:
+            click.echo(store(database, rebuilt).line())
+        else:
+            comparison = compare(database, rebuilt)
+            click.echo(comparison.line())
+            for line in comparison.differences[:20]:
+                click.echo(f"  differs: {line}", err=True)
+            failed = failed or bool(comparison.differences)
+    for line in rebuilt.unparseable[:20]:
+        click.echo(f"  unparseable: {line}", err=True)
+    for damage in rebuilt.damaged:
+        click.echo(f"error: {damage.line()}", err=True)
+    if failed:
+        sys.exit(1)
 
 
 def _dagster_env(settings: Settings) -> dict[str, str]:

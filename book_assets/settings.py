@@ -49,6 +49,12 @@ class Settings(BaseSettings):
         default_factory=_default_data_dir,
         description="Folder for the embedded PostgreSQL cluster, exports, snapshots and artifacts.",
     )
+    warc: bool = Field(
+        default=True,
+        description="Archive every fetched response (request and response, exact body) in WARC files, one set per "
+        "day under warc_dir, indexed (CDXJ) when a crawl ends.",
+    )
+    warc_dir: Path | None = Field(default=None, description="Folder of the WARC archive; unset: <data_dir>/warc.")
     database_name: str = Field(
         default="bookpipeline", description="Database created on the embedded server for the pipeline."
     )
@@ -227,6 +233,11 @@ class Settings(BaseSettings):
     @cached_property
     def pg_dir(self) -> Path:
         return self.data_dir / "pg"
+
+    @cached_property
+    def archive_dir(self) -> Path:
+        """The WARC archive's folder (read by ``reextract --from-warc`` and ``raw_archive`` even with warc off)."""
+        return self.warc_dir or self.data_dir / "warc"
 
 
 def default(name: str) -> Any:

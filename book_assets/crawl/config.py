@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -71,6 +72,8 @@ class CrawlConfig:
     min_concurrency: int
     #: Re-crawls send the stored validators (http mode and adaptive mode's plain fetches).
     conditional_requests: bool
+    #: Where workers archive what they fetch (WARC, :mod:`book_assets.archive`); None: the ``warc`` setting is off.
+    archive_dir: Path | None
 
     @classmethod
     def from_settings(cls, settings: Settings) -> CrawlConfig:
@@ -97,6 +100,7 @@ class CrawlConfig:
                 "weights": resolve_weights(settings),
                 "min_interval_s": interval,
                 "min_concurrency": settings.concurrency or min(settings.min_concurrency, settings.max_concurrency),
+                "archive_dir": settings.archive_dir if settings.warc else None,
             }
         )
 
@@ -118,6 +122,8 @@ class CrawlConfig:
 
 
 def _json_ready(value: object) -> object:
+    if isinstance(value, Path):
+        return str(value)
     if isinstance(value, frozenset | set):
         return sorted(value)
     if isinstance(value, tuple):

@@ -13,8 +13,9 @@ import json
 import sys
 import time
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, date, datetime, timedelta
 
+from book_assets.archive import ArchiveSummary, index_days
 from book_assets.crawl.adaptive import Decision, forget_decisions, list_decisions
 from book_assets.crawl.config import DETAIL, LISTING, TASK_TYPES, CrawlConfig
 from book_assets.crawl.discovery import start_task
@@ -92,6 +93,8 @@ class CrawlReport:
     elapsed_s: float = 0.0
     #: Adaptive mode: the shared decision per (domain, page type) at the end of the crawl.
     decisions: list[Decision] = field(default_factory=list)
+    #: The WARC archive of each day the crawl ran on (warc on), indexed when it ended.
+    archive: list[ArchiveSummary] = field(default_factory=list)
 
     @property
     def pages_per_s(self) -> float:
@@ -124,6 +127,7 @@ class CrawlReport:
                 f"{self.stats.checked} compared, {self.stats.disagreements} disagreements"
             )
             lines += [f"  {decision.line()}" for decision in self.decisions]
+        lines += [summary.line() for summary in self.archive]
         if show_config:
             lines.append("config: " + json.dumps(self.config.as_dict(), sort_keys=True, default=str))
         return lines
@@ -228,6 +232,7 @@ class Crawl:
         self._started = time.monotonic()
         self._since = since
         self._resumed = since is not None
+        self._started_on = (since or datetime.now(UTC)).astimezone(UTC).date()
 
     @property
     def since(self) -> datetime | None:
@@ -286,7 +291,8 @@ class Crawl:
         return stats, (DETAIL,)
 
     def report(self, stats: WorkerStats) -> CrawlReport:
-        """What the crawl did, with every count read from the database."""
+        """What the crawl did, with every count read from the database; the days' archive indexed."""
+        archive = index_days(self.config.archive_dir, crawl_days(self._started_on)) if self.config.archive_dir else []
         with Database(self.database_url) as db:
             queue = make_queue(db, self.config)
             self._mark_start(db)
@@ -307,6 +313,7 @@ class Crawl:
                 budgets=queue.budget_report(DETAIL) if self.quotas else [],
                 elapsed_s=elapsed_s,
                 decisions=list_decisions(db) if self.config.fetch.mode == "adaptive" else [],
+                archive=archive,
             )
 
     def run(self, *, progress: bool = False) -> CrawlReport:
@@ -324,6 +331,12 @@ class Crawl:
             self._mark_start(db)
             self.requeued = make_queue(db, self.config).requeue()
         return self.report(self.work())
+
+
+def crawl_days(first: date) -> list[date]:
+    """The days (UTC) from ``first`` to today: those a crawl that started on ``first`` may have archived."""
+    today = datetime.now(UTC).date()
+    return [first + timedelta(days=n) for n in range((today - first).days + 1)]
 
 
 def crawl(database_url: str, config: CrawlConfig, *, progress: bool = False) -> CrawlReport:

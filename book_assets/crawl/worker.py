@@ -31,6 +31,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from urllib.parse import urlsplit
 
+from book_assets.archive.writer import ArchiveWriter
 from book_assets.crawl.adaptive import AdaptiveState, Mode, records_agree, sampled
 from book_assets.crawl.autoscale import Autoscaler, LoadMonitor
 from book_assets.crawl.config import DETAIL, LISTING, TASK_TYPES, CrawlConfig
@@ -163,6 +164,7 @@ class Worker:
         self._claimed = 0
         self._http: HttpFetcher | None = None
         self._browser: BrowserFetcher | None = None
+        self._archive: ArchiveWriter | None = None  # the WARC files of this process (warc on)
         # javascript=auto in browser mode: the (domain, page type)s whose served HTML did not parse but
         # whose render did, in this worker; every other page is fetched with scripts off.
         self._needs_js: set[tuple[str, str]] = set()
@@ -183,6 +185,8 @@ class Worker:
     async def _open_fetchers(self, stack: AsyncExitStack) -> BrowserFetcher | HttpFetcher:
         """The fetchers the mode needs (adaptive: both; the browser starts on its first fetch)."""
         mode = self.config.fetch.mode
+        if self.config.archive_dir is not None:
+            self._archive = stack.enter_context(ArchiveWriter(self.config.archive_dir))
         if mode in ("http", "adaptive"):
             self._http = await stack.enter_async_context(HttpFetcher(self.config.fetch))
         if mode in ("browser", "adaptive"):
@@ -366,6 +370,8 @@ class Worker:
             await self._fail(task, kind, f"{kind}: {exc}", retryable=False)
 
     async def _handle(self, task: Task, fetched: FetchResult) -> None:
+        if self._archive is not None:  # archived before parsing: every page used, parsable or not
+            await self._archive.write(fetched)
         if task.task_type == LISTING:
             await self._handle_listing(task, fetched)
         else:

@@ -437,6 +437,7 @@ class BrowserFetcher:
                 # The headers of the response event, without the extra round trip of all_headers() (which
                 # adds only security and cookie headers, none of which a fetch decision reads).
                 headers = dict(response.headers)
+                sent = dict(response.request.headers)
                 status = response.status
                 error = error_for_status(final_url, status, headers, retry_after_max_s=self.settings.retry_after_max_s)
                 if error is not None:
@@ -475,6 +476,7 @@ class BrowserFetcher:
             fetched_at=fetched_at,
             elapsed_s=time.monotonic() - started,
             rendered_html=rendered,
+            request_headers=sent,
         )
         return result
 

@@ -123,7 +123,7 @@ class HttpFetcher:
         current = url
         for _ in range(self.settings.max_redirects + 1):
             conditional = conditional_headers(validators, current)
-            status, headers, body = await self._get(current, conditional)
+            status, headers, body, sent = await self._get(current, conditional)
             location = headers.get("location")
             if status in REDIRECT_STATUSES and location:
                 target = urljoin(current, location.strip())
@@ -144,6 +144,7 @@ class HttpFetcher:
                     body=b"",
                     fetched_at=fetched_at,
                     elapsed_s=time.monotonic() - started,
+                    request_headers=sent,
                 )
             error = error_for_status(current, status, headers, retry_after_max_s=self.settings.retry_after_max_s)
             if error is not None:
@@ -156,11 +157,14 @@ class HttpFetcher:
                 body=body,
                 fetched_at=fetched_at,
                 elapsed_s=time.monotonic() - started,
+                request_headers=sent,
             )
         raise fetch_error("redirect_loop", f"more than {self.settings.max_redirects} redirects", url=url)
 
-    async def _get(self, url: str, extra_headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
-        """One GET without following redirects: (status, lower-cased headers, body).
+    async def _get(
+        self, url: str, extra_headers: dict[str, str] | None = None
+    ) -> tuple[int, dict[str, str], bytes, dict[str, str]]:
+        """One GET without following redirects: (status, lower-cased headers, body, request headers sent).
 
         Error bodies and redirect bodies are not read: nothing uses them, and skipping them keeps a
         misbehaving server from streaming megabytes at us.
@@ -171,9 +175,10 @@ class HttpFetcher:
         try:
             async with client.stream("GET", url, headers=extra_headers) as response:
                 headers = {k.lower(): v for k, v in response.headers.items()}
+                sent = {k.lower(): v for k, v in response.request.headers.items()}
                 status = response.status_code
                 if not 200 <= status < 300:
-                    return status, headers, b""
+                    return status, headers, b"", sent
                 declared = declared_length(headers)
                 if declared is not None and declared > limit:
                     raise too_large_error(url, declared, limit)
@@ -191,7 +196,7 @@ class HttpFetcher:
                 truncated = truncation_error(url, headers, response.num_bytes_downloaded)
                 if truncated is not None:
                     raise truncated
-                return status, headers, b"".join(chunks)
+                return status, headers, b"".join(chunks), sent
         except FetchError:
             raise
         except httpx.TimeoutException as exc:

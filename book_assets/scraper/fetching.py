@@ -159,6 +159,8 @@ class FetchResult:
         fetched_at: When the fetch started (UTC).
         elapsed_s: Wall time of the whole fetch, redirects included.
         content_hash: sha256 hex of ``body``: lets storage skip unchanged pages.
+        request_headers: The headers of the request that got the final response, as sent (lower-cased
+            names; the browser's as Chromium reports them), for the archive's request record.
     """
 
     url: str
@@ -171,6 +173,7 @@ class FetchResult:
     fetched_at: datetime
     elapsed_s: float
     content_hash: str
+    request_headers: dict[str, str] = field(default_factory=dict)
 
     @property
     def not_modified(self) -> bool:
@@ -188,6 +191,7 @@ def build_result(
     fetched_at: datetime,
     elapsed_s: float,
     rendered_html: str | None = None,
+    request_headers: dict[str, str] | None = None,
 ) -> FetchResult:
     """Assemble a ``FetchResult``, deriving ``html`` and ``content_hash`` from ``body``."""
     return FetchResult(
@@ -201,6 +205,7 @@ def build_result(
         fetched_at=fetched_at,
         elapsed_s=elapsed_s,
         content_hash=hashlib.sha256(body).hexdigest(),
+        request_headers=request_headers or {},
     )
 
 

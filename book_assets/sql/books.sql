@@ -96,3 +96,14 @@ FROM book_versions WHERE recorded_at >= %(since)s;
 UPDATE books SET fetched_at = greatest(fetched_at, %(fetched_at)s)
 WHERE url = %(url)s AND content_hash = %(content_hash)s
 RETURNING id, version, category;
+
+-- books_for_compare --
+-- Every stored book's fields and the fetch they came from, to compare with a re-extraction from the archive.
+SELECT url, title, price, rating, category, availability, upc, description, price_amount, price_excl_tax,
+       price_incl_tax, tax, rating_value, stock, num_reviews, product_type, content_hash, http_status, raw_html,
+       fetched_at
+FROM books ORDER BY url;
+
+-- book_fetched_at --
+-- When the stored page of one book was fetched (no row: not stored).
+SELECT fetched_at FROM books WHERE url = %(url)s;

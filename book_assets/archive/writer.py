@@ -1,0 +1,184 @@
+"""Writing fetched pages to WARC files: a request and a response record per fetch, gzip per record.
+
+Each worker process writes its own files, named like Heritrix's (``PREFIX-TIMESTAMP-SERIAL-PID~HOST``) and
+created exclusively, so workers on several hosts and processes never share a file even in one folder. A
+file belongs to the day (UTC) of the fetches in it: ``<archive_dir>/YYYY-MM-DD/``; a worker that runs past
+midnight closes its file and opens one in the next day's folder. Files are rotated at ``MAX_FILE_BYTES``
+(Heritrix's 1 GB). Every record is flushed as soon as it is written, so a reader (the indexer, a re-extraction)
+sees whole records and a worker killed mid-write leaves at most its last record cut short.
+
+What a response record holds: the final response's status line and headers and its body exactly as the
+fetcher received it (``FetchResult.body``). Both fetchers hand over the body after transfer and content
+decoding (httpx and Chromium decompress), so a ``Content-Encoding``, ``Transfer-Encoding`` or mismatched
+``Content-Length`` header would describe bytes the record does not hold; such headers are kept under the
+``X-Archive-Orig-`` prefix (pywb's convention) and a ``Content-Length`` of the stored body is written, which
+keeps the record readable by ``warcio`` and replay tools. In browser mode with scripts on, the DOM after
+scripts ran is written as a ``conversion`` record that refers to the response (``WARC-Refers-To``): the data
+of a page that only scripts build is in the archive too, while the response stays what the server sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import http
+import itertools
+import os
+import socket
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, date, datetime
+from io import BytesIO
+from pathlib import Path
+from types import TracebackType
+from typing import BinaryIO, Self
+from urllib.parse import urlsplit
+
+from warcio.statusandheaders import StatusAndHeaders
+from warcio.warcwriter import WARCWriter
+
+from book_assets.scraper.fetching import FetchResult
+
+#: Files are rotated past this size (Heritrix's default); a full sandbox crawl is far smaller.
+MAX_FILE_BYTES = 1_000_000_000
+WARC_VERSION = "WARC/1.1"
+PREFIX = "book-pipeline"
+SUFFIX = ".warc.gz"
+#: Response headers that describe the bytes on the wire, not the decoded body the record holds.
+_WIRE_HEADERS = ("content-encoding", "transfer-encoding")
+#: One number per file opened by this process: two writers in one process never pick the same name.
+_serial = itertools.count()
+
+
+def day_folder(archive_dir: Path, day: date) -> Path:
+    """The folder of one day's WARC files and index."""
+    return archive_dir / day.isoformat()
+
+
+def warc_date(when: datetime) -> str:
+    """A WARC-Date with microseconds (WARC/1.1 allows them): the fetch's ``fetched_at`` in UTC."""
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def archived_headers(fetched: FetchResult) -> list[tuple[str, str]]:
+    """The response headers as the record states them: wire-only headers renamed, the body's length declared."""
+    headers: list[tuple[str, str]] = []
+    length = str(len(fetched.body))
+    renamed = any(fetched.headers.get(name, "identity").strip().lower() != "identity" for name in _WIRE_HEADERS)
+    declared = fetched.headers.get("content-length")
+    for name, value in fetched.headers.items():
+        rename = name in _WIRE_HEADERS or (name == "content-length" and (renamed or value.strip() != length))
+        # Chromium joins repeated headers (Set-Cookie) with newlines; a header block needs one line each.
+        for line in value.split("\n"):
+            headers.append((f"X-Archive-Orig-{name}" if rename else name, line))
+    if renamed or declared is None or declared.strip() != length:
+        headers.append(("content-length", length))
+    return headers
+
+
+def request_headers(fetched: FetchResult) -> list[tuple[str, str]]:
+    """The request's headers as sent, with ``Host`` first when the fetcher did not report it (Chromium)."""
+    sent = list(fetched.request_headers.items())
+    if not any(name.lower() == "host" for name, _ in sent):
+        sent.insert(0, ("host", urlsplit(fetched.final_url).netloc))
+    return sent
+
+
+class ArchiveWriter:
+    """One process's WARC files under ``archive_dir``; ``write`` appends a fetch's records.
+
+    Use as a context manager (``with ArchiveWriter(path) as archive``); writes run on one thread of their
+    own (``await archive.write(fetched)``) so compression never holds up the event loop, in order.
+    """
+
+    def __init__(self, archive_dir: Path, *, max_file_bytes: int = MAX_FILE_BYTES) -> None:
+        self.archive_dir = archive_dir
+        self.max_file_bytes = max_file_bytes
+        self.host = socket.gethostname().replace("~", "-").replace("/", "-")
+        self.files: list[Path] = []
+        self.records = 0
+        self._day: date | None = None
+        self._file: BinaryIO | None = None
+        self._warc: WARCWriter | None = None
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="warc")
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object | TracebackType) -> None:
+        self.close()
+
+    async def write(self, fetched: FetchResult) -> None:
+        """Append ``fetched`` (on the writer's thread); returns once its records are flushed to the file."""
+        await asyncio.get_running_loop().run_in_executor(self._thread, self.write_now, fetched)
+
+    def write_now(self, fetched: FetchResult) -> None:
+        """Append the request, response (and rendered DOM) records of ``fetched``, in the calling thread."""
+        warc = self._writer_for(fetched.fetched_at.astimezone(UTC).date())
+        uri, when = fetched.final_url, warc_date(fetched.fetched_at)
+        status = StatusAndHeaders(
+            f"{fetched.status} {_reason(fetched.status)}", archived_headers(fetched), protocol="HTTP/1.1"
+        )
+        response = warc.create_warc_record(
+            uri, "response", payload=BytesIO(fetched.body), http_headers=status, warc_headers_dict={"WARC-Date": when}
+        )
+        parts = urlsplit(uri)
+        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        # warcio keeps a request line's method as its "protocol" (how it parses one back).
+        sent = StatusAndHeaders(f"{target} HTTP/1.1", request_headers(fetched), protocol="GET", is_http_request=True)
+        request = warc.create_warc_record(uri, "request", http_headers=sent, warc_headers_dict={"WARC-Date": when})
+        warc.write_request_response_pair(request, response)
+        if fetched.rendered_html is not None and fetched.rendered_html != fetched.html:
+            dom = fetched.rendered_html.encode("utf-8")
+            conversion = warc.create_warc_record(
+                uri,
+                "conversion",
+                payload=BytesIO(dom),
+                length=len(dom),
+                warc_content_type="text/html; charset=utf-8",
+                warc_headers_dict={
+                    "WARC-Date": when,
+                    "WARC-Refers-To": response.rec_headers.get_header("WARC-Record-ID"),
+                },
+            )
+            warc.write_record(conversion)
+        assert self._file is not None
+        self._file.flush()
+        self.records += 1
+
+    def _writer_for(self, day: date) -> WARCWriter:
+        """The open file's writer, after opening a new file on a new day or past the size limit."""
+        if self._file is not None and (day != self._day or self._file.tell() >= self.max_file_bytes):
+            self._close_file()
+        if self._warc is None:
+            self._open_file(day)
+        assert self._warc is not None
+        return self._warc
+
+    def _open_file(self, day: date) -> None:
+        folder = day_folder(self.archive_dir, day)
+        folder.mkdir(parents=True, exist_ok=True)
+        stamp = datetime.now(UTC).strftime("%Y%m%d%H%M%S%f")
+        path = folder / f"{PREFIX}-{stamp}-{next(_serial):05d}-{os.getpid()}~{self.host}{SUFFIX}"
+        self._file = path.open("xb")  # exclusive: a name taken by another writer fails loudly
+        self._warc = WARCWriter(self._file, gzip=True, warc_version=WARC_VERSION)
+        self._day = day
+        self.files.append(path)
+        info = {"software": PREFIX, "format": "WARC File Format 1.1", "hostname": self.host, "pid": os.getpid()}
+        self._warc.write_record(self._warc.create_warcinfo_record(path.name, info))
+        self._file.flush()
+
+    def _close_file(self) -> None:
+        file, self._file, self._warc = self._file, None, None
+        if file is not None:
+            file.close()
+
+    def close(self) -> None:
+        """Finish pending writes and close the file; safe to call twice."""
+        self._thread.shutdown(wait=True)
+        self._close_file()
+
+
+def _reason(status: int) -> str:
+    try:
+        return http.HTTPStatus(status).phrase
+    except ValueError:
+        return "Unknown"
