@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg2
@@ -48,6 +49,15 @@ def _admin(admin_url: str, *statements: str) -> None:
                 cur.execute(statement)
     finally:
         conn.close()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def scratch_archive(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Test crawls archive into a folder of the session (``warc_dir``), never into the project's archive."""
+    folder = tmp_path_factory.mktemp("warc")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("BOOK_PIPELINE_WARC_DIR", str(folder))
+        yield folder
 
 
 @pytest.fixture(scope="session")

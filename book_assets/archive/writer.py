@@ -122,8 +122,7 @@ class ArchiveWriter:
         )
         parts = urlsplit(uri)
         target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        # warcio keeps a request line's method as its "protocol" (how it parses one back).
-        sent = StatusAndHeaders(f"{target} HTTP/1.1", request_headers(fetched), protocol="GET", is_http_request=True)
+        sent = StatusAndHeaders(f"GET {target} HTTP/1.1", request_headers(fetched), is_http_request=True)
         request = warc.create_warc_record(uri, "request", http_headers=sent, warc_headers_dict={"WARC-Date": when})
         warc.write_request_response_pair(request, response)
         if fetched.rendered_html is not None and fetched.rendered_html != fetched.html:
