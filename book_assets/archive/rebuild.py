@@ -135,8 +135,9 @@ def compare(db: Database, rebuilt: Rebuilt) -> Comparison:
         if row is None:
             continue
         wrong = [k for k, v in expected_row(detail, fetch).items() if _comparable(row[k]) != _comparable(v)]
-        differences += [f"{url} {k}: stored {_shown(row[k])}, archived {_shown(expected_row(detail, fetch)[k])}"
-                        for k in wrong]  # fmt: skip
+        differences += [
+            f"{url} {k}: stored {_shown(row[k])}, archived {_shown(expected_row(detail, fetch)[k])}" for k in wrong
+        ]
         equal += not wrong
     return Comparison(
         equal=equal,

@@ -71,8 +71,9 @@ def test_crawl_archives_one_response_per_fetched_page_checked_and_indexed_one_fi
     assert {r.rec_headers.get_header("WARC-Target-URI") for r in responses} >= {
         row["url"] for row in db.query("SELECT url FROM books")
     }
-    assert all(r.http_headers.get_statuscode() == "200" and r.rec_headers.get_header("WARC-Payload-Digest")
-               for r in responses)  # fmt: skip
+    assert all(
+        r.http_headers.get_statuscode() == "200" and r.rec_headers.get_header("WARC-Payload-Digest") for r in responses
+    )
     # Each request names its response, was sent by the crawler and asked for the response's URL.
     by_id = {r.rec_headers.get_header("WARC-Record-ID"): r for r in responses}
     assert len(requests) == len(responses)
@@ -185,9 +186,12 @@ def test_workers_in_two_processes_writing_at_once_write_separate_whole_files(tmp
         ({"content-length": "17"}, [("content-length", "17")]),
         (
             {"content-encoding": "gzip", "content-length": "9"},
-            [("X-Archive-Orig-content-encoding", "gzip"), ("X-Archive-Orig-content-length", "9"),
-             ("content-length", "17")],
-        ),  # fmt: skip
+            [
+                ("X-Archive-Orig-content-encoding", "gzip"),
+                ("X-Archive-Orig-content-length", "9"),
+                ("content-length", "17"),
+            ],
+        ),
         ({"transfer-encoding": "chunked"}, [("X-Archive-Orig-transfer-encoding", "chunked"), ("content-length", "17")]),
         ({"set-cookie": "a=1\nb=2"}, [("set-cookie", "a=1"), ("set-cookie", "b=2"), ("content-length", "17")]),
     ],
