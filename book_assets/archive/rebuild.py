@@ -31,8 +31,6 @@ from book_assets.sql import load_queries
 from book_assets.urls import canonical_url
 
 Q = load_queries("books")
-#: Stored columns a re-extraction must reproduce, beside the parsed fields.
-FETCH_COLUMNS = ("content_hash", "http_status", "raw_html", "fetched_at")
 
 
 @dataclass
@@ -134,10 +132,9 @@ def compare(db: Database, rebuilt: Rebuilt) -> Comparison:
         row = stored.get(url)
         if row is None:
             continue
-        wrong = [k for k, v in expected_row(detail, fetch).items() if _comparable(row[k]) != _comparable(v)]
-        differences += [
-            f"{url} {k}: stored {_shown(row[k])}, archived {_shown(expected_row(detail, fetch)[k])}" for k in wrong
-        ]
+        expected = expected_row(detail, fetch)
+        wrong = [k for k, v in expected.items() if _comparable(row[k]) != _comparable(v)]
+        differences += [f"{url} {k}: stored {_shown(row[k])}, archived {_shown(expected[k])}" for k in wrong]
         equal += not wrong
     return Comparison(
         equal=equal,
@@ -175,14 +172,14 @@ class Written:
 def write(db: Database, rebuilt: Rebuilt) -> Written:
     """Store the rebuilt books as a crawl would, oldest fetch first; each book in its own transaction."""
     counts = {"new": 0, "changed": 0, "unchanged": 0, "older": 0}
-    for detail, fetch in sorted(rebuilt.books.values(), key=lambda b: b[1].fetched_at):
+    for detail, page in sorted(rebuilt.books.values(), key=lambda b: b[1].fetched_at):
 
-        def _store(cur: Cursor, detail: BookDetail = detail, fetch: FetchResult = fetch) -> str:
+        def _store(cur: Cursor, detail: BookDetail = detail, page: FetchResult = page) -> str:
             cur.execute(Q["book_fetched_at"], {"url": detail.url})
             row = cur.fetchone()
-            if row is not None and row["fetched_at"] is not None and row["fetched_at"] > fetch.fetched_at:
+            if row is not None and row["fetched_at"] is not None and row["fetched_at"] > page.fetched_at:
                 return "older"
-            return write_book(cur, detail, fetch).outcome
+            return write_book(cur, detail, page).outcome
 
         counts[db.run(_store)] += 1
     return Written(**counts)

@@ -1,4 +1,4 @@
-"""Dagster resources: the database, the fetcher, the target site and the scheduling knobs.
+"""Dagster resources: the database, the fetcher, the target site, the scheduling knobs and the archive.
 
 Every field of the fetcher, site and scheduling resources is named after a setting and documented by it
 (:mod:`book_assets.settings` declares each default once). A field left unset (``None``) takes the setting's
@@ -120,6 +120,13 @@ class SchedulingResource(SettingsResource):
     data_dir: str | None = Field(default=None, description=describe("data_dir"))
 
 
+class ArchiveResource(SettingsResource):
+    """Where the WARC archive lives: the crawl writes it, ``raw_archive`` indexes and counts a day of it."""
+
+    warc_dir: str | None = Field(default=None, description=describe("warc_dir"))
+    data_dir: str | None = Field(default=None, description=describe("data_dir"))
+
+
 def run_settings(*resources: SettingsResource) -> Settings:
     """Settings of one run: the environment's, overridden by whatever the resources set."""
     return load_settings(**settings_overrides_of(*resources))
@@ -150,4 +157,5 @@ def default_resources() -> dict[str, dg.ConfigurableResource]:
         "fetcher": FetcherResource(),
         "site": SiteResource(),
         "scheduling": SchedulingResource(),
+        "archive": ArchiveResource(),
     }

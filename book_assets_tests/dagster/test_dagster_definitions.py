@@ -69,6 +69,17 @@ def test_definitions_snapshot(repo: dg.RepositoryDefinition) -> None:
             "table_name": "public.books",
             "deps": ["listing_discovery"],
         },
+        "raw_archive": {
+            "group": "archive",
+            "kinds": ["python", "warc"],
+            "owners": ["team:book-pipeline"],
+            "tags": {"book-pipeline/layer": "crawl"},
+            "pool": None,
+            "partitions": "DailyPartitionsDefinition",
+            "freshness_fail_h": None,
+            "table_name": None,
+            "deps": ["book_details"],
+        },
         "category_balanced_snapshot": {
             "group": "snapshot",
             "kinds": ["pandas", "parquet", "postgres"],

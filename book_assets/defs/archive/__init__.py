@@ -1,0 +1,1 @@
+"""The WARC archive of each day: its files, records and bytes, indexed."""
