@@ -202,3 +202,17 @@ def test_archived_headers_describe_the_decoded_body_the_record_holds(
 ) -> None:
     headers = archived_headers(_fetch("http://example.test/", **served))
     assert headers[1:] == recorded  # after content-type
+
+
+@pytest.mark.browser
+def test_pages_only_scripts_build_are_rebuilt_from_the_archived_rendered_dom(
+    db: Database, database_url: str, sandbox_factory: Any, tmp_path: Path
+) -> None:
+    site = sandbox_factory(js_mode=True)
+    report = _crawl(database_url, site, tmp_path, mode="browser", concurrency=4)
+    assert report.counts["total"] == 11
+    conversions = [r for _, _, r in _records(tmp_path) if r.rec_type == "conversion"]
+    assert len(conversions) >= 11  # the rendered DOM of every book page, beside its served response
+    result = _reextract(database_url, tmp_path)
+    assert result.exit_code == 0, result.output
+    assert "books table: 11 equal, 0 differ, 0 only in the archive, 0 only in the table" in result.stdout
