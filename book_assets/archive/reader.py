@@ -13,7 +13,7 @@ import re
 import zlib
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from io import BytesIO
 from pathlib import Path
@@ -129,27 +129,33 @@ def scan(path: Path) -> FileScan:
     return FileScan(path, path.stat().st_size, end, dict(types), damage)
 
 
-def responses(paths: list[Path]) -> tuple[list[ArchivedResponse], list[ArchiveDamage]]:
-    """Every response record of ``paths`` (in file order) with its rendered DOM, and the damaged files."""
-    found: list[ArchivedResponse] = []
-    by_id: dict[str, int] = {}
-    damaged: list[ArchiveDamage] = []
+def responses(paths: list[Path], damaged: list[ArchiveDamage]) -> Iterator[ArchivedResponse]:
+    """Every response record of ``paths`` in file order, with its rendered DOM; damaged files go to ``damaged``.
+
+    A response's conversion record follows it in the same file (the writer's order: response, request,
+    conversion), so a response is handed out once the next response or the end of its file shows up.
+    """
     for path in paths:
+        pending: ArchivedResponse | None = None
         try:
             for offset, record, content in records(path):
-                kind = record.rec_type
-                headers = record.rec_headers
-                if kind == "response" and record.http_headers is not None:
-                    by_id[headers.get_header("WARC-Record-ID")] = len(found)
-                    found.append(_response(path, offset, record, content))
-                elif kind == "conversion":
-                    index = by_id.get(headers.get_header("WARC-Refers-To") or "")
-                    if index is not None:
-                        rendered = content.decode("utf-8", "replace")
-                        found[index] = _with_rendered(found[index], rendered)
+                if record.rec_type == "response" and record.http_headers is not None:
+                    if pending is not None:
+                        yield pending
+                    pending = _response(path, offset, record, content)
+                elif _refers_to(record, pending):
+                    assert pending is not None
+                    pending = replace(pending, rendered_html=content.decode("utf-8", "replace"))
         except CutShort as exc:
             damaged.append(ArchiveDamage(path, exc.offset, exc.reason))
-    return found, damaged
+        if pending is not None:
+            yield pending
+
+
+def _refers_to(record: ArcWarcRecord, response: ArchivedResponse | None) -> bool:
+    """Whether ``record`` is the rendered DOM (conversion record) of ``response``."""
+    refers_to = record.rec_headers.get_header("WARC-Refers-To")
+    return record.rec_type == "conversion" and response is not None and refers_to == response.record_id
 
 
 def _response(path: Path, offset: int, record: ArcWarcRecord, content: bytes) -> ArchivedResponse:
@@ -166,9 +172,3 @@ def _response(path: Path, offset: int, record: ArcWarcRecord, content: bytes) ->
         path=path,
         offset=offset,
     )
-
-
-def _with_rendered(response: ArchivedResponse, rendered: str) -> ArchivedResponse:
-    from dataclasses import replace
-
-    return replace(response, rendered_html=rendered)

@@ -53,24 +53,28 @@ class Rebuilt:
 
 
 def rebuild(paths: list[Path]) -> Rebuilt:
-    """Parse every response record of ``paths``; the newest parseable page of each book wins."""
-    found, damaged = responses(paths)
-    rebuilt = Rebuilt(files=len(paths), responses=len(found), damaged=damaged)
-    for archived in sorted(found, key=lambda r: r.fetched_at):
+    """Parse every response record of ``paths``; the newest parseable page of each book wins.
+
+    Read as a stream: only each book's newest page is held, not the archive.
+    """
+    rebuilt = Rebuilt(files=len(paths))
+    for archived in responses(paths, rebuilt.damaged):
+        rebuilt.responses += 1
         if not 200 <= archived.status < 300:
             rebuilt.not_ok += 1
             continue
         fetch = as_fetch(archived)
-        url = canonical_url(fetch.final_url)
         try:
-            detail = parse_served_or_rendered(fetch.html, fetch.rendered_html, url)
+            detail = parse_served_or_rendered(fetch.html, fetch.rendered_html, canonical_url(fetch.final_url))
         except ParseError:
             if _is_listing(fetch):
                 rebuilt.listing_pages += 1
             else:
                 rebuilt.unparseable.append(f"{fetch.final_url} ({archived.path.name} at byte {archived.offset})")
             continue
-        rebuilt.books[detail.url] = (detail, fetch)
+        newest = rebuilt.books.get(detail.url)
+        if newest is None or newest[1].fetched_at <= fetch.fetched_at:
+            rebuilt.books[detail.url] = (detail, fetch)
     return rebuilt
 
 
