@@ -413,29 +413,28 @@ class Worker:
             self.stats.rendered += 1
             self._adaptive.count(*key, rendered=1)
             return await self._browser.fetch(url, javascript=self._render_js), None
-        # Conditional only once plain HTTP is trusted, and never for the sample: a page that may be compared
-        # with its render is downloaded, since a 304 would leave nothing to compare.
-        trusted = mode == Mode.HTTP and not sampled(url, self.config.adaptive_sample_rate)
-        plain = await self._http.fetch(url, validators if trusted else None)
-        self.stats.plain += 1
-        if plain.not_modified:  # the stored copy stands
-            self._adaptive.count(*key, plain=1)
-            return plain, None
         # One probe in flight per page type and worker: with 2 workers x 4 pages the sandbox's first crawl
         # rendered 27 book pages to collect 5 agreements (benchmarks/browser_bench.py); the others go plain, which is
         # safe because a page whose served HTML does not parse is rendered anyway (the "adaptive" fallback).
+        # A page to be compared with its render is downloaded in full (a 304 would leave nothing to compare);
+        # the others are conditional, their stored copy standing as it would for a plain page in http mode.
         check = sampled(url, self.config.adaptive_sample_rate) or (mode == Mode.PROBE and key not in self._probing)
-        if not check:
-            self._adaptive.count(*key, plain=1)
-            return plain, "adaptive"
-        self._probing.add(key)
+        if check:
+            self._probing.add(key)
         try:
-            rendered = await self._browser.fetch(url, javascript=self._render_js)
-        except FetchError:
-            self._adaptive.count(*key, plain=1)  # no evidence either way; the plain page still counts
-            return plain, "adaptive"
+            plain = await self._http.fetch(url, None if check else validators)
+            self.stats.plain += 1
+            if not check or plain.not_modified:
+                self._adaptive.count(*key, plain=1)
+                return plain, (None if plain.not_modified else "adaptive")
+            try:
+                rendered = await self._browser.fetch(url, javascript=self._render_js)
+            except FetchError:
+                self._adaptive.count(*key, plain=1)  # no evidence either way; the plain page still counts
+                return plain, "adaptive"
         finally:
-            self._probing.discard(key)
+            if check:
+                self._probing.discard(key)
         agreed = records_agree(key[1], plain.html, rendered.rendered_html or rendered.html, plain.final_url)
         self.stats.rendered += 1
         self.stats.checked += 1

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from book_assets.crawl.pipeline import crawl
 from book_assets.db.connection import Database
 from book_assets.sandbox.faults import Faults
@@ -140,3 +142,23 @@ def test_a_304_whose_stored_copy_changed_meanwhile_is_fetched_again_in_full(
     assert report.run.books_unchanged == 11
     row = db.query("SELECT content_hash FROM books WHERE url = %s", (site.url_for(book.url_path),))[0]
     assert row["content_hash"] != "elsewhere"
+
+
+@pytest.mark.browser
+def test_adaptive_recrawl_is_conditional_once_plain_http_is_trusted_and_keeps_the_books(
+    db: Database, database_url: str, sandbox_factory: Any, books_rows: Any
+) -> None:
+    site = sandbox_factory()
+    config = sandbox_config(site.url, mode="adaptive", concurrency=4, categories=("Mystery", "Travel"))
+    crawl(database_url, config)
+    before = {r["url"]: (r["version"], r["updated_at"], r["raw_html"]) for r in books_rows()}
+    site.reset_stats()
+
+    again = crawl(database_url, config)
+
+    books = {p for p in _book_paths(site.catalogue) if site.catalogue.book_by_path(p).category in ("Mystery", "Travel")}
+    not_modified = {p for p in site.stats().statuses(304) if p in books}
+    # Probes and the re-checked sample download the page (there must be something to compare); the rest is 304.
+    assert len(not_modified) > len(books) / 2, (len(not_modified), len(books))
+    assert again.run.books_unchanged == len(books) == 43 and again.failed_by_reason == {}
+    assert {r["url"]: (r["version"], r["updated_at"], r["raw_html"]) for r in books_rows()} == before
