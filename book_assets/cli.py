@@ -256,6 +256,30 @@ def export_cmd(fmt: str, output: Path | None, with_html: bool) -> None:
     click.echo(f"wrote {n} books to {target}")
 
 
+@main.command("changes")
+@click.option(
+    "--day",
+    type=click.DateTime(formats=["%Y-%m-%d"]),
+    help="The day (UTC) whose changes to print, as YYYY-MM-DD.  [default: today]",
+)
+@click.option("--format", "fmt", type=click.Choice(["jsonl", "csv"]), default="jsonl", show_default=True)
+@click.option("--output", type=click.Path(dir_okay=False, path_type=Path), help="Default: standard output.")
+@user_errors
+def changes_cmd(day: Any, fmt: str, output: Path | None) -> None:
+    """The change feed of a day: each book new, changed (with its fields), removed or returned that day."""
+    from datetime import UTC, datetime
+
+    from book_assets.crawl.changes import changes_of_day, export_changes, write_changes
+
+    when = day.date() if day is not None else datetime.now(UTC).date()
+    with open_database(load_settings()) as database:
+        if output is None:
+            write_changes(changes_of_day(database, when), fmt, sys.stdout)  # type: ignore[arg-type]
+            return
+        n = export_changes(database, when, fmt, output)  # type: ignore[arg-type]
+    click.echo(f"wrote {n} changes of {when} to {output}", err=True)
+
+
 @main.command("reextract")
 @click.option("--from-warc", is_flag=True, help="Rebuild the books from the WARC archive alone, not the stored HTML.")
 @click.option("--day", type=click.DateTime(formats=["%Y-%m-%d"]), help="With --from-warc: one day (YYYY-MM-DD).")

@@ -24,6 +24,10 @@ class ListingOutcome:
     cards: int = 0
     categories: int = 0
     offsite_skipped: int = 0
+    #: The category whose cards the page listed, and whether they were followed (False: a start page that
+    #: only links categories, or a category left out by ``--categories``).
+    category: str | None = None
+    followed: bool = False
 
 
 def start_task(config: CrawlConfig) -> NewTask:
@@ -50,6 +54,7 @@ def listing_tasks(payload: dict[str, Any], page: ListingPage, config: CrawlConfi
 
     if category is not None and not is_one_of(category, config.categories):
         return outcome
+    outcome.category, outcome.followed = category, True
     for card in page.cards:
         if not host_allowed(card.url, config.allowed_domains):
             outcome.offsite_skipped += 1

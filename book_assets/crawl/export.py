@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import csv
 import json
-from datetime import datetime
+from datetime import date
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
@@ -25,10 +25,10 @@ Format = Literal["jsonl", "csv", "parquet"]
 FORMULA_TRIGGERS = ("=", "+", "-", "@", "\t", "\r")
 
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
     if isinstance(value, Decimal):
         return str(value)
-    if isinstance(value, datetime):
+    if isinstance(value, date):  # a datetime too
         return value.isoformat()
     return value
 
@@ -50,13 +50,13 @@ def export_books(db: Database, fmt: Format, output: Path, *, with_html: bool = F
     if fmt == "jsonl":
         with output.open("w", encoding="utf-8") as fh:
             for row in rows:
-                fh.write(json.dumps({k: _plain(v) for k, v in row.items()}, ensure_ascii=False) + "\n")
+                fh.write(json.dumps({k: plain(v) for k, v in row.items()}, ensure_ascii=False) + "\n")
     elif fmt == "csv":
         with output.open("w", encoding="utf-8", newline="") as fh:
             if rows:
                 writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
                 writer.writeheader()
-                writer.writerows({k: _plain(spreadsheet_safe(v)) for k, v in row.items()} for row in rows)
+                writer.writerows({k: plain(spreadsheet_safe(v)) for k, v in row.items()} for row in rows)
     else:
         import pandas as pd
 

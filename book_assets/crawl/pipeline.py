@@ -21,6 +21,7 @@ from book_assets.crawl.config import DETAIL, LISTING, TASK_TYPES, CrawlConfig
 from book_assets.crawl.discovery import start_task
 from book_assets.crawl.drain import drain as run_drain
 from book_assets.crawl.pages import revalidated_since
+from book_assets.crawl.removals import OpenCrawl, Removals, latest_open_crawl, open_crawl, settle
 from book_assets.crawl.storage import book_counts, versions_since
 from book_assets.crawl.worker import WorkerStats, make_queue
 from book_assets.db.connection import Database
@@ -95,6 +96,8 @@ class CrawlReport:
     decisions: list[Decision] = field(default_factory=list)
     #: The WARC archive of each day the crawl ran on (warc on), indexed when it ended.
     archive: list[ArchiveSummary] = field(default_factory=list)
+    #: Books marked removed or back at the crawl's end (or why removals were not decided).
+    removals: Removals | None = None
 
     @property
     def pages_per_s(self) -> float:
@@ -118,6 +121,8 @@ class CrawlReport:
                 f"workers lost: {len(self.stats.lost_workers)} ({'; '.join(self.stats.lost_workers)}); "
                 "their tasks were taken over and are counted above; their fetcher and adaptive counters are missing"
             )
+        if self.removals is not None:
+            lines.append(self.removals.line())
         if self.budgets:
             lines.append(budget_line(self.budgets))
             lines.append("deep budget quotas: " + ", ".join(f"{k} {v}" for k, v in sorted(self.quotas.items()) if v))
@@ -229,6 +234,9 @@ class Crawl:
         self.quotas: dict[str, int] = {}
         self.seeded = False
         self.requeued = 0
+        #: The crawl opened by :meth:`start`; a report without a start settles the latest open one.
+        self.opened: OpenCrawl | None = None
+        self._retrying = False
         self._started = time.monotonic()
         self._since = since
         self._resumed = since is not None
@@ -249,6 +257,7 @@ class Crawl:
         with Database(self.database_url) as db:
             prepare(db, self.config)
             self._mark_start(db)
+            self.opened = open_crawl(db)
             self.seeded = seed(db, self.config)
         return self.seeded
 
@@ -314,7 +323,14 @@ class Crawl:
                 elapsed_s=elapsed_s,
                 decisions=list_decisions(db) if self.config.fetch.mode == "adaptive" else [],
                 archive=archive,
+                removals=self._settle(db),
             )
+
+    def _settle(self, db: Database) -> Removals:
+        """Decide removals from what this crawl's listing pages showed (see :mod:`book_assets.crawl.removals`)."""
+        if self._retrying:
+            return settle(db, None, undecided="a retry of the failures sees only the pages it retried")
+        return settle(db, self.opened or latest_open_crawl(db))
 
     def run(self, *, progress: bool = False) -> CrawlReport:
         """Start, work until drained, report."""
@@ -329,6 +345,7 @@ class Crawl:
         with Database(self.database_url) as db:
             prepare(db, self.config)
             self._mark_start(db)
+            self._retrying = True
             self.requeued = make_queue(db, self.config).requeue()
         return self.report(self.work())
 

@@ -37,6 +37,7 @@ from book_assets.crawl.autoscale import Autoscaler, LoadMonitor
 from book_assets.crawl.config import DETAIL, LISTING, TASK_TYPES, CrawlConfig
 from book_assets.crawl.discovery import listing_tasks
 from book_assets.crawl.pages import StaleCopy, forget_page, page_validators, revalidate_book, stored_copy, write_page
+from book_assets.crawl.removals import listing_record, record_listing
 from book_assets.crawl.storage import StoredBook, parse_served_or_rendered, write_book
 from book_assets.db.connection import Database
 from book_assets.queue import ClaimResult, FailOutcome, LeaseLost, NewTask, Task, TaskQueue
@@ -483,9 +484,12 @@ class Worker:
             created = await self._db(self._enqueue, outcome.tasks)
             self.stats.new_detail_tasks += created
         url = str(task.payload["url"])
+        record = listing_record(task.payload, page, outcome)
 
         def _store(cur: Any) -> None:
             write_page(cur, url, fetched, keep_body=True, validated_at=validated_at)
+            if record is not None:  # what the page listed, for the crawl's removals
+                record_listing(cur, record)
 
         await self._db(self.queue.complete_with, self._in_flight.get(task.id, task), _store)
 

@@ -63,6 +63,7 @@ BOOKS_SCHEMA = dg.TableSchema(
         _column("rendered_html", "text", "The DOM after scripts ran, when it differs from raw_html."),
         _column("requested_url", "text", "The URL asked for, when a redirect led elsewhere."),
         _column("raw_body", "bytea", "The served bytes, when raw_html does not reproduce them."),
+        _column("removed_at", "timestamptz", "When no complete listing of its category showed it; NULL while listed."),
     ],
     constraints=dg.TableConstraints(other=["unique (url)"]),
 )

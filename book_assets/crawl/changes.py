@@ -1,0 +1,113 @@
+"""The change feed of a day: each book that was new, changed (with its fields), removed or returned that day.
+
+A day is a UTC calendar day. The feed compares the day's start with its end (``book_changes_v1`` in migration
+0012): versions recorded that day (``book_versions``) and presence events (``book_presence``, written when a
+crawl ends, see :mod:`book_assets.crawl.removals`). Rebuilding a past day gives the same rows again.
+
+Written as JSON Lines (``fields`` a list) or CSV (``fields`` joined by ``;``, text cells made spreadsheet-safe
+as :mod:`book_assets.crawl.export` does), to a file or a stream; the chart of changes per day is a PNG
+drawn on a bare matplotlib ``Figure`` (imported only when drawing, as the snapshot's chart is).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterable
+from datetime import date, timedelta
+from pathlib import Path
+from typing import IO, Any, Literal
+
+from book_assets.crawl.export import plain, spreadsheet_safe
+from book_assets.db.connection import Database
+from book_assets.sql import load_queries
+
+Format = Literal["jsonl", "csv"]
+#: The kinds of change, in feed order.
+CHANGES = ("new", "changed", "returned", "removed")
+COLUMNS = ("day", "change", "book_id", "url", "title", "category", "price", "version", "fields", "changed_at")
+#: Days shown in the chart of changes per day (ending with the feed's day).
+CHART_DAYS = 30
+
+Q = load_queries("changes")
+
+
+def changes_of_day(db: Database, day: date) -> list[dict[str, Any]]:
+    """The day's feed, one row per book (see the module docstring), new first, then changed, returned, removed."""
+    return db.query(Q["changes_of_day"], {"day": day})
+
+
+def changes_per_day(db: Database, last: date, days: int = CHART_DAYS) -> dict[date, dict[str, int]]:
+    """Books per kind of change for each of ``days`` days ending with ``last``; every day and kind present."""
+    first = last - timedelta(days=days - 1)
+    counts = {first + timedelta(days=i): dict.fromkeys(CHANGES, 0) for i in range(days)}
+    for row in db.query(Q["changes_per_day"], {"first": first, "last": last}):
+        counts[row["day"]][row["change"]] = row["books"]
+    return counts
+
+
+def _cell(value: Any, *, csv_cell: bool) -> Any:
+    if isinstance(value, list):
+        return ";".join(value) if csv_cell else value
+    return plain(spreadsheet_safe(value) if csv_cell else value)
+
+
+def write_changes(rows: Iterable[dict[str, Any]], fmt: Format, out: IO[str]) -> int:
+    """Write the feed's rows to ``out`` as JSON Lines or CSV (with a header); returns the number of rows."""
+    n = 0
+    if fmt == "jsonl":
+        for row in rows:
+            out.write(json.dumps({k: _cell(row[k], csv_cell=False) for k in COLUMNS}, ensure_ascii=False) + "\n")
+            n += 1
+        return n
+    writer = csv.DictWriter(out, fieldnames=list(COLUMNS), lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: _cell(row[k], csv_cell=True) for k in COLUMNS})
+        n += 1
+    return n
+
+
+def export_changes(db: Database, day: date, fmt: Format, output: Path) -> int:
+    """Write the feed of ``day`` to ``output`` (written under a temporary name, then renamed)."""
+    from book_assets.scheduling.snapshot.files import atomic_write
+
+    rows = changes_of_day(db, day)
+    output.parent.mkdir(parents=True, exist_ok=True)
+
+    def _write(path: Path) -> None:
+        with path.open("w", encoding="utf-8", newline="") as fh:
+            write_changes(rows, fmt, fh)
+
+    atomic_write(output, _write)
+    return len(rows)
+
+
+def write_chart(counts: dict[date, dict[str, int]], path: Path) -> Path:
+    """Stacked bars of the books per kind of change for each day, as a PNG at ``path``."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from book_assets.scheduling.snapshot.files import atomic_write
+
+    days = sorted(counts)
+    fig = Figure(figsize=(9, 3.5), layout="constrained")
+    canvas = FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    colours = {"new": "#31a354", "changed": "#3182bd", "returned": "#9e9ac8", "removed": "#de2d26"}
+    bottom = [0] * len(days)
+    positions = list(range(len(days)))
+    for change in CHANGES:
+        heights = [counts[d][change] for d in days]
+        ax.bar(positions, heights, bottom=bottom, label=change, color=colours[change])
+        bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
+    step = max(1, len(days) // 10)
+    ax.set_xticks(positions[::step], [d.isoformat() for d in days][::step], rotation=30, fontsize=8)
+    ax.set_ylabel("books")
+    ax.set_yscale("symlog")  # a first crawl's thousand new books beside a day's handful of changes
+    ax.set_title("Book changes per day")
+    ax.legend(loc="upper left", fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, lambda p: canvas.print_png(str(p)))
+    return path

@@ -1,0 +1,256 @@
+"""Removed books: what the category listings showed in a crawl, and which books they no longer show.
+
+A book is *removed* when a complete listing of its category, in this crawl, no longer shows it; it is marked
+(``books.removed_at`` and a ``removed`` event in ``book_presence``), never deleted, and marked back
+(``returned``) when a listing shows it again. Removal is decided only from positive evidence that a
+category's listing was seen whole, so a partial crawl never removes anything it did not see:
+
+* every listing page is recorded (``listing_pages``) in the transaction that completes its task, with its
+  category, depth, next page, "N results" and the cards it showed (:func:`record_listing`);
+* when the crawl reports, a (host, category) counts as complete only if the chain of its pages processed
+  since the crawl started runs from a first page (depth 1) through every ``next`` link to a page without one,
+  and the cards on the chain add up to the "N results" the first page shows (:func:`walk_chains`). A failed,
+  pending or never-enqueued page (``max_pages``), a category left out by ``--categories``, a loop, or a
+  listing that changed while it was read (the count disagrees) all leave the category undecided;
+* only books whose category and host are complete, and whose URL no listing page of this crawl showed, are
+  marked removed; books of other hosts or categories are never touched.
+
+A deep budget limits detail pages only, never listing pages, so a budgeted crawl decides as a full one does.
+A retry of the failures (:meth:`~book_assets.crawl.pipeline.Crawl.retry_failed`) sees only the pages it
+retried and decides nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from urllib.parse import urlsplit
+
+from book_assets.crawl.discovery import ListingOutcome
+from book_assets.db.connection import Cursor, Database
+from book_assets.scraper.models import ListingPage
+from book_assets.sql import load_queries
+from book_assets.urls import canonical_url
+
+Q = load_queries("changes")
+
+
+@dataclass(frozen=True)
+class ListedPage:
+    """One processed listing page, as :func:`walk_chains` needs it."""
+
+    url: str
+    category: str | None
+    depth: int
+    next_url: str | None
+    result_count: int | None = None
+    cards: int = 0
+    sidebar: tuple[str, ...] = ()
+
+    @property
+    def host(self) -> str:
+        return urlsplit(self.url).netloc
+
+
+@dataclass(frozen=True)
+class OpenCrawl:
+    """A crawl whose removals are yet to be decided: listing pages processed since ``started_at`` are its own."""
+
+    id: int
+    started_at: datetime
+
+
+@dataclass(frozen=True)
+class Removals:
+    """What a crawl's end decided (or why it decided nothing)."""
+
+    decided: bool
+    removed: int = 0
+    returned: int = 0
+    complete: int = 0
+    #: ``"host category: why"`` for each (host, category) whose listing was not seen whole.
+    incomplete: tuple[str, ...] = ()
+    #: Why nothing was decided, when ``decided`` is false.
+    reason: str = ""
+    #: Categories the start page linked that no listing page of this crawl listed (filtered out or unreached).
+    not_crawled: int = 0
+
+    def line(self) -> str:
+        """The crawl summary's line about removals."""
+        if not self.decided:
+            return f"removed: not decided ({self.reason}); returned: {self.returned}"
+        line = (
+            f"removed: {self.removed} books no longer listed, marked (not deleted); returned: {self.returned}; "
+            f"decided in {self.complete} categories whose every listing page completed"
+        )
+        skipped = []
+        if self.incomplete:
+            shown = "; ".join(self.incomplete[:3]) + ("; ..." if len(self.incomplete) > 3 else "")
+            skipped.append(f"{len(self.incomplete)} with incomplete listings ({shown})")
+        if self.not_crawled:
+            skipped.append(f"{self.not_crawled} not crawled")
+        if skipped:
+            line += "; not decided in " + ", ".join(skipped)
+        return line
+
+
+# --- recording, in the listing task's transaction ---------------------------------------------------------
+
+
+def listing_record(payload: dict[str, Any], page: ListingPage, outcome: ListingOutcome) -> dict[str, Any] | None:
+    """The ``listing_pages`` row of a processed listing page; None when it listed nothing this crawl follows.
+
+    A start page records the categories its sidebar links (to count those not crawled); a category page
+    records its cards only when discovery took them (:attr:`ListingOutcome.followed`), so a page of a
+    category left out by ``--categories`` is never evidence that its books are gone.
+    """
+    start = bool(payload.get("start")) and not outcome.followed
+    if not outcome.followed and not start:
+        return None
+    return {
+        "url": canonical_url(str(payload["url"])),
+        "category": outcome.category if outcome.followed else None,
+        "depth": int(payload.get("depth", 1)),
+        "next_url": canonical_url(page.next_url) if page.next_url and outcome.followed else None,
+        "result_count": page.result_count,
+        "cards": len(page.cards),
+        "book_urls": sorted({canonical_url(card.url) for card in page.cards}) if outcome.followed else [],
+        "sidebar": sorted({name for name, _url in page.category_links}) if start else [],
+    }
+
+
+def record_listing(cur: Cursor, row: dict[str, Any]) -> None:
+    cur.execute(Q["record_listing_page"], row)
+
+
+# --- a crawl's start and end ------------------------------------------------------------------------------
+
+
+def open_crawl(db: Database) -> OpenCrawl:
+    """Begin a crawl (earlier crawls that never reported are abandoned: their removals stay undecided)."""
+
+    def _open(cur: Cursor) -> OpenCrawl:
+        cur.execute(Q["abandon_open_crawls"])
+        cur.execute(Q["insert_crawl"])
+        row = cur.fetchone()
+        return OpenCrawl(row["id"], row["started_at"])
+
+    return db.run(_open)
+
+
+def latest_open_crawl(db: Database) -> OpenCrawl | None:
+    rows = db.query(Q["open_crawl"])
+    return OpenCrawl(rows[0]["id"], rows[0]["started_at"]) if rows else None
+
+
+def walk_chains(pages: Iterable[ListedPage]) -> dict[tuple[str, str], str | None]:
+    """Per (host, category) with a first page: None when its listing was seen whole, else why not.
+
+    A category with several first pages (two spellings of one listing) is complete only if each chain is.
+    """
+    by_url = {p.url: p for p in pages}
+    verdicts: dict[tuple[str, str], str | None] = {}
+    for first in sorted(by_url.values(), key=lambda p: p.url):
+        if first.depth != 1 or first.category is None:
+            continue
+        key = (first.host, first.category)
+        gap = _chain_gap(first, by_url)
+        verdicts[key] = verdicts[key] if verdicts.get(key) else gap
+    return verdicts
+
+
+def _chain_gap(first: ListedPage, by_url: dict[str, ListedPage]) -> str | None:
+    seen: set[str] = set()
+    page, cards = first, 0
+    while True:
+        if page.category != first.category:
+            return f"{page.url} lists {page.category!r}"
+        seen.add(page.url)
+        cards += page.cards
+        if page.next_url is None:
+            break
+        following = by_url.get(page.next_url)
+        if following is None:
+            return f"{page.next_url} not completed in this crawl"
+        if following.url in seen:
+            return f"{following.url} loops back"
+        page = following
+    if first.result_count is not None and cards != first.result_count:
+        return f"{cards} cards on its pages but {first.result_count} results shown"
+    return None
+
+
+def settle(db: Database, crawl: OpenCrawl | None, *, undecided: str | None = None) -> Removals:
+    """End ``crawl``: mark back the removed books its listings show, mark removed the books they no longer show.
+
+    ``undecided`` gives the reason to decide no removals (books listed again are still marked back).
+    Idempotent: a crawl already closed reports what it decided.
+    """
+    if crawl is None:
+        return Removals(decided=False, reason=undecided or "no crawl start was recorded")
+    pages = [_listed_page(r) for r in db.query(Q["listing_pages_since"], {"since": crawl.started_at})]
+    verdicts = walk_chains(pages)
+    complete = sorted(key for key, gap in verdicts.items() if gap is None)
+    incomplete = tuple(f"{cat} ({host}): {gap}" for (host, cat), gap in sorted(verdicts.items()) if gap)
+    linked = {(p.host, name) for p in pages for name in p.sidebar}
+    not_crawled = len(linked - set(verdicts))
+    if undecided is None and not complete:
+        undecided = "no category's listing pages all completed in this crawl"
+    params = {"since": crawl.started_at, "crawl_id": crawl.id}
+
+    def _settle(cur: Cursor) -> Removals:
+        cur.execute(Q["lock_crawl"], {"id": crawl.id})
+        row = cur.fetchone()
+        if row is not None and row["outcome"] in ("decided", "undecided"):
+            return Removals(
+                decided=row["outcome"] == "decided",
+                removed=row["removed"] or 0,
+                returned=row["returned"] or 0,
+                reason=row["note"] or "",
+            )
+        cur.execute(Q["mark_returned"], params)
+        returned = len(cur.fetchall())
+        removed = 0
+        if undecided is None:
+            hosts, categories = [h for h, _ in complete], [c for _, c in complete]
+            cur.execute(Q["mark_removed"], {**params, "hosts": hosts, "categories": categories})
+            removed = len(cur.fetchall())
+        cur.execute(
+            Q["close_crawl"],
+            {
+                "id": crawl.id,
+                "outcome": "decided" if undecided is None else "undecided",
+                "complete": len(complete),
+                "incomplete": len(incomplete),
+                "removed": removed,
+                "returned": returned,
+                "note": undecided,
+            },
+        )
+        if undecided is not None:
+            return Removals(decided=False, returned=returned, reason=undecided)
+        return Removals(
+            decided=True,
+            removed=removed,
+            returned=returned,
+            complete=len(complete),
+            incomplete=incomplete,
+            not_crawled=not_crawled,
+        )
+
+    return db.run(_settle)
+
+
+def _listed_page(row: dict[str, Any]) -> ListedPage:
+    return ListedPage(
+        url=row["url"],
+        category=row["category"],
+        depth=row["depth"],
+        next_url=row["next_url"],
+        result_count=row["result_count"],
+        cards=row["cards"],
+        sidebar=tuple(row["sidebar"] or ()),
+    )
+

@@ -1,0 +1,68 @@
+"""walk_chains: a category's listing counts as seen whole only with an unbroken chain of its pages."""
+
+from __future__ import annotations
+
+from book_assets.crawl.removals import ListedPage, walk_chains
+
+BASE = "http://site.test/catalogue/category/books/travel_2"
+
+
+def page(n: int, *, last: int, cards: int = 20, results: int | None = None, category: str = "Travel") -> ListedPage:
+    url = f"{BASE}/index.html" if n == 1 else f"{BASE}/page-{n}.html"
+    return ListedPage(
+        url=url,
+        category=category,
+        depth=n,
+        next_url=None if n == last else f"{BASE}/page-{n + 1}.html",
+        result_count=results,
+        cards=cards,
+    )
+
+
+KEY = ("site.test", "Travel")
+
+
+def test_every_page_from_the_first_to_the_last_is_complete() -> None:
+    pages = [page(1, last=3, results=45), page(2, last=3), page(3, last=3, cards=5)]
+    assert walk_chains(pages) == {KEY: None}
+
+
+def test_a_missing_middle_page_leaves_the_category_incomplete() -> None:
+    verdict = walk_chains([page(1, last=3), page(3, last=3)])[KEY]
+    assert verdict is not None and "page-2.html not completed" in verdict
+
+
+def test_a_chain_cut_by_max_pages_is_incomplete() -> None:
+    assert walk_chains([page(1, last=3)])[KEY] is not None
+
+
+def test_no_first_page_means_no_verdict_at_all() -> None:
+    assert walk_chains([page(2, last=3), page(3, last=3)]) == {}
+
+
+def test_cards_that_disagree_with_the_results_shown_are_incomplete() -> None:
+    verdict = walk_chains([page(1, last=2, results=41), page(2, last=2)])[KEY]
+    assert verdict == "40 cards on its pages but 41 results shown"
+
+
+def test_a_loop_is_incomplete() -> None:
+    first = page(1, last=2)
+    looping = ListedPage(url=f"{BASE}/page-2.html", category="Travel", depth=2, next_url=first.url, cards=20)
+    verdict = walk_chains([first, looping])[KEY]
+    assert verdict is not None and "loops" in verdict
+
+
+def test_a_page_of_another_category_breaks_the_chain() -> None:
+    verdict = walk_chains([page(1, last=2), page(2, last=2, category="Poetry")])[KEY]
+    assert verdict is not None and "Poetry" in verdict
+
+
+def test_start_pages_and_pages_without_a_category_give_no_verdict() -> None:
+    start = ListedPage(url="http://site.test/index.html", category=None, depth=1, next_url=None, sidebar=("Travel",))
+    assert walk_chains([start]) == {}
+
+
+def test_hosts_are_judged_apart() -> None:
+    other = ListedPage(url="http://other.test/travel/index.html", category="Travel", depth=1, next_url="http://x/2")
+    verdicts = walk_chains([page(1, last=1), other])
+    assert verdicts[KEY] is None and verdicts[("other.test", "Travel")] is not None
