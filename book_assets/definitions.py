@@ -1,8 +1,9 @@
 """The Dagster code location: a dg project whose definitions are loaded from the ``book_assets/defs`` folder.
 
 Every module under ``defs/`` contributes what it defines (``crawl/``: assets, checks, jobs, the schedule, the
-sensors; ``snapshot/``: the daily snapshot and its check); this module adds the resources, the executor and
-code references (each asset links to the file and line of its definition in the UI).
+sensors; ``snapshot/``: the daily snapshot and its check; ``changes/``: the daily change feed); this module adds
+the resources, the executor and code references (each asset links to the file and line of its definition in
+the UI).
 The schedule's cron and the sensor's threshold are settings read when the location loads, so a bad
 ``BOOK_PIPELINE_SCHEDULE_CRON`` fails the load with a message naming the setting; :func:`build_definitions`
 re-raises that message as it is, whatever the loader wrapped it in.
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import dagster as dg
 
+from book_assets.defs.changes.assets import book_changes
 from book_assets.defs.crawl.assets import crawl
 from book_assets.defs.crawl.checks import BOOK_CHECKS, LISTING_CHECKS
 from book_assets.defs.resources import default_resources
@@ -24,7 +26,7 @@ from book_assets.defs.snapshot.assets import category_balanced_snapshot
 from book_assets.defs.snapshot.checks import SNAPSHOT_CHECKS
 from book_assets.settings import ConfigError
 
-ASSETS = [crawl, category_balanced_snapshot]
+ASSETS = [crawl, category_balanced_snapshot, book_changes]
 ASSET_CHECKS = [*LISTING_CHECKS, *BOOK_CHECKS, *SNAPSHOT_CHECKS]
 
 

@@ -4,9 +4,11 @@
    (``dagster.yaml``; the environment comes from :func:`book_assets.dagster_instance.dagster_environment`).
 2. The sandbox replica of books.toscrape.com, in this process, on a fixed port (8800 by default) so that
    book URLs are the same from one demo to the next: a re-run finds the same books "unchanged", and
-   ``--day 1`` serves the next simulated day, whose changed prices become new book versions.
+   ``--day 1`` serves the next simulated day, whose changed prices become new book versions and whose
+   removed books are marked removed.
 3. One run of ``full_refresh_job``: ``listing_discovery`` → ``book_details`` → ``category_balanced_snapshot``
-   and their checks, recorded in the project's instance, so ``make ui`` shows the run, metadata and checks.
+   and ``book_changes`` and their checks, recorded in the project's instance, so ``make ui`` shows the run,
+   metadata and checks.
 4. A summary computed from the database (not from the run's own counters) and the run's metadata.
 
 Data is kept between demos on purpose; ``make clean`` removes it.

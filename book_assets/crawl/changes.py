@@ -14,12 +14,14 @@ from __future__ import annotations
 import csv
 import json
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import date, timedelta
 from pathlib import Path
 from typing import IO, Any, Literal
 
 from book_assets.crawl.export import plain, spreadsheet_safe
 from book_assets.db.connection import Database
+from book_assets.scheduling.snapshot.files import atomic_write
 from book_assets.sql import load_queries
 
 Format = Literal["jsonl", "csv"]
@@ -69,26 +71,27 @@ def write_changes(rows: Iterable[dict[str, Any]], fmt: Format, out: IO[str]) -> 
 
 
 def export_changes(db: Database, day: date, fmt: Format, output: Path) -> int:
-    """Write the feed of ``day`` to ``output`` (written under a temporary name, then renamed)."""
-    from book_assets.scheduling.snapshot.files import atomic_write
-
+    """Write the feed of ``day`` to ``output``; returns the number of rows."""
     rows = changes_of_day(db, day)
     output.parent.mkdir(parents=True, exist_ok=True)
+    _write_file(rows, fmt, output)
+    return len(rows)
+
+
+def _write_file(rows: list[dict[str, Any]], fmt: Format, output: Path) -> None:
+    """``rows`` written to a temporary file beside ``output``, then renamed to it (never half-written)."""
 
     def _write(path: Path) -> None:
         with path.open("w", encoding="utf-8", newline="") as fh:
             write_changes(rows, fmt, fh)
 
     atomic_write(output, _write)
-    return len(rows)
 
 
 def write_chart(counts: dict[date, dict[str, int]], path: Path) -> Path:
     """Stacked bars of the books per kind of change for each day, as a PNG at ``path``."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
-
-    from book_assets.scheduling.snapshot.files import atomic_write
 
     days = sorted(counts)
     fig = Figure(figsize=(9, 3.5), layout="constrained")
@@ -111,3 +114,40 @@ def write_chart(counts: dict[date, dict[str, int]], path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, lambda p: canvas.print_png(str(p)))
     return path
+
+
+@dataclass(frozen=True)
+class PublishedChanges:
+    """Where :func:`publish_changes` put a day's feed, and what it held."""
+
+    day: date
+    rows: int
+    by_change: dict[str, int]
+    per_day: dict[date, dict[str, int]]
+    jsonl_path: Path
+    csv_path: Path
+    chart_path: Path
+
+
+def publish_changes(db: Database, day: date, data_dir: Path) -> PublishedChanges:
+    """Write the feed of ``day`` under ``<data_dir>/changes/<day>/`` as JSON Lines and CSV, with the chart of
+    changes per day for the :data:`CHART_DAYS` days ending with ``day``."""
+    rows = changes_of_day(db, day)
+    folder = Path(data_dir) / "changes" / day.isoformat()
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = {fmt: folder / f"book_changes.{fmt}" for fmt in ("jsonl", "csv")}
+    for fmt, path in paths.items():
+        _write_file(rows, fmt, path)  # type: ignore[arg-type]
+    per_day = changes_per_day(db, day)
+    by_change = dict.fromkeys(CHANGES, 0)
+    for row in rows:
+        by_change[row["change"]] += 1
+    return PublishedChanges(
+        day=day,
+        rows=len(rows),
+        by_change=by_change,
+        per_day=per_day,
+        jsonl_path=paths["jsonl"],
+        csv_path=paths["csv"],
+        chart_path=write_chart(per_day, folder / "changes_per_day.png"),
+    )

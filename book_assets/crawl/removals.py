@@ -253,4 +253,3 @@ def _listed_page(row: dict[str, Any]) -> ListedPage:
         cards=row["cards"],
         sidebar=tuple(row["sidebar"] or ()),
     )
-

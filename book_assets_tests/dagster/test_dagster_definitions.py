@@ -91,6 +91,17 @@ def test_definitions_snapshot(repo: dg.RepositoryDefinition) -> None:
             "table_name": "public.category_balanced_snapshot",
             "deps": ["book_details"],
         },
+        "book_changes": {
+            "group": "changes",
+            "kinds": ["csv", "postgres"],
+            "owners": ["team:book-pipeline"],
+            "tags": {"book-pipeline/layer": "publish"},
+            "pool": None,
+            "partitions": "DailyPartitionsDefinition",
+            "freshness_fail_h": 26.0,
+            "table_name": None,
+            "deps": ["book_details"],
+        },
     }
     graph = repo.asset_graph
     checks = {(k.asset_key.to_user_string(), k.name): graph.get_check_spec(k) for k in graph.asset_check_keys}

@@ -1,0 +1,1 @@
+"""The daily change feed asset: books new, changed, removed or returned each day."""
