@@ -1,4 +1,4 @@
-"""The three assets materialized in-process through Dagster, against the test database and the sandbox; the
+"""The assets materialized in-process through Dagster, against the test database and the sandbox; the
 listing checks on a queue with dead-lettered listing pages; the snapshot's day partitions."""
 
 from __future__ import annotations
@@ -73,6 +73,9 @@ def test_full_materialization_stores_the_whole_catalogue_and_passes_every_check(
     assert sum(row["count"] for row in categories.values()) == 200 and categories["Default"]["available"] == 152
     assert snapshot["target_vs_actual"].startswith("![") and "data:image/png;base64," in snapshot["target_vs_actual"]
     assert Path(snapshot["chart_path"]).is_file() and Path(snapshot["parquet_path"]).is_file()
+    assert details["books_removed"] == 0 and str(details["removals"]).startswith("removed: 0 books no longer listed")
+    changes = metadata_of(result, "book_changes")  # today's feed: the first crawl's books are all new
+    assert (changes["new"], changes["changed"], changes["removed"], changes["dagster/row_count"]) == (1000, 0, 0, 1000)
 
     evaluations = {e.check_name: e for e in result.get_asset_check_evaluations()}
     assert set(evaluations) == {

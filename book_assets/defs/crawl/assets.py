@@ -104,6 +104,10 @@ def details_metadata(report: CrawlReport) -> dict[str, object]:
         "books_by_category": count_table(run.by_category, "category", "books stored this run"),
         **_run_metadata(report),
     }
+    if report.removals is not None:
+        metadata["books_removed"] = report.removals.removed
+        metadata["books_returned"] = report.removals.returned
+        metadata["removals"] = report.removals.line()
     if report.budgets:
         metadata["quotas"] = count_table(report.quotas, "category", "quota")
         metadata["deep_budget"] = report.config.deep_budget
