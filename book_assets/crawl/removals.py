@@ -189,7 +189,7 @@ def settle(db: Database, crawl: OpenCrawl | None, *, undecided: str | None = Non
     Idempotent: a crawl already closed reports what it decided.
     """
     if crawl is None:
-        return Removals(decided=False, reason=undecided or "no crawl start was recorded")
+        return Removals(decided=False, reason=undecided or "no crawl was started: the queue was drained unseeded")
     pages = [_listed_page(r) for r in db.query(Q["listing_pages_since"], {"since": crawl.started_at})]
     verdicts = walk_chains(pages)
     complete = sorted(key for key, gap in verdicts.items() if gap is None)
