@@ -42,7 +42,8 @@ class ArchiveDamage:
 
 @dataclass(frozen=True)
 class ArchivedResponse:
-    """A response record, with the rendered DOM of its conversion record when the browser ran scripts."""
+    """A response record (or a 304's revisit record, no body), with the rendered DOM of its conversion record
+    when the browser ran scripts."""
 
     url: str
     status: int
@@ -130,7 +131,8 @@ def scan(path: Path) -> FileScan:
 
 
 def responses(paths: list[Path], damaged: list[ArchiveDamage]) -> Iterator[ArchivedResponse]:
-    """Every response record of ``paths`` in file order, with its rendered DOM; damaged files go to ``damaged``.
+    """Every response (and 304 revisit) record of ``paths`` in file order, with its rendered DOM; damaged files
+    go to ``damaged``.
 
     A response's conversion record follows it in the same file (the writer's order: response, request,
     conversion), so a response is handed out once the next response or the end of its file shows up.
@@ -139,7 +141,7 @@ def responses(paths: list[Path], damaged: list[ArchiveDamage]) -> Iterator[Archi
         pending: ArchivedResponse | None = None
         try:
             for offset, record, content in records(path):
-                if record.rec_type == "response" and record.http_headers is not None:
+                if record.rec_type in ("response", "revisit") and record.http_headers is not None:
                     if pending is not None:
                         yield pending
                     pending = _response(path, offset, record, content)

@@ -15,7 +15,8 @@ is left alone, so replaying an old day never rolls a book back.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ from book_assets.archive.reader import ArchiveDamage, ArchivedResponse, response
 from book_assets.crawl.storage import book_fields, parse_served_or_rendered, write_book
 from book_assets.db.connection import Cursor, Database
 from book_assets.scraper.errors import ParseError
-from book_assets.scraper.fetching import FetchResult, build_result
+from book_assets.scraper.fetching import NOT_MODIFIED, FetchResult, build_result
 from book_assets.scraper.models import BookDetail
 from book_assets.scraper.parsers import parse_listing
 from book_assets.sql import load_queries
@@ -41,6 +42,8 @@ class Rebuilt:
     files: int = 0
     responses: int = 0
     listing_pages: int = 0
+    #: 304s to conditional re-crawls: each confirms the page stored before it, whose fetch time moves.
+    not_modified: int = 0
     not_ok: int = 0
     unparseable: list[str] = field(default_factory=list)
     damaged: list[ArchiveDamage] = field(default_factory=list)
@@ -48,7 +51,8 @@ class Rebuilt:
     def line(self) -> str:
         return (
             f"read {self.responses} response records from {self.files} WARC file(s): {len(self.books)} books, "
-            f"{self.listing_pages} listing pages, {len(self.unparseable)} unparseable, {self.not_ok} not 2xx"
+            f"{self.listing_pages} listing pages, {self.not_modified} not modified (304), "
+            f"{len(self.unparseable)} unparseable, {self.not_ok} other statuses"
         )
 
 
@@ -58,8 +62,14 @@ def rebuild(paths: list[Path]) -> Rebuilt:
     Read as a stream: only each book's newest page is held, not the archive.
     """
     rebuilt = Rebuilt(files=len(paths))
+    confirmed: dict[str, datetime] = {}
     for archived in responses(paths, rebuilt.damaged):
         rebuilt.responses += 1
+        if archived.status == NOT_MODIFIED:
+            rebuilt.not_modified += 1
+            url = canonical_url(archived.url)
+            confirmed[url] = max(archived.fetched_at, confirmed.get(url, archived.fetched_at))
+            continue
         if not 200 <= archived.status < 300:
             rebuilt.not_ok += 1
             continue
@@ -75,6 +85,10 @@ def rebuild(paths: list[Path]) -> Rebuilt:
         newest = rebuilt.books.get(detail.url)
         if newest is None or newest[1].fetched_at <= fetch.fetched_at:
             rebuilt.books[detail.url] = (detail, fetch)
+    for url, when in confirmed.items():  # as the crawl's revalidation does: the fetch time moves, nothing else
+        book = rebuilt.books.get(url)
+        if book is not None and book[1].fetched_at < when:
+            rebuilt.books[url] = (book[0], replace(book[1], fetched_at=when))
     return rebuilt
 
 

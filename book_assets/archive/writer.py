@@ -14,7 +14,9 @@ decoding (httpx and Chromium decompress), so a ``Content-Encoding``, ``Transfer-
 ``X-Archive-Orig-`` prefix (pywb's convention) and a ``Content-Length`` of the stored body is written, which
 keeps the record readable by ``warcio`` and replay tools. In browser mode with scripts on, the DOM after
 scripts ran is written as a ``conversion`` record that refers to the response (``WARC-Refers-To``): the data
-of a page that only scripts build is in the archive too, while the response stays what the server sent.
+of a page that only scripts build is in the archive too, while the response stays what the server sent. A
+304 to a conditional re-crawl is a ``revisit`` record of the ``server-not-modified`` profile (its status line
+and headers, no payload), paired with its request as a response is.
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ MAX_FILE_BYTES = 1_000_000_000
 WARC_VERSION = "WARC/1.1"
 PREFIX = "book-pipeline"
 SUFFIX = ".warc.gz"
+#: A 304 to a conditional request: a revisit record of this profile (WARC 1.1, section 6.7.3), no payload.
+NOT_MODIFIED_PROFILE = "http://netpreserve.org/warc/1.1/revisit/server-not-modified"
 #: Response headers that describe the bytes on the wire, not the decoded body the record holds.
 _WIRE_HEADERS = ("content-encoding", "transfer-encoding")
 #: One number per file opened by this process: two writers in one process never pick the same name.
@@ -59,16 +63,19 @@ def warc_date(when: datetime) -> str:
 
 
 def archived_headers(fetched: FetchResult) -> list[tuple[str, str]]:
-    """The response headers as the record states them: wire-only headers renamed, the body's length declared."""
+    """The response headers as the record states them: wire-only headers renamed, the body's length declared
+    (a 304's as they came: it has no body)."""
+    # Chromium joins repeated headers (Set-Cookie) with newlines; a header block needs one line each.
+    lines = [(name, line) for name, value in fetched.headers.items() for line in value.split("\n")]
+    if fetched.not_modified:
+        return lines  # no body: its headers describe the stored copy it confirms
     headers: list[tuple[str, str]] = []
     length = str(len(fetched.body))
     renamed = any(fetched.headers.get(name, "identity").strip().lower() != "identity" for name in _WIRE_HEADERS)
     declared = fetched.headers.get("content-length")
-    for name, value in fetched.headers.items():
+    for name, value in lines:
         rename = name in _WIRE_HEADERS or (name == "content-length" and (renamed or value.strip() != length))
-        # Chromium joins repeated headers (Set-Cookie) with newlines; a header block needs one line each.
-        for line in value.split("\n"):
-            headers.append((f"X-Archive-Orig-{name}" if rename else name, line))
+        headers.append((f"X-Archive-Orig-{name}" if rename else name, value))
     if renamed or declared is None or declared.strip() != length:
         headers.append(("content-length", length))
     return headers
@@ -117,9 +124,22 @@ class ArchiveWriter:
         status = StatusAndHeaders(
             f"{fetched.status} {_reason(fetched.status)}", archived_headers(fetched), protocol="HTTP/1.1"
         )
-        response = warc.create_warc_record(
-            uri, "response", payload=BytesIO(fetched.body), http_headers=status, warc_headers_dict={"WARC-Date": when}
-        )
+        if fetched.not_modified:
+            response = warc.create_warc_record(
+                uri,
+                "revisit",
+                http_headers=status,
+                warc_headers_dict={
+                    "WARC-Date": when,
+                    "WARC-Profile": NOT_MODIFIED_PROFILE,
+                    "WARC-Refers-To-Target-URI": uri,
+                },
+            )
+        else:
+            body = BytesIO(fetched.body)
+            response = warc.create_warc_record(
+                uri, "response", payload=body, http_headers=status, warc_headers_dict={"WARC-Date": when}
+            )
         parts = urlsplit(uri)
         target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         sent = StatusAndHeaders(f"GET {target} HTTP/1.1", request_headers(fetched), is_http_request=True)

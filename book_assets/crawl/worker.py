@@ -349,6 +349,8 @@ class Worker:
             return
         self.stats.pages += 1
         if fetched.not_modified and validators is not None:
+            if self._archive is not None:
+                await self._archive.write(fetched)
             await self._handle_not_modified(task, fetched, validators)
             return
         try:

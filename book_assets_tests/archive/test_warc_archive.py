@@ -104,7 +104,7 @@ def test_reextract_from_warc_equals_the_books_table_and_rebuilds_it(
     stored = db.query(f"SELECT {FETCHED_COLUMNS} FROM books ORDER BY url")
     result = _reextract(database_url, tmp_path, "--day", _today())
     assert result.exit_code == 0, result.output
-    assert "13 response records from 1 WARC file(s): 11 books, 2 listing pages, 0 unparseable" in result.stdout
+    assert "13 response records from 1 WARC file(s): 11 books, 2 listing pages, 0 not modified" in result.stdout
     assert "books table: 11 equal, 0 differ, 0 only in the archive, 0 only in the table" in result.stdout
 
     # A stored value the archive does not hold is a difference, named.
@@ -120,6 +120,30 @@ def test_reextract_from_warc_equals_the_books_table_and_rebuilds_it(
     assert "stored: 11 new, 0 changed, 0 unchanged, 0 left alone" in result.stdout
     assert db.query(f"SELECT {FETCHED_COLUMNS} FROM books ORDER BY url") == stored
     assert db.query("SELECT count(*) AS n FROM book_versions")[0]["n"] == 11
+
+
+def test_a_conditional_recrawl_archives_its_304s_as_revisits_and_the_rebuild_follows_them(
+    db: Database, database_url: str, sandbox: Any, tmp_path: Path
+) -> None:
+    _crawl(database_url, sandbox, tmp_path)
+    again = _crawl(database_url, sandbox, tmp_path)
+    assert again.stats.not_modified == 13  # every page of the day-0 re-crawl answered 304
+    records = [r for _, _, r in _records(tmp_path)]
+    revisits = [r for r in records if r.rec_type == "revisit"]
+    assert len(revisits) == 13 and len([r for r in records if r.rec_type == "response"]) == 13
+    assert {r.rec_headers.get_header("WARC-Profile") for r in revisits} == {
+        "http://netpreserve.org/warc/1.1/revisit/server-not-modified"
+    }
+    assert {r.http_headers.get_statuscode() for r in revisits} == {"304"}
+    check = subprocess.run([str(WARCIO), "check", *map(str, archive_files(tmp_path))], capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout[-2000:]
+    [summary] = again.archive
+    assert summary.index_lines == 26
+    # The 304s moved the books' fetch time; the rebuild moves it the same way.
+    result = _reextract(database_url, tmp_path)
+    assert result.exit_code == 0, result.output
+    assert "13 not modified (304)" in result.stdout
+    assert "books table: 11 equal, 0 differ" in result.stdout
 
 
 def test_reextract_names_a_file_cut_short_and_uses_its_whole_records(
