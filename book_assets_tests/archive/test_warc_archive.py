@@ -204,6 +204,21 @@ def test_workers_in_two_processes_writing_at_once_write_separate_whole_files(tmp
     assert len(set(one.files + two.files)) == 2
 
 
+def test_a_writer_past_midnight_or_its_size_limit_moves_to_a_new_file(tmp_path: Path) -> None:
+    from dataclasses import replace
+    from datetime import timedelta
+
+    with ArchiveWriter(tmp_path, max_file_bytes=1000) as archive:
+        today = _fetch("http://example.test/today")
+        for n in range(3):
+            archive.write_now(replace(today, url=f"http://example.test/{n}"))
+        archive.write_now(replace(today, fetched_at=today.fetched_at + timedelta(days=1)))
+    days = sorted(p.parent.name for p in archive.files)
+    tomorrow = (today.fetched_at + timedelta(days=1)).date().isoformat()
+    assert days.count(tomorrow) == 1 and len(days) > 2  # the size limit opened more than one file today
+    assert sum(summarize_day(tmp_path, datetime.fromisoformat(d).date()).responses for d in set(days)) == 4
+
+
 @pytest.mark.parametrize(
     ("served", "recorded"),
     [
