@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import os
 import re
 import secrets
@@ -54,6 +55,7 @@ def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return proc
 
 
+@functools.cache
 def unavailable_reason() -> str | None:
     """Why this machine cannot make namespace hosts (not root, no ``ip``, namespaces refused); None if it can."""
     if os.geteuid() != 0:

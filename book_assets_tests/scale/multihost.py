@@ -55,7 +55,7 @@ class HostSandbox(SandboxServer):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._lock = threading.Lock()
-        self._starts: list[tuple[float, str]] = []
+        self._starts: list[tuple[float, str, str]] = []
         app = self.app
         on_connection, begin = app._on_connection, app.recorder.begin
 
@@ -66,7 +66,7 @@ class HostSandbox(SandboxServer):
 
         def begin_noted(path: str, started: float) -> int:
             with self._lock:
-                self._starts.append((started, _PEER.get()))
+                self._starts.append((started, _PEER.get(), path))
             return begin(path, started)
 
         app._on_connection = noting_peer  # type: ignore[method-assign]
@@ -77,8 +77,8 @@ class HostSandbox(SandboxServer):
             super().reset_stats()
             self._starts.clear()
 
-    def starts(self) -> list[tuple[float, str]]:
-        """Every site request's (start time, client address) since the last reset, in time order."""
+    def starts(self) -> list[tuple[float, str, str]]:
+        """Every site request's (start time, client address, path) since the last reset, in time order."""
         with self._lock:
             return sorted(self._starts)
 
@@ -95,7 +95,7 @@ class HostRun:
     failed: int
     #: Requests per path the site served (each detail path should be fetched once).
     hits: dict[str, int]
-    #: Request starts at the site and the address of the host that sent each, in time order.
+    #: Page requests' starts at the site and the address of the host that sent each, in time order.
     starts: list[tuple[float, str]]
     #: Pages each host's worker fetched, from its own summary line (None: no summary, it did not stop cleanly).
     pages_by_host: list[int | None] = field(default_factory=list)
@@ -236,7 +236,8 @@ def run_on_hosts(
         stats = make_queue(db, config).stats()
         counts = book_counts(db)
         seen = sandbox.stats()
-        starts = sandbox.starts()
+        # robots.txt is one request per origin and crawl, outside the politeness slots: pages only here.
+        starts = [(t, peer) for t, peer, path in sandbox.starts() if path != "/robots.txt"]
         return HostRun(
             hosts=len(hosts),
             books=counts["total"],
