@@ -178,3 +178,40 @@ def test_books_of_another_host_are_never_marked_removed(db: Database, database_u
     report = crawl(database_url, sandbox_config(sandbox.url, categories=("Travel",)))
     assert report.removals is not None and report.removals.complete == 1
     assert removed_paths(db) == set()
+
+
+def test_pending_listing_pages_at_the_report_decide_nothing(
+    db: Database, database_url: str, sandbox_factory: Any
+) -> None:
+    import asyncio
+
+    from book_assets.crawl.config import LISTING
+    from book_assets.crawl.pipeline import Crawl
+    from book_assets.crawl.worker import Worker
+
+    site = sandbox_factory(day=0)
+    config = sandbox_config(site.url, categories=BOTH)
+    crawl(database_url, config)
+    site.set_day(1)
+    partial = Crawl(database_url, config)
+    partial.start()
+    # The start page and the first pages of both categories; their next pages stay pending.
+    stats = asyncio.run(Worker(database_url, config, task_types=(LISTING,), max_tasks=3).run())
+    report = partial.report(stats)
+    assert removed_paths(db) == set()
+    assert report.removals is not None and not report.removals.decided
+    assert report.removals.line().startswith(
+        "removed: not decided (no category's listing pages all completed in this crawl)"
+    )
+
+
+def test_a_deep_budget_limits_book_pages_but_not_the_listings_that_decide(
+    db: Database, database_url: str, sandbox_factory: Any
+) -> None:
+    site = sandbox_factory(day=0)
+    crawl(database_url, sandbox_config(site.url, categories=BOTH))
+    site.set_day(1)
+    report = crawl(database_url, sandbox_config(site.url, categories=BOTH, deep_budget=10))
+    assert report.budgets and sum(b.completed for b in report.budgets) == 10
+    # Listed books whose pages the budget left unfetched stay; the two that left the listings are removed.
+    assert removed_paths(db) == paths({NONFICTION_BOOK, COMMENT_BOOK}, DAY0)
