@@ -55,6 +55,10 @@ class Task:
     lease_token: int
     lease_expires_at: datetime
     slot_at: datetime | None
+    #: When the politeness slot comes on this host's ``time.monotonic()``: ``slot_at`` (a database time) less
+    #: the measured offset of the database's clock (:class:`~book_assets.queue.clock.DatabaseClock`). None
+    #: without a slot. Waiting on it keeps the spacing however far this host's wall clock is off.
+    slot_due: float | None = None
 
     @property
     def url(self) -> str:
@@ -63,12 +67,12 @@ class Task:
     def seconds_until_slot(self, now: float | None = None) -> float:
         """How long to sleep before starting the request (0 when there is no politeness slot or it passed).
 
-        Slots are database times; this compares them with this host's clock, so hosts must keep their
-        clocks in sync (NTP) for slots to hold across hosts.
+        ``now`` is a ``time.monotonic()`` reading (default: the current one). Only intervals are compared,
+        never this host's wall clock with the database's, so a skewed clock does not move the slot.
         """
-        if self.slot_at is None:
+        if self.slot_due is None:
             return 0.0
-        return max(0.0, self.slot_at.timestamp() - (time.time() if now is None else now))
+        return max(0.0, self.slot_due - (time.monotonic() if now is None else now))
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,11 @@ Design (why it looks like this):
 * **Politeness in the database.** ``domains.next_slot_at`` is the next allowed request start; a claim
   reserves slots ``next, next + interval, ...`` up to ``slot_horizon_s`` ahead and returns each task's
   ``slot_at``: the worker sleeps until then (:meth:`TaskQueue.wait_for_slot`). Because the slot counter is one
-  row locked by the claim, the interval holds across processes and hosts. ``max_in_flight`` caps the
-  domain's live leases. A 429's Retry-After pushes the next slot (:meth:`push_domain`,
+  row locked by the claim, the interval holds across processes and hosts. Slots are database times; a worker
+  converts them with the measured offset of the database's clock from its own monotonic clock
+  (:class:`~book_assets.queue.clock.DatabaseClock`), so a host whose wall clock runs ahead or behind keeps
+  the spacing.
+  ``max_in_flight`` caps the domain's live leases. A 429's Retry-After pushes the next slot (:meth:`push_domain`,
   ``fail(retry_after_s=...)``). When nothing can be handed out the claim says when the next slot opens.
 * **Fair scheduling.** ``scheduled=True`` hands out tasks of one type by smooth weighted round-robin over
   their groups; ``type_weights={type: weight}`` does the same over task types. See :meth:`TaskQueue.claim`.
@@ -55,6 +58,7 @@ import psycopg2
 import psycopg2.errors
 
 from book_assets.db.connection import CONNECTION_ERRORS, Cursor, Database
+from book_assets.queue.clock import DatabaseClock
 from book_assets.queue.errors import LeaseLost
 from book_assets.queue.models import (
     Activity,
@@ -180,6 +184,8 @@ class TaskQueue:
         self.slot_horizon_s = min(_check_number("slot_horizon_s", slot_horizon_s), self.lease_s / 2)
         self.idle_timeout_s = _check_number("idle_timeout_s", idle_timeout_s, allow_zero=False)
         self._listening_on: object | None = None
+        #: The database's clock as seen from this host: what politeness slots are timed by.
+        self.clock = DatabaseClock(db)
 
     # --- validation --------------------------------------------------------------------------------------
 
@@ -333,7 +339,7 @@ class TaskQueue:
             "scheduled": scheduled,
             "interleave": weights_json,
         }
-        return _claim_result(self.db.statement(_q()["claim"], params))
+        return _claim_result(self.db.statement(_q()["claim"], params), self.clock)
 
     def _claim_types(
         self, task_types: Collection[str] | None, scheduled: bool, type_weights: Mapping[str, float] | None
@@ -466,11 +472,13 @@ class TaskQueue:
         A slot only spaces request starts if the request starts on it. A worker that wakes more than
         ``tolerance_s`` after its slot (a loaded host, a GC pause) would start close to the next slot's
         holder, so it takes a fresh slot instead (:meth:`reslot`) and sleeps again: starts stay at least
-        ``interval - tolerance_s`` apart, whatever the scheduling delays.
+        ``interval - tolerance_s`` apart, whatever the scheduling delays. ``now`` is a ``time.monotonic()``
+        reading: the slot is ``task.slot_due``, the database's ``slot_at`` on this host's monotonic clock, so
+        a host whose wall clock is off still starts on it.
         """
-        if task.slot_at is None:
+        if task.slot_due is None:
             return 0.0
-        late = (time.time() if now is None else now) - task.slot_at.timestamp()
+        late = (time.monotonic() if now is None else now) - task.slot_due
         if late < 0:
             return -late
         return 0.0 if late <= tolerance_s else None
@@ -510,8 +518,14 @@ class TaskQueue:
         rows = self.db.query(_q()["reslot"], {"id": task.id, "token": task.lease_token, "lease_s": self.lease_s})
         if not rows:
             self.heartbeat(task, extend_s=self.lease_s)  # raises LeaseLost when the lease is gone
-            return replace(task, slot_at=None)  # the domain is no longer throttled
-        return replace(task, slot_at=rows[0]["slot_at"], lease_expires_at=rows[0]["lease_expires_at"])
+            return replace(task, slot_at=None, slot_due=None)  # the domain is no longer throttled
+        row = rows[0]
+        return replace(
+            task,
+            slot_at=row["slot_at"],
+            slot_due=self.clock.due(row["slot_at"]),
+            lease_expires_at=row["lease_expires_at"],
+        )
 
     # --- politeness --------------------------------------------------------------------------------------
 
@@ -837,19 +851,21 @@ def _lost(task: Task) -> LeaseLost:
     return LeaseLost(f"task {task.id}: lease {task.lease_token} is no longer held")
 
 
-def _claim_result(rows: list[dict[str, Any]]) -> ClaimResult:
-    """The leased tasks; none leased, the row saying when the next politeness slot opens."""
-    tasks = [_task(r) for r in rows if r["id"] is not None]
+def _claim_result(rows: list[dict[str, Any]], clock: DatabaseClock) -> ClaimResult:
+    """The leased tasks; none leased, the row saying when the next politeness slot opens.
+
+    Slots are times on the database's clock: ``clock`` turns them into this host's monotonic readings, never
+    comparing them with this host's wall clock.
+    """
+    tasks = [_task(r, clock) for r in rows if r["id"] is not None]
     if tasks:
         return ClaimResult(tasks)
     next_at = rows[0]["next_at"] if rows else None
-    retry_in = None
-    if next_at is not None:
-        retry_in = max(0.0, next_at.timestamp() - datetime.now(next_at.tzinfo).timestamp())
+    retry_in = None if next_at is None else max(0.0, clock.seconds_until(next_at))
     return ClaimResult([], next_slot_at=next_at, retry_in_s=retry_in)
 
 
-def _task(row: Mapping[str, Any]) -> Task:
+def _task(row: Mapping[str, Any], clock: DatabaseClock) -> Task:
     return Task(
         id=int(row["id"]),
         task_type=row["task_type"],
@@ -862,4 +878,5 @@ def _task(row: Mapping[str, Any]) -> Task:
         lease_token=int(row["lease_token"]),
         lease_expires_at=row["lease_expires_at"],
         slot_at=row["slot_at"],
+        slot_due=None if row["slot_at"] is None else clock.due(row["slot_at"]),
     )

@@ -337,3 +337,7 @@ GROUP BY task_type, task_group;
 -- What an autoscaler polls (KEDA's PostgreSQL scaler in deploy/k8s, which passes no parameters: the queue
 -- renders the task type into the text it is given, TaskQueue.scaler_query).
 SELECT count(*) AS n FROM tasks WHERE task_type = %(task_type)s AND status IN ('pending', 'in_progress');
+
+-- clock_now --
+-- The server's clock, for a worker to measure its own clock's offset from it (book_assets/queue/clock.py).
+SELECT extract(epoch FROM clock_timestamp())::DOUBLE PRECISION AS epoch;

@@ -17,7 +17,8 @@ from book_assets_tests.queue.helpers import make_queue, url
 NOW = 1_000_000.0
 
 
-def _task(slot_at: float | None) -> Task:
+def _task(slot_due: float | None) -> Task:
+    """A task whose slot comes at ``slot_due`` on the monotonic clock (the wall-clock slot_at is only shown)."""
     return Task(
         id=1,
         task_type="detail",
@@ -29,7 +30,8 @@ def _task(slot_at: float | None) -> Task:
         max_attempts=5,
         lease_token=1,
         lease_expires_at=datetime.fromtimestamp(NOW + 60, UTC),
-        slot_at=None if slot_at is None else datetime.fromtimestamp(slot_at, UTC),
+        slot_at=None if slot_due is None else datetime.fromtimestamp(slot_due, UTC),
+        slot_due=slot_due,
     )
 
 
@@ -54,10 +56,13 @@ def test_an_async_slot_wait_that_wakes_late_takes_a_fresh_slot_and_starts_on_it(
     queue.enqueue("detail", {"url": url(1)})
     (task,) = queue.claim("w", 1).tasks
     assert task.slot_at is not None
-    late = replace(task, slot_at=task.slot_at - timedelta(seconds=1))  # as if the worker woke a second late
+    assert task.slot_due is not None
+    # as if the worker woke a second late
+    late = replace(task, slot_at=task.slot_at - timedelta(seconds=1), slot_due=task.slot_due - 1.0)
     started = asyncio.run(queue.wait_for_slot_async(late))
     assert started.slot_at is not None and started.slot_at > task.slot_at  # the domain's next slot
-    assert time.time() >= started.slot_at.timestamp()  # slept until it
+    assert started.slot_due is not None and time.monotonic() >= started.slot_due  # slept until it
+    assert time.time() >= started.slot_at.timestamp()  # one clock here: the database's slot has passed too
 
 
 def test_idle_wait_is_the_idle_timeout_when_nothing_comes_due(db: Database) -> None:
