@@ -33,6 +33,8 @@ SCRATCH = "bookpipeline_bench"
 TYPES = ("detail", "listing")
 SEED = {"enqueue_per_s": 85, "claim_complete_per_s": 45}
 SPAWN = multiprocessing.get_context("spawn")
+#: Tasks per fair claim in the fair throughput figure: the batch of the plain one, so the two compare.
+FAIR_BATCH = 50
 
 
 def _with_db(url: str, name: str) -> str:
@@ -69,14 +71,14 @@ def _fill(db: Database, n: int, groups: int = 50) -> None:
     conn.close()
 
 
-def _worker(url: str, name: str, barrier: Any, results: Any) -> None:
+def _worker(url: str, name: str, barrier: Any, results: Any, batch: int, scheduled: bool) -> None:
     db = Database(url, application_name=f"queue-bench-{name}")
     queue = _queue(db)
     db.connection()
     barrier.wait(120)
     done = 0
     while True:
-        tasks = queue.claim(name, 50, task_types=["detail"]).tasks
+        tasks = queue.claim(name, batch, task_types=["detail"], scheduled=scheduled).tasks
         if not tasks:
             break
         done += queue.complete_many(tasks)
@@ -96,11 +98,16 @@ def bench_enqueue(db: Database, n: int = 50_000, batch: int = 1_000) -> float:
     return n / (time.perf_counter() - started)
 
 
-def bench_throughput(db: Database, url: str, workers: int, n: int) -> float:
+def bench_throughput(
+    db: Database, url: str, workers: int, n: int, *, batch: int = 50, scheduled: bool = False
+) -> float:
+    """Tasks claimed and completed per second by ``workers`` processes, each claiming ``batch`` at a time."""
     _reset(db)
     _fill(db, n)
     barrier, results = SPAWN.Barrier(workers + 1), SPAWN.Queue()
-    procs = [SPAWN.Process(target=_worker, args=(url, f"w{i}", barrier, results)) for i in range(workers)]
+    procs = [
+        SPAWN.Process(target=_worker, args=(url, f"w{i}", barrier, results, batch, scheduled)) for i in range(workers)
+    ]
     for p in procs:
         p.start()
     barrier.wait(120)
@@ -144,6 +151,11 @@ def main() -> int:
         report["claim_complete_per_s"] = {
             str(w): round(bench_throughput(db, url, w, 30_000 if w > 1 else 15_000)) for w in (1, 4, 8)
         }
+        report["fair_claims_per_s"] = {
+            str(w): round(bench_throughput(db, url, w, 20_000 if w > 1 else 10_000, batch=FAIR_BATCH, scheduled=True))
+            for w in (1, 4, 8)
+        }
+        report["fair_batch"] = FAIR_BATCH
         plain_10k = bench_latency(db, 10_000)
         scheduled = bench_latency(db, 10_000, scheduled=True)
         report["claim_latency_ms"] = {"10000": plain_10k, "1000000": bench_latency(db, 1_000_000, samples=300)}
