@@ -18,6 +18,7 @@ from pathlib import Path
 
 import dagster as dg
 
+from book_assets.defs.archive.assets import raw_archive
 from book_assets.defs.changes.assets import book_changes
 from book_assets.defs.crawl.assets import crawl
 from book_assets.defs.crawl.checks import BOOK_CHECKS, LISTING_CHECKS
@@ -26,7 +27,7 @@ from book_assets.defs.snapshot.assets import category_balanced_snapshot
 from book_assets.defs.snapshot.checks import SNAPSHOT_CHECKS
 from book_assets.settings import ConfigError
 
-ASSETS = [crawl, category_balanced_snapshot, book_changes]
+ASSETS = [crawl, category_balanced_snapshot, book_changes, raw_archive]
 ASSET_CHECKS = [*LISTING_CHECKS, *BOOK_CHECKS, *SNAPSHOT_CHECKS]
 
 

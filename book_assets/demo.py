@@ -7,7 +7,7 @@
    ``--day 1`` serves the next simulated day, whose changed prices become new book versions and whose
    removed books are marked removed.
 3. One run of ``full_refresh_job``: ``listing_discovery`` → ``book_details`` → ``category_balanced_snapshot``
-   and ``book_changes`` and their checks, recorded in the project's instance, so ``make ui`` shows the run,
+   and ``book_changes`` (and ``raw_archive``, the day's WARC files indexed) and their checks, recorded in the project's instance, so ``make ui`` shows the run,
    metadata and checks.
 4. A summary computed from the database (not from the run's own counters) and the run's metadata.
 
@@ -35,6 +35,7 @@ from book_assets.db.connection import Database, mask_url
 from book_assets.db.migrations import migrate
 from book_assets.defs.crawl.jobs import full_refresh_job
 from book_assets.defs.resources import (
+    ArchiveResource,
     DatabaseResource,
     FetcherResource,
     SchedulingResource,
@@ -111,6 +112,7 @@ def demo_resources(sandbox: SandboxServer, overrides: dict[str, Any]) -> dict[st
         "site": SiteResource(base_url=f"{sandbox.url}/", allowed_domains=[sandbox.host]),
         "fetcher": FetcherResource(**{k: v for k, v in overrides.items() if v is not None}),
         "scheduling": SchedulingResource(),
+        "archive": ArchiveResource(),
     }
 
 

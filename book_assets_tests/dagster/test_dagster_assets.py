@@ -15,7 +15,13 @@ from book_assets.crawl.storage import book_counts
 from book_assets.db.connection import Database
 from book_assets.definitions import ASSET_CHECKS, ASSETS
 from book_assets.defs.crawl.checks import found_books, no_failed_listing_pages
-from book_assets.defs.resources import DatabaseResource, FetcherResource, SchedulingResource, SiteResource
+from book_assets.defs.resources import (
+    ArchiveResource,
+    DatabaseResource,
+    FetcherResource,
+    SchedulingResource,
+    SiteResource,
+)
 from book_assets.defs.snapshot.assets import category_balanced_snapshot
 from book_assets.defs.snapshot.checks import shares_within_tolerance
 from book_assets.queue import TaskQueue
@@ -30,6 +36,7 @@ def sandbox_resources(database_url: str, sandbox: SandboxServer, data_dir: Path,
         "site": SiteResource(base_url=f"{sandbox.url}/", allowed_domains=[sandbox.host]),
         "fetcher": FetcherResource(**{"fetch_mode": "http", "workers": 2, "concurrency": 4, **fetcher}),
         "scheduling": SchedulingResource(snapshot_budget=200, data_dir=str(data_dir)),
+        "archive": ArchiveResource(),
     }
 
 
@@ -76,6 +83,10 @@ def test_full_materialization_stores_the_whole_catalogue_and_passes_every_check(
     assert details["books_removed"] == 0 and str(details["removals"]).startswith("removed: 0 books no longer listed")
     changes = metadata_of(result, "book_changes")  # today's feed: the first crawl's books are all new
     assert (changes["new"], changes["changed"], changes["removed"], changes["dagster/row_count"]) == (1000, 0, 0, 1000)
+
+    archive = metadata_of(result, "raw_archive")  # today's archive of the session's crawls, this one's among them
+    assert archive["responses"] >= details["pages"] and archive["index_lines"] >= archive["responses"]
+    assert archive["bytes"] > 0 and archive["files"] >= 1
 
     evaluations = {e.check_name: e for e in result.get_asset_check_evaluations()}
     assert set(evaluations) == {

@@ -76,7 +76,7 @@ def test_definitions_snapshot(repo: dg.RepositoryDefinition) -> None:
             "tags": {"book-pipeline/layer": "crawl"},
             "pool": None,
             "partitions": "DailyPartitionsDefinition",
-            "freshness_fail_h": None,
+            "freshness_fail_h": 26.0,
             "table_name": None,
             "deps": ["book_details"],
         },

@@ -1,7 +1,7 @@
 """Jobs: the full refresh of the assets, the retry of the failures, and the requeue of dead letters.
 
-- ``full_refresh_job``: the four assets (discovery, details, snapshot, change feed) and their checks; the
-  daily schedule runs it.
+- ``full_refresh_job``: the five assets (discovery, details, snapshot, change feed, the day's archive) and
+  their checks; the daily schedule runs it.
 - ``recrawl_failed_job``: the crawl step with ``requeue_failed``: every failed task back to pending, drained,
   ``book_details`` materialized and checked; launched by ``failed_tasks_sensor``.
 - ``requeue_failed_tasks``: move dead-lettered tasks back to pending (filters: task type, domain, error), for
@@ -20,7 +20,13 @@ from book_assets.defs.resources import DatabaseResource
 from book_assets.queue import TaskQueue
 
 #: The assets of a full refresh, in lineage order.
-FULL_REFRESH_ASSETS = ("listing_discovery", "book_details", "category_balanced_snapshot", "book_changes")
+FULL_REFRESH_ASSETS = (
+    "listing_discovery",
+    "book_details",
+    "category_balanced_snapshot",
+    "book_changes",
+    "raw_archive",
+)
 
 full_refresh_job = dg.define_asset_job(
     name="full_refresh_job",
