@@ -7,8 +7,8 @@
    ``--day 1`` serves the next simulated day, whose changed prices become new book versions and whose
    removed books are marked removed.
 3. One run of ``full_refresh_job``: ``listing_discovery`` → ``book_details`` → ``category_balanced_snapshot``
-   and ``book_changes`` (and ``raw_archive``, the day's WARC files indexed) and their checks, recorded in the project's instance, so ``make ui`` shows the run,
-   metadata and checks.
+   and ``book_changes``, ``raw_archive`` (the day's WARC files indexed) and their checks, recorded in the
+   project's instance, so ``make ui`` shows the run, metadata and checks.
 4. A summary computed from the database (not from the run's own counters) and the run's metadata.
 
 Data is kept between demos on purpose; ``make clean`` removes it.
