@@ -113,12 +113,22 @@ def listing_record(payload: dict[str, Any], page: ListingPage, outcome: ListingO
         "url": canonical_url(str(payload["url"])),
         "category": outcome.category if outcome.followed else None,
         "depth": int(payload.get("depth", 1)),
-        "next_url": canonical_url(page.next_url) if page.next_url and outcome.followed else None,
+        # A next link that does not parse is kept as served: no page matches it, so the chain stays open.
+        "next_url": (_canonical(page.next_url) or page.next_url) if page.next_url and outcome.followed else None,
         "result_count": page.result_count,
         "cards": len(page.cards),
-        "book_urls": sorted({canonical_url(card.url) for card in page.cards}) if outcome.followed else [],
+        "book_urls": sorted({u for c in page.cards if (u := _canonical(c.url))}) if outcome.followed else [],
         "sidebar": sorted({name for name, _url in page.category_links}) if start else [],
     }
+
+
+def _canonical(url: str) -> str | None:
+    """The canonical URL, or None for a link that does not parse (a card whose link does not parse is
+    neither a task nor a sighting)."""
+    try:
+        return canonical_url(url)
+    except ValueError:
+        return None
 
 
 def record_listing(cur: Cursor, row: dict[str, Any]) -> None:

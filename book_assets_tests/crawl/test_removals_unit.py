@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from book_assets.crawl.removals import ListedPage, walk_chains
 
 BASE = "http://site.test/catalogue/category/books/travel_2"
@@ -66,3 +68,40 @@ def test_hosts_are_judged_apart() -> None:
     other = ListedPage(url="http://other.test/travel/index.html", category="Travel", depth=1, next_url="http://x/2")
     verdicts = walk_chains([page(1, last=1), other])
     assert verdicts[KEY] is None and verdicts[("other.test", "Travel")] is not None
+
+
+def _listing(next_url: str | None, cards: tuple[str, ...] = ("http://site.test/catalogue/a_1/index.html",)) -> Any:
+    from decimal import Decimal
+
+    from book_assets.scraper.models import BookCard, ListingPage
+
+    return ListingPage(
+        url=f"{BASE}/index.html",
+        cards=[BookCard(url=u, title="a", price=Decimal("1.00"), price_text="£1.00", rating=1) for u in cards],
+        next_url=next_url,
+        category="Travel",
+        page_number=None,
+        page_count=None,
+        result_count=None,
+        category_links=(),
+    )
+
+
+def test_a_next_link_that_does_not_parse_keeps_the_chain_open() -> None:
+    from book_assets.crawl.discovery import ListingOutcome
+    from book_assets.crawl.removals import listing_record
+
+    outcome = ListingOutcome(category="Travel", followed=True)
+    payload = {"url": f"{BASE}/index.html", "depth": 1, "category": "Travel"}
+    record = listing_record(payload, _listing("http://[bad/page-2.html", ("http://[bad/x",)), outcome)
+    assert record is not None and record["next_url"] == "http://[bad/page-2.html" and record["book_urls"] == []
+    first = ListedPage(url=record["url"], category="Travel", depth=1, next_url=record["next_url"], cards=1)
+    assert walk_chains([first])[KEY] is not None
+
+
+def test_a_category_page_discovery_did_not_follow_is_no_evidence() -> None:
+    from book_assets.crawl.discovery import ListingOutcome
+    from book_assets.crawl.removals import listing_record
+
+    payload = {"url": f"{BASE}/index.html", "depth": 1, "category": "Travel"}
+    assert listing_record(payload, _listing(None), ListingOutcome()) is None
