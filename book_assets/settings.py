@@ -45,6 +45,13 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("DATABASE_URL", "BOOK_PIPELINE_DATABASE_URL"),
         description="PostgreSQL URL (postgresql://user:pass@host:port/db). Unset: the embedded server.",
     )
+    database_direct_url: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("DATABASE_DIRECT_URL", "BOOK_PIPELINE_DATABASE_DIRECT_URL"),
+        description="PostgreSQL itself when DATABASE_URL is a pooler in transaction mode (PgBouncer): migrations "
+        "take their lock here, and connections to any other URL keep no session state (timeouts set per "
+        "transaction, idle workers poll instead of LISTEN). Unset: no pooler.",
+    )
     data_dir: Path = Field(
         default_factory=_default_data_dir,
         description="Folder for the embedded PostgreSQL cluster, exports, snapshots and artifacts.",
@@ -206,7 +213,7 @@ class Settings(BaseSettings):
             return tuple(part.strip() for part in value.split(",") if part.strip())
         return value
 
-    @field_validator("database_url")
+    @field_validator("database_url", "database_direct_url")
     @classmethod
     def _check_database_url(cls, value: str | None) -> str | None:
         if value in (None, ""):
@@ -264,6 +271,8 @@ def load_settings(**overrides: object) -> Settings:
 def _one_line(exc: ValidationError) -> str:
     first = exc.errors()[0]
     name = ".".join(str(p) for p in first["loc"]) or "settings"
-    env = "DATABASE_URL" if name == "database_url" else f"BOOK_PIPELINE_{name.upper()}"
+    env = {"database_url": "DATABASE_URL", "database_direct_url": "DATABASE_DIRECT_URL"}.get(
+        name, f"BOOK_PIPELINE_{name.upper()}"
+    )
     msg = first["msg"].removeprefix("Value error, ")
     return f"invalid setting {name} ({env}): {msg}"

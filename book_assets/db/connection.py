@@ -77,18 +77,32 @@ def ensure_database(admin_url: str, name: str) -> bool:
         conn.close()
 
 
+def _timeouts(settings: Settings) -> dict[str, int]:
+    return {
+        "lock_timeout": round(settings.db_lock_timeout_s * 1000),
+        "statement_timeout": round(settings.db_statement_timeout_s * 1000),
+        "idle_in_transaction_session_timeout": round(settings.db_idle_in_transaction_timeout_s * 1000),
+    }
+
+
 def session_options(settings: Settings) -> str:
     """Server settings of every session: no statement waits for ever on a lock, no frozen client holds one.
 
     Without them a client stopped inside a transaction (SIGSTOP, a long GC pause, a half-open TCP
     connection) keeps its row locks until TCP keepalive gives up, about two hours by default.
     """
-    values = {
-        "lock_timeout": settings.db_lock_timeout_s,
-        "statement_timeout": settings.db_statement_timeout_s,
-        "idle_in_transaction_session_timeout": settings.db_idle_in_transaction_timeout_s,
-    }
-    return " ".join(f"-c {name}={round(seconds * 1000)}" for name, seconds in values.items())
+    return " ".join(f"-c {name}={ms}" for name, ms in _timeouts(settings).items())
+
+
+def transaction_settings(settings: Settings) -> str:
+    """The same settings as :func:`session_options`, for one transaction: what a pooled connection gets.
+
+    A pooler in transaction mode (PgBouncer) hands every transaction whichever server connection is free and
+    refuses startup options, so nothing may live in the session: the statement sets them for its own
+    transaction (``set_config(..., true)``, the function form of ``SET LOCAL``).
+    """
+    calls = ", ".join(f"set_config('{name}', '{ms}', true)" for name, ms in _timeouts(settings).items())
+    return f"SELECT {calls};"
 
 
 class Database:
@@ -99,6 +113,10 @@ class Database:
         application_name: shown in ``pg_stat_activity``.
         reconnect_for_s: how long :meth:`run` keeps retrying a transaction while the server is away.
         options: server settings for the session (default: :func:`session_options` of the settings).
+        direct_url: PostgreSQL itself, when ``url`` is a pooler in transaction mode (default: the
+            ``database_direct_url`` setting). A database whose ``url`` is not its direct URL is *pooled*: it
+            sends no startup options, sets the session timeouts in every transaction instead, and the queue
+            polls rather than LISTEN. :meth:`direct` opens the direct URL (migrations' advisory lock).
     """
 
     def __init__(
@@ -108,17 +126,41 @@ class Database:
         application_name: str = "book-pipeline",
         reconnect_for_s: float = 60.0,
         options: str | None = None,
+        direct_url: str | None = None,
     ):
         self.url = url
         self.application_name = application_name
         self.reconnect_for_s = reconnect_for_s
         self.options = options
+        self._direct_url = direct_url
+        self._settings: Settings | None = None
         self._conn: psycopg2.extensions.connection | None = None
         self._pid = os.getpid()
         self._ever_connected = False
 
     def __repr__(self) -> str:
         return f"Database({mask_url(self.url)!r})"
+
+    def _loaded_settings(self) -> Settings:
+        if self._settings is None:
+            self._settings = load_settings()
+        return self._settings
+
+    @property
+    def direct_url(self) -> str:
+        """The URL of PostgreSQL itself: ``direct_url``, else the ``database_direct_url`` setting, else ``url``."""
+        return self._direct_url or self._loaded_settings().database_direct_url or self.url
+
+    @property
+    def pooled(self) -> bool:
+        """Whether ``url`` goes through a pooler in transaction mode (it is not the direct URL)."""
+        return self.direct_url != self.url
+
+    def direct(self) -> Database:
+        """A database on :attr:`direct_url` for what needs a session of its own; this one when not pooled."""
+        if not self.pooled:
+            return self
+        return Database(self.direct_url, application_name=self.application_name, reconnect_for_s=self.reconnect_for_s)
 
     def connection(self) -> psycopg2.extensions.connection:
         """The process's connection, (re)opened when missing, closed, or inherited through a fork."""
@@ -127,14 +169,14 @@ class Database:
             self._pid = os.getpid()
         if self._conn is None or self._conn.closed:
             if self.options is None:
-                self.options = session_options(load_settings())
+                self.options = "" if self.pooled else session_options(self._loaded_settings())
             try:
                 self._conn = psycopg2.connect(
                     self.url,
                     connect_timeout=5,
                     application_name=self.application_name,
                     cursor_factory=Cursor,
-                    options=self.options,
+                    options=self.options or None,
                     keepalives=1,
                     keepalives_idle=10,
                     keepalives_interval=5,
@@ -152,6 +194,8 @@ class Database:
         conn = self.connection()
         try:
             with conn, conn.cursor() as cur:
+                if self.pooled:
+                    cur.execute(transaction_settings(self._loaded_settings()))
                 yield cur
         except CONNECTION_ERRORS:
             self._discard()
@@ -184,7 +228,13 @@ class Database:
         return self._retrying(fn, self.transaction)
 
     def statement(self, sql: str, params: Any = None) -> list[dict[str, Any]]:
-        """Rows of one statement run in autocommit mode, retried like :meth:`run` (so it must be idempotent)."""
+        """Rows of one statement run in autocommit mode, retried like :meth:`run` (so it must be idempotent).
+
+        Pooled, the statement is sent with :func:`transaction_settings` in front, in one query: PostgreSQL
+        runs the two as one implicit transaction, so the timeouts hold for it and no round trip is added.
+        """
+        if self.pooled:
+            sql = transaction_settings(self._loaded_settings()) + "\n" + sql
         return self._retrying(lambda cur: _rows(cur, sql, params), self.autocommit)
 
     def _retrying(self, fn: Callable[[Cursor], T], cursor: Callable[[], Any]) -> T:

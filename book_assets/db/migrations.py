@@ -53,7 +53,7 @@ def current_version(db: Database) -> int:
 
 
 def migrate(db: Database) -> MigrationReport:
-    """Apply every pending migration; applying twice changes nothing."""
+    """Apply every pending migration; applying twice changes nothing. Runs on ``db``'s direct connection."""
     files = migration_files()
     latest = files[-1][0] if files else 0
     applied: list[str] = []
@@ -86,7 +86,13 @@ def migrate(db: Database) -> MigrationReport:
             done.add(version)
         return max(done, default=0)
 
-    version = db.run(_apply)
+    # The advisory lock and the DDL go to PostgreSQL itself, never through a pooler in transaction mode.
+    direct = db.direct()
+    try:
+        version = direct.run(_apply)
+    finally:
+        if direct is not db:
+            direct.close()
     return MigrationReport(applied=applied, current_version=version, latest_version=latest)
 
 

@@ -29,8 +29,9 @@ Design (why it looks like this):
 * **Idle workers sleep on NOTIFY.** Enqueue, release and requeue notify :data:`CHANNEL`; an idle worker
   waits for that (:meth:`TaskQueue.wait_for_work`), for the moment work becomes claimable without a
   notification (:meth:`TaskQueue.idle_wait_s`: a delayed task or retry, an expiring lease, a politeness slot),
-  or for ``idle_timeout_s``, whichever comes first. The timeout is the fallback where LISTEN does not hold
-  (a pooler in transaction mode hands each statement a different server connection).
+  or for ``idle_timeout_s``, whichever comes first. Through a pooler in transaction mode (``Database.pooled``:
+  each transaction may get another server connection, so LISTEN cannot hold) idle workers poll instead,
+  every :data:`POOLED_POLL_S` at most.
 
 The queue is a library: it imports only :mod:`book_assets.db`, :mod:`book_assets.sql`, the standard
 library and psycopg2.
@@ -39,6 +40,7 @@ library and psycopg2.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import logging
@@ -87,6 +89,8 @@ ENQUEUE_CHUNK: Final = 10_000
 SLOT_TOLERANCE_S: Final = 0.005
 #: The shortest idle sleep: an idle loop never spins, whatever the clocks say.
 MIN_IDLE_WAIT_S: Final = 0.01
+#: The longest idle sleep through a pooler in transaction mode, where LISTEN cannot hold: idle workers poll.
+POOLED_POLL_S: Final = 0.5
 
 
 class Runner(Protocol):
@@ -712,6 +716,9 @@ class TaskQueue:
         wake-up arrived (a stale one may: the next claim will tell). Pass :meth:`idle_wait_s` as the timeout.
         """
         timeout = _check_number("timeout_s", timeout_s)
+        if self.db.pooled:
+            time.sleep(min(timeout, POOLED_POLL_S))
+            return False
         try:
             self._subscribe()
             if self._take_notifications():
@@ -732,6 +739,9 @@ class TaskQueue:
         before the LISTEN sent no notification this connection could see, so the caller claims again.
         """
         timeout = _check_number("timeout_s", timeout_s)
+        if self.db.pooled:
+            await _sleep_unless(stop, min(timeout, POOLED_POLL_S))
+            return False
         run = run or asyncio.to_thread
         try:
             fd = await run(self._socket_to_watch)
@@ -845,6 +855,15 @@ class TaskQueue:
             return int(cur.rowcount)
 
         return self.db.run(_prune)
+
+
+async def _sleep_unless(stop: asyncio.Event | None, seconds: float) -> None:
+    """Sleep ``seconds``, or less if ``stop`` is set meanwhile."""
+    if stop is None:
+        await asyncio.sleep(seconds)
+        return
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), timeout=seconds)
 
 
 def _lost(task: Task) -> LeaseLost:
