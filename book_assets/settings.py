@@ -78,6 +78,22 @@ class Settings(BaseSettings):
         "on loopback (your own replica): 0.",
     )
     max_in_flight_per_domain: int | None = Field(default=None, ge=1, description="Cap on tasks in flight per domain.")
+    obey_robots: bool = Field(
+        default=True,
+        description="Obey each site's robots.txt (fetched once per domain per crawl): disallowed URLs are never "
+        "fetched, and a Crawl-delay raises the domain's interval.",
+    )
+    autothrottle: bool = Field(
+        default=False,
+        description="AutoThrottle: a domain's interval follows its observed latency toward the target concurrency "
+        "and backs off on 429/503, never below min_interval_s (or the Crawl-delay).",
+    )
+    autothrottle_target_concurrency: float = Field(
+        default=1.0, gt=0, description="AutoThrottle: requests in flight at the site at once, all workers together."
+    )
+    autothrottle_max_interval_s: float = Field(
+        default=60.0, ge=0, description="AutoThrottle: the most seconds between request starts per domain."
+    )
     max_pages: int | None = Field(default=None, ge=1, description="Limit on listing pages followed per start URL.")
     categories: Annotated[tuple[str, ...], NoDecode] = Field(
         default=(), description="Only these categories (names or slugs, comma-separated); empty: all."

@@ -59,6 +59,10 @@ class CrawlConfig:
     categories: tuple[str, ...]
     min_interval_s: float
     max_in_flight_per_domain: int | None
+    obey_robots: bool
+    autothrottle: bool
+    autothrottle_target_concurrency: float
+    autothrottle_max_interval_s: float
     lease_s: float
     max_attempts: int
     backoff_base_s: float

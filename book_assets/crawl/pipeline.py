@@ -14,6 +14,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
+from typing import Any
 
 from book_assets.archive import ArchiveSummary, index_days
 from book_assets.crawl.adaptive import Decision, forget_decisions, list_decisions
@@ -22,11 +23,13 @@ from book_assets.crawl.discovery import start_task
 from book_assets.crawl.drain import drain as run_drain
 from book_assets.crawl.pages import revalidated_since
 from book_assets.crawl.removals import OpenCrawl, Removals, latest_open_crawl, open_crawl, settle
+from book_assets.crawl.robots import RobotsRecord, forget_robots, list_robots
 from book_assets.crawl.storage import book_counts, versions_since
 from book_assets.crawl.worker import WorkerStats, make_queue
 from book_assets.db.connection import Database
 from book_assets.db.migrations import migrate
-from book_assets.queue import GroupBudget, TaskQueue
+from book_assets.queue import AutoThrottle, GroupBudget, TaskQueue, domain_of
+from book_assets.scraper.errors import ErrorKind
 
 
 @dataclass(frozen=True)
@@ -98,6 +101,10 @@ class CrawlReport:
     archive: list[ArchiveSummary] = field(default_factory=list)
     #: Books marked removed or back at the crawl's end (or why removals were not decided).
     removals: Removals | None = None
+    #: obey_robots: each allowed host's robots.txt outcome.
+    robots: list[RobotsRecord] = field(default_factory=list)
+    #: Each allowed domain's stored politeness at the end (its autothrottled interval among it).
+    politeness: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def pages_per_s(self) -> float:
@@ -133,8 +140,29 @@ class CrawlReport:
             )
             lines += [f"  {decision.line()}" for decision in self.decisions]
         lines += [summary.line() for summary in self.archive]
+        lines += self.politeness_lines()
         if show_config:
             lines.append("config: " + json.dumps(self.config.as_dict(), sort_keys=True, default=str))
+        return lines
+
+    def politeness_lines(self) -> list[str]:
+        """What robots.txt did (obey_robots) and where AutoThrottle left each domain's interval (autothrottle)."""
+        lines: list[str] = []
+        if self.config.obey_robots:
+            disallowed = self.failed_by_reason.get(ErrorKind.ROBOTS_DISALLOWED, 0)
+            lines.append(f"robots.txt obeyed: {disallowed} URLs disallowed, never fetched")
+            lines += [f"  {record.line()}" for record in self.robots]
+        if self.config.autothrottle:
+            for policy in self.politeness:
+                if policy.get("max_interval_s") is None:
+                    continue
+                latency = policy.get("latency_s")
+                lines.append(
+                    f"autothrottle {policy['domain']}: interval {policy['min_interval_s']:.3f} s at the end "
+                    f"(floor {policy['floor_interval_s'] or 0:.3f} s, max {policy['max_interval_s']:.3f} s, "
+                    f"highest {self.stats.max_interval_s:.3f} s, last latency "
+                    f"{'-' if latency is None else f'{latency:.3f} s'})"
+                )
         return lines
 
 
@@ -153,14 +181,29 @@ def budget_line(budgets: list[GroupBudget]) -> str:
     )
 
 
+def politeness_domains(config: CrawlConfig) -> list[str]:
+    """The queue domains a crawl's politeness is stored for: the allowed hosts, and the start URL's own
+    (with its port, as its tasks name it)."""
+    return sorted(config.allowed_domains | {domain_of(config.base_url)})
+
+
 def prepare(db: Database, config: CrawlConfig) -> None:
     """Migrate, and store this crawl's politeness and category weights where every worker sees them."""
     migrate(db)
     queue = make_queue(db, config)
-    for domain in sorted(config.allowed_domains):
+    throttle = (
+        AutoThrottle(config.autothrottle_target_concurrency, config.autothrottle_max_interval_s)
+        if config.autothrottle
+        else None
+    )
+    for domain in politeness_domains(config):
         queue.set_domain_policy(
-            domain, min_interval_s=config.min_interval_s, max_in_flight=config.max_in_flight_per_domain
+            domain,
+            min_interval_s=config.min_interval_s,
+            max_in_flight=config.max_in_flight_per_domain,
+            throttle=throttle,
         )
+    forget_robots(db, sorted(config.allowed_domains))
     queue.set_group_weights(DETAIL, config.weights_by_category(), default_weight=config.weights.default)
     queue.clear_group_budgets(DETAIL)
     if config.fetch.mode == "adaptive":
@@ -324,6 +367,8 @@ class Crawl:
                 decisions=list_decisions(db) if self.config.fetch.mode == "adaptive" else [],
                 archive=archive,
                 removals=self._settle(db),
+                robots=list_robots(db, sorted(self.config.allowed_domains)),
+                politeness=[p for d in politeness_domains(self.config) if (p := queue.domain_policy(d))],
             )
 
     def _settle(self, db: Database) -> Removals:

@@ -38,6 +38,7 @@ from book_assets.crawl.config import DETAIL, LISTING, TASK_TYPES, CrawlConfig
 from book_assets.crawl.discovery import listing_tasks
 from book_assets.crawl.pages import StaleCopy, forget_page, page_validators, revalidate_book, stored_copy, write_page
 from book_assets.crawl.removals import listing_record, record_listing
+from book_assets.crawl.robots import RobotsGate, Verdict
 from book_assets.crawl.storage import StoredBook, parse_served_or_rendered, write_book
 from book_assets.db.connection import Database
 from book_assets.queue import ClaimResult, FailOutcome, LeaseLost, NewTask, Task, TaskQueue
@@ -52,6 +53,8 @@ if TYPE_CHECKING:  # imported when a browser is needed: Playwright costs ~0.4 s 
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+#: Responses by which a server asks for fewer requests: AutoThrottle backs off on them.
+THROTTLED_STATUSES = frozenset({429, 503})
 
 
 @dataclass
@@ -72,6 +75,8 @@ class WorkerStats:
     failed: int = 0
     released: int = 0
     lost_leases: int = 0
+    #: AutoThrottle: the highest interval this worker's observations set (seconds).
+    max_interval_s: float = 0.0
     #: Adaptive mode: pages fetched in the browser / over plain HTTP / both ways and compared, and
     #: comparisons (or plain pages that only parsed once rendered) where the records differed.
     rendered: int = 0
@@ -112,6 +117,7 @@ class WorkerStats:
         for key, value in other.fetcher.items():
             self.fetcher[key] = self.fetcher.get(key, 0) + value
         self.elapsed_s = max(self.elapsed_s, other.elapsed_s)
+        self.max_interval_s = max(self.max_interval_s, other.max_interval_s)
         self.concurrency = self.concurrency or other.concurrency
         self.lost_workers += other.lost_workers
 
@@ -163,6 +169,7 @@ class Worker:
         self._in_flight: dict[int, Task] = {}
         self._jobs: dict[int, asyncio.Task[None]] = {}
         self._claimed = 0
+        self._claimed_at: dict[int, float] = {}  # task id -> time.monotonic() when its claim was sent
         self._http: HttpFetcher | None = None
         self._browser: BrowserFetcher | None = None
         self._archive: ArchiveWriter | None = None  # the WARC files of this process (warc on)
@@ -174,6 +181,7 @@ class Worker:
         self._adaptive = (
             AdaptiveState(self.db, probe_pages=config.adaptive_probe_pages) if config.fetch.mode == "adaptive" else None
         )
+        self._robots = RobotsGate(config, self.queue, self.worker_id, self._db) if config.obey_robots else None
 
     async def _db(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         loop = asyncio.get_running_loop()
@@ -218,6 +226,8 @@ class Worker:
         try:
             async with AsyncExitStack() as stack:
                 fetcher = await self._open_fetchers(stack)
+                if self._robots is not None:
+                    stack.push_async_callback(self._robots.close)
                 monitor = LoadMonitor(self._scaler, busy=lambda: len(running))
                 monitor.start()
                 try:
@@ -246,9 +256,11 @@ class Worker:
             if self.max_tasks is not None:
                 free = min(free, self.max_tasks - self._claimed)
             if free > 0:
+                claim_sent = time.monotonic()
                 result = await self._db(self._claim, free)
                 for task in result.tasks:
                     self._claimed += 1
+                    self._claimed_at[task.id] = claim_sent
                     self._in_flight[task.id] = task
                     job = asyncio.create_task(self._process(fetcher, task))
                     self._jobs[task.id] = job
@@ -338,12 +350,16 @@ class Worker:
         finally:
             self._in_flight.pop(task.id, None)
             self._jobs.pop(task.id, None)
+            self._claimed_at.pop(task.id, None)
 
     async def _attempt(self, fetcher: BrowserFetcher | HttpFetcher, task: Task) -> None:
-        validators = await self._validators(task)
-        task = await self.queue.wait_for_slot_async(task, run=self._db)
+        obeyed = await self._obey_robots(task)
+        if obeyed is None:
+            return
+        validators = await self._validators(obeyed)
+        task = await self.queue.wait_for_slot_async(obeyed, run=self._db)
         try:
-            fetched, fallback = await self._fetch(fetcher, task, validators)
+            fetched, fallback = await self._fetch_paced(fetcher, task, validators)
         except FetchError as exc:
             await self._fail(task, exc.kind, str(exc), retryable=exc.retryable, retry_after_s=exc.retry_after)
             return
@@ -371,6 +387,48 @@ class Worker:
         except ParseError as exc:
             kind = ErrorKind.NOT_A_LISTING_PAGE if task.task_type == LISTING else exc.kind
             await self._fail(task, kind, f"{kind}: {exc}", retryable=False)
+
+    async def _obey_robots(self, task: Task) -> Task | None:
+        """The task to fetch once robots.txt is consulted; None when it was failed instead, unrequested."""
+        if self._robots is None:
+            return task
+        url = str(task.payload["url"])
+        check = await self._robots.check(url, claimed_at=self._claimed_at.get(task.id, 0.0))
+        if check.verdict is Verdict.DISALLOWED:
+            kind = ErrorKind.ROBOTS_DISALLOWED
+            await self._fail(task, kind, f"{kind}: {check.reason}", retryable=False)
+            return None
+        if check.verdict is Verdict.UNREACHABLE:
+            kind = ErrorKind.ROBOTS_UNREACHABLE
+            await self._fail(task, kind, f"{kind}: {check.reason}", retryable=True, retry_after_s=check.retry_in_s)
+            return None
+        return await self._db(self.queue.reslot, task) if check.reslot else task
+
+    async def _fetch_paced(
+        self, fetcher: BrowserFetcher | HttpFetcher, task: Task, validators: Validators | None
+    ) -> tuple[FetchResult, Literal["js", "adaptive"] | None]:
+        """:meth:`_fetch`, reporting each response's latency to the domain's AutoThrottle when it is on.
+
+        Only responses are reported (a timeout or a reset says nothing about the server's pace): a 2xx or a
+        304 as ok, a 429 or 503 as throttled, any other status as not ok (it may raise the interval, not lower it).
+        """
+        if not self.config.autothrottle:
+            return await self._fetch(fetcher, task, validators)
+        started = time.monotonic()
+        try:
+            fetched, fallback = await self._fetch(fetcher, task, validators)
+        except FetchError as exc:
+            if exc.status is not None:
+                throttled = exc.status in THROTTLED_STATUSES
+                await self._observe(task, time.monotonic() - started, throttled=throttled, ok=False)
+            raise
+        await self._observe(task, fetched.elapsed_s, throttled=False, ok=True)
+        return fetched, fallback
+
+    async def _observe(self, task: Task, latency_s: float, *, throttled: bool, ok: bool) -> None:
+        interval = await self._db(self.queue.observe, task.domain, latency_s, throttled=throttled, ok=ok)
+        if interval is not None:
+            self.stats.max_interval_s = max(self.stats.max_interval_s, interval)
 
     async def _handle(self, task: Task, fetched: FetchResult) -> None:
         if self._archive is not None:  # archived before parsing: every page used, parsable or not

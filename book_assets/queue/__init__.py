@@ -16,11 +16,13 @@ from book_assets.queue.models import (
 )
 from book_assets.queue.queue import CHANNEL, LEASE_EXPIRED, TaskQueue, domain_of
 from book_assets.queue.retry import Backoff
+from book_assets.queue.throttle import AutoThrottle, next_interval
 
 __all__ = [
     "CHANNEL",
     "LEASE_EXPIRED",
     "Activity",
+    "AutoThrottle",
     "Backoff",
     "ClaimResult",
     "EnqueueResult",
@@ -33,4 +35,5 @@ __all__ = [
     "Task",
     "TaskQueue",
     "domain_of",
+    "next_interval",
 ]

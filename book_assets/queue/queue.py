@@ -24,6 +24,8 @@ Design (why it looks like this):
   the spacing.
   ``max_in_flight`` caps the domain's live leases. A 429's Retry-After pushes the next slot (:meth:`push_domain`,
   ``fail(retry_after_s=...)``). When nothing can be handed out the claim says when the next slot opens.
+  An autothrottled domain's interval follows the latencies workers report (:meth:`observe`,
+  :mod:`book_assets.queue.throttle`), in the same row, so every worker on every host follows it too.
 * **Fair scheduling.** ``scheduled=True`` hands out tasks of one type by smooth weighted round-robin over
   their groups; ``type_weights={type: weight}`` does the same over task types. See :meth:`TaskQueue.claim`.
 * **Idle workers sleep on NOTIFY.** Enqueue, release and requeue notify :data:`CHANNEL`; an idle worker
@@ -73,6 +75,7 @@ from book_assets.queue.models import (
     Task,
 )
 from book_assets.queue.retry import Backoff
+from book_assets.queue.throttle import THROTTLED_MIN_S, AutoThrottle
 from book_assets.sql import load_queries
 from book_assets.urls import canonical_url
 
@@ -539,11 +542,15 @@ class TaskQueue:
         *,
         min_interval_s: float | None = None,
         max_in_flight: int | _Unset | None = UNSET,
+        throttle: AutoThrottle | _Unset | None = UNSET,
     ) -> None:
         """Set a domain's minimum interval between request starts (0 disables) and/or in-flight cap.
 
         ``None`` interval keeps the current one; ``max_in_flight=None`` removes the cap, leaving it out
-        keeps it.
+        keeps it. ``throttle`` (:mod:`book_assets.queue.throttle`) makes the interval follow the latency
+        that :meth:`observe` reports, never below ``min_interval_s`` (the floor); given (or ``None``, which
+        switches it off) the interval starts again from the floor. Left out, an autothrottled domain takes
+        ``min_interval_s`` as its new floor and its current interval is raised to it, never lowered.
         """
         if not domain:
             raise ValueError("domain must be a non-empty string")
@@ -555,14 +562,37 @@ class TaskQueue:
             and (isinstance(max_in_flight, bool) or not isinstance(max_in_flight, int) or max_in_flight < 1)
         ):
             raise ValueError(f"max_in_flight must be an integer >= 1 or None, got {max_in_flight!r}")
+        if not isinstance(throttle, _Unset | AutoThrottle | None):
+            raise ValueError(f"throttle must be an AutoThrottle or None, got {throttle!r}")
+        rule = throttle if isinstance(throttle, AutoThrottle) else None
         params = {
             "domain": domain.lower(),
             "interval_s": min_interval_s,
             "default_interval_s": self.default_interval_s,
             "max_in_flight": None if isinstance(max_in_flight, _Unset) else max_in_flight,
             "set_max_in_flight": not isinstance(max_in_flight, _Unset),
+            "set_throttle": not isinstance(throttle, _Unset),
+            "max_interval_s": rule.max_interval_s if rule else None,
+            "target_concurrency": rule.target_concurrency if rule else None,
         }
         self.db.query(_q()["set_domain_policy"], params)
+
+    def observe(self, domain: str, latency_s: float, *, throttled: bool = False, ok: bool = True) -> float | None:
+        """Report one request to ``domain``: how long it took, whether the server throttled it, whether it was ok.
+
+        An autothrottled domain's interval moves by :func:`book_assets.queue.throttle.next_interval` (one
+        statement, so observations from every worker on every host add up); returns the new interval, or
+        None when the domain is not autothrottled (nothing changes).
+        """
+        params = {
+            "domain": domain.lower(),
+            "latency_s": _check_number("latency_s", latency_s),
+            "throttled": bool(throttled),
+            "ok": bool(ok),
+            "min_step_s": THROTTLED_MIN_S,
+        }
+        rows = self.db.query(_q()["observe"], params)
+        return float(rows[0]["min_interval_s"]) if rows else None
 
     def push_domain(self, domain: str, seconds: float) -> datetime:
         """No request to ``domain`` starts before now + ``seconds`` (e.g. a 429's Retry-After).
@@ -577,7 +607,8 @@ class TaskQueue:
         return self.db.query(_q()["push_domain"], params)[0]["next_slot_at"]
 
     def domain_policy(self, domain: str) -> dict[str, Any] | None:
-        """The stored politeness of ``domain`` (min_interval_s, max_in_flight, next_slot_at), if known."""
+        """The stored politeness of ``domain``, if known: min_interval_s, max_in_flight, next_slot_at, and its
+        AutoThrottle's floor_interval_s, max_interval_s, target_concurrency and last latency_s (NULL: off)."""
         rows = self.db.query(_q()["domain_policy"], {"domain": domain.lower()})
         return rows[0] if rows else None
 

@@ -61,6 +61,7 @@ class SandboxStats:
             to the last response byte written, or the connection being dropped).
         in_flight: site requests in progress at snapshot time.
         request_times: ``time.time()`` at which each request's head was read, in arrival order.
+        request_paths: the path of each of those requests, in the same order.
         outcomes: how many requests met each fault (``"serve"``, ``"503"``, ``"reset"``, ...).
         responses: the status of every response written, per path, in order (none for a reset or a hang).
         bytes_sent: bytes written for site requests, heads and bodies (a truncated body counts what was sent).
@@ -71,6 +72,7 @@ class SandboxStats:
     max_concurrency: int = 0
     in_flight: int = 0
     request_times: list[float] = field(default_factory=list)
+    request_paths: list[str] = field(default_factory=list)
     outcomes: dict[str, int] = field(default_factory=dict)
     responses: dict[str, list[int]] = field(default_factory=dict)
     bytes_sent: int = 0
@@ -96,6 +98,7 @@ class _Recorder:
             self._hits: Counter[str] = Counter()
             self._outcomes: Counter[str] = Counter()
             self._times: list[float] = []
+            self._paths: list[str] = []
             self._in_flight = 0
             self._max = 0
             self._responses: dict[str, list[int]] = {}
@@ -107,6 +110,7 @@ class _Recorder:
             n = self._hits[path]
             self._hits[path] = n + 1
             self._times.append(started)
+            self._paths.append(path)
             self._in_flight += 1
             self._max = max(self._max, self._in_flight)
             return n
@@ -133,6 +137,7 @@ class _Recorder:
                 max_concurrency=self._max,
                 in_flight=self._in_flight,
                 request_times=list(self._times),
+                request_paths=list(self._paths),
                 outcomes=dict(self._outcomes),
                 responses={path: list(seen) for path, seen in self._responses.items()},
                 bytes_sent=self._bytes,

@@ -27,6 +27,7 @@ class ErrorKind(StrEnum):
     BROWSER_ERROR = "browser_error"
     INTERNAL = "internal"  # a bug or an outage on our side
     STALE_COPY = "stale_copy"  # a 304 whose stored copy changed or vanished meanwhile: fetched again in full
+    ROBOTS_UNREACHABLE = "robots_unreachable"  # the site's robots.txt could not be read: nothing is fetched yet
     # permanent: the same request fails the same way every time
     HTTP_404 = "http_404"
     HTTP_4XX = "http_4xx"
@@ -41,6 +42,7 @@ class ErrorKind(StrEnum):
     NOT_MODIFIED_UNASKED = "not_modified_unasked"  # a 304 to a request that sent no validators
     NOT_A_BOOK_PAGE = "not_a_book_page"
     NOT_A_LISTING_PAGE = "not_a_listing_page"
+    ROBOTS_DISALLOWED = "robots_disallowed"  # the site's robots.txt disallows the URL: it is never requested
 
 
 class ParseError(ValueError):

@@ -141,13 +141,45 @@ SELECT (SELECT count(*) FROM moved) AS requeued,
 FROM (SELECT 1) AS one LEFT JOIN wake ON true;
 
 -- set_domain_policy --
--- Create or change a domain's politeness; a NULL interval keeps the current one.
-INSERT INTO domains AS d (domain, min_interval_s, max_in_flight)
+-- Create or change a domain's politeness; a NULL interval keeps the current one. With set_throttle the
+-- domain's AutoThrottle is switched on (a max_interval_s) or off (NULL), and its interval starts again from
+-- the floor (the interval given). Without it, an autothrottled domain takes the interval as its new floor
+-- and its current interval is raised to it, never lowered (a Crawl-delay learnt mid-crawl).
+INSERT INTO domains AS d (domain, min_interval_s, max_in_flight, floor_interval_s, max_interval_s, target_concurrency)
 VALUES (%(domain)s, coalesce(%(interval_s)s::DOUBLE PRECISION, %(default_interval_s)s::DOUBLE PRECISION),
-        %(max_in_flight)s::INTEGER)
+        %(max_in_flight)s::INTEGER,
+        CASE WHEN %(max_interval_s)s::DOUBLE PRECISION IS NOT NULL
+             THEN coalesce(%(interval_s)s::DOUBLE PRECISION, %(default_interval_s)s::DOUBLE PRECISION) END,
+        %(max_interval_s)s::DOUBLE PRECISION, %(target_concurrency)s::DOUBLE PRECISION)
 ON CONFLICT (domain) DO UPDATE
-SET min_interval_s = coalesce(%(interval_s)s::DOUBLE PRECISION, d.min_interval_s),
+SET min_interval_s = CASE
+        WHEN %(set_throttle)s THEN coalesce(%(interval_s)s::DOUBLE PRECISION, d.floor_interval_s, d.min_interval_s)
+        WHEN d.max_interval_s IS NOT NULL
+        THEN greatest(d.min_interval_s, coalesce(%(interval_s)s::DOUBLE PRECISION, d.floor_interval_s))
+        ELSE coalesce(%(interval_s)s::DOUBLE PRECISION, d.min_interval_s) END,
+    floor_interval_s = CASE
+        WHEN %(set_throttle)s AND %(max_interval_s)s::DOUBLE PRECISION IS NULL THEN NULL
+        WHEN %(set_throttle)s THEN coalesce(%(interval_s)s::DOUBLE PRECISION, d.floor_interval_s, d.min_interval_s)
+        WHEN d.max_interval_s IS NOT NULL THEN coalesce(%(interval_s)s::DOUBLE PRECISION, d.floor_interval_s)
+        ELSE NULL END,
+    max_interval_s = CASE WHEN %(set_throttle)s THEN %(max_interval_s)s::DOUBLE PRECISION ELSE d.max_interval_s END,
+    target_concurrency = CASE WHEN %(set_throttle)s THEN %(target_concurrency)s::DOUBLE PRECISION
+                              ELSE d.target_concurrency END,
+    latency_s = CASE WHEN %(set_throttle)s THEN NULL ELSE d.latency_s END,
     max_in_flight = CASE WHEN %(set_max_in_flight)s THEN %(max_in_flight)s::INTEGER ELSE d.max_in_flight END;
+
+-- observe --
+-- One observed request to an autothrottled domain moves its interval (queue_throttle_interval_v1, migration
+-- 0010; no row: the domain is not autothrottled). Like a heartbeat it skips the WAL flush wait: an
+-- observation lost in a crash costs nothing.
+WITH async AS (SELECT set_config('synchronous_commit', 'off', true))
+UPDATE domains d
+SET min_interval_s = queue_throttle_interval_v1(d.min_interval_s, %(latency_s)s::DOUBLE PRECISION, %(throttled)s,
+                                                %(ok)s, coalesce(d.floor_interval_s, 0), d.max_interval_s,
+                                                d.target_concurrency, %(min_step_s)s::DOUBLE PRECISION),
+    latency_s = %(latency_s)s::DOUBLE PRECISION
+WHERE d.domain = %(domain)s AND d.max_interval_s IS NOT NULL AND (SELECT 1 FROM async) = 1
+RETURNING d.min_interval_s;
 
 -- push_domain --
 -- No request to the domain before now + seconds (a 429 / Retry-After); never pulls the next slot earlier.
@@ -159,7 +191,9 @@ RETURNING next_slot_at;
 
 -- domain_policy --
 -- One domain's politeness row.
-SELECT domain, min_interval_s, max_in_flight, next_slot_at FROM domains WHERE domain = %(domain)s;
+SELECT domain, min_interval_s, max_in_flight, next_slot_at, floor_interval_s, max_interval_s, target_concurrency,
+       latency_s
+FROM domains WHERE domain = %(domain)s;
 
 -- lock_scope --
 -- Create a round-robin scope if needed and lock its row (DO UPDATE locks it), so that setters serialize with

@@ -555,6 +555,18 @@ BEGIN
     RETURN best;
 END $$;
 
+CREATE FUNCTION public.queue_throttle_interval_v1(p_interval double precision, p_latency_s double precision, p_throttled boolean, p_ok boolean, p_floor double precision, p_cap double precision, p_target_concurrency double precision, p_min_step_s double precision) RETURNS double precision
+    LANGUAGE sql IMMUTABLE
+    AS $$
+    SELECT least(greatest(p_cap, p_floor), greatest(p_floor,
+        CASE WHEN p_throttled
+             THEN greatest(2 * p_interval, p_latency_s / p_target_concurrency, p_min_step_s)
+             WHEN p_ok
+             THEN greatest(p_latency_s / p_target_concurrency, (p_interval + p_latency_s / p_target_concurrency) / 2)
+             ELSE greatest(p_interval, p_latency_s / p_target_concurrency)
+        END))
+$$;
+
 CREATE FUNCTION public.snapshot_books_as_of_v1(p_until timestamp with time zone) RETURNS TABLE(book_id bigint, url text, title text, category text, price numeric, rating smallint, stock integer, recorded_at timestamp with time zone)
     LANGUAGE sql STABLE
     AS $$
@@ -682,8 +694,15 @@ CREATE TABLE public.domains (
     min_interval_s double precision DEFAULT 1.0 NOT NULL,
     max_in_flight integer,
     next_slot_at timestamp with time zone DEFAULT '-infinity'::timestamp with time zone NOT NULL,
+    floor_interval_s double precision,
+    max_interval_s double precision,
+    target_concurrency double precision,
+    latency_s double precision,
+    CONSTRAINT domains_floor_interval_s_check CHECK ((floor_interval_s >= (0)::double precision)),
     CONSTRAINT domains_max_in_flight_check CHECK (((max_in_flight IS NULL) OR (max_in_flight >= 1))),
-    CONSTRAINT domains_min_interval_s_check CHECK ((min_interval_s >= (0)::double precision))
+    CONSTRAINT domains_max_interval_s_check CHECK ((max_interval_s >= (0)::double precision)),
+    CONSTRAINT domains_min_interval_s_check CHECK ((min_interval_s >= (0)::double precision)),
+    CONSTRAINT domains_target_concurrency_check CHECK ((target_concurrency > (0)::double precision))
 );
 
 CREATE TABLE public.listing_pages (
@@ -730,6 +749,21 @@ CREATE TABLE public.queue_scopes (
     scope text NOT NULL,
     default_weight double precision DEFAULT 1 NOT NULL,
     CONSTRAINT queue_scopes_default_weight_check CHECK ((default_weight >= (0)::double precision))
+);
+
+CREATE TABLE public.robots_txt (
+    origin text NOT NULL,
+    host text NOT NULL,
+    state text NOT NULL,
+    holder text,
+    held_until timestamp with time zone,
+    http_status integer,
+    body text,
+    crawl_delay_s double precision,
+    error text,
+    fetched_at timestamp with time zone,
+    retry_at timestamp with time zone,
+    CONSTRAINT robots_txt_state_check CHECK ((state = ANY (ARRAY['fetching'::text, 'fetched'::text, 'unavailable'::text, 'unreachable'::text])))
 );
 
 CREATE TABLE public.schema_migrations (
@@ -849,6 +883,9 @@ ALTER TABLE ONLY public.queue_members
 ALTER TABLE ONLY public.queue_scopes
     ADD CONSTRAINT queue_scopes_pkey PRIMARY KEY (scope);
 
+ALTER TABLE ONLY public.robots_txt
+    ADD CONSTRAINT robots_txt_pkey PRIMARY KEY (origin);
+
 ALTER TABLE ONLY public.schema_migrations
     ADD CONSTRAINT schema_migrations_pkey PRIMARY KEY (version);
 
@@ -867,6 +904,8 @@ CREATE INDEX idx_books_category ON public.books USING btree (category);
 CREATE INDEX idx_category_balanced_snapshot_day_category ON public.category_balanced_snapshot USING btree (snapshot_day, category);
 
 CREATE INDEX idx_listing_pages_listed_at ON public.listing_pages USING btree (listed_at);
+
+CREATE INDEX idx_robots_txt_host ON public.robots_txt USING btree (host);
 
 CREATE INDEX idx_tasks_budget ON public.tasks USING btree (budget_key, task_group) WHERE ((budget_key IS NOT NULL) AND (status <> 'pending'::text));
 

@@ -1,0 +1,332 @@
+"""robots.txt, obeyed by every worker: fetched once per origin per crawl and shared through PostgreSQL.
+
+The rules are Protego's (the parser Scrapy uses; Google's robots.txt specification, RFC 9309). The file
+lives in the ``robots_txt`` table (migration 0010), one row per origin: the first worker that needs it
+takes the fetch (a row held for a bounded time, so a worker that dies while fetching is replaced), the
+others wait for the row and parse the same bytes. A crawl's start forgets its hosts' files, so each crawl
+reads them once; a stored file is trusted for at most 24 hours (RFC 9309 2.4) by workers that join later.
+
+What a fetch outcome means (RFC 9309 2.3.1, the rules Google and Bing follow):
+
+* **2xx** ``fetched``: the file's rules apply. Its ``Crawl-delay`` for our user agent raises the domain's
+  interval (``TaskQueue.set_domain_policy``) to at least that many seconds, for every worker, and pushes its
+  next slot that far past the robots.txt request itself.
+* **4xx** (404 on the live site, which has none) and other permanent failures (a redirect off the allowed
+  hosts, too large) ``unavailable``: there are no rules, everything is allowed.
+* **5xx, 429, timeouts, connection errors** ``unreachable``: the site may be overloaded or its rules
+  unknown, so nothing is fetched. The fetch is tried ``FETCH_ATTEMPTS`` times first (a single bad moment
+  must not stop a crawl); then every task of the origin fails as *retryable* ``robots_unreachable`` with a
+  ``Retry-After`` of ``backoff_max_s``, when the next worker fetches the file again. RFC 9309 says to
+  assume complete disallow while a file is unreachable; ending tasks for good would turn one outage into a
+  lost crawl, so they wait and retry like any other server error and are dead-lettered only after
+  ``max_attempts``.
+
+A disallowed URL's task fails for good as ``robots_disallowed`` before any request is made for it.
+robots.txt itself is not paced by the domain's slots: it is one request per origin per crawl, and it
+decides the pacing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Final, TypeVar
+from urllib.parse import urlsplit
+
+from protego import Protego
+
+from book_assets.crawl.config import CrawlConfig
+from book_assets.db.connection import Database
+from book_assets.queue import TaskQueue, domain_of
+from book_assets.scraper.errors import FetchError
+from book_assets.scraper.fetch_http import HttpFetcher
+from book_assets.scraper.fetching import FetchResult, host_allowed
+from book_assets.sql import load_queries
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+Q = load_queries("robots")
+
+#: RFC 9309 2.4: a cached robots.txt SHOULD NOT be used for more than 24 hours.
+MAX_AGE_S: Final = 24 * 3600.0
+#: RFC 9309 2.5: crawlers parse at least the first 500 KiB; the rest is ignored.
+MAX_BYTES: Final = 500 * 1024
+#: Tries of one robots.txt fetch before the file counts as unreachable, and the pause before each retry.
+FETCH_ATTEMPTS: Final = 3
+RETRY_PAUSE_S: Final = 0.5
+#: How long a worker trusts its copy before reading the shared row again (a new crawl may have forgotten it).
+REFRESH_S: Final = 60.0
+#: How often a worker waiting for another's fetch looks at the row.
+POLL_S: Final = 0.05
+
+
+class RobotsState(StrEnum):
+    """Where an origin's robots.txt stands (RFC 9309's words)."""
+
+    FETCHING = "fetching"
+    FETCHED = "fetched"
+    UNAVAILABLE = "unavailable"
+    UNREACHABLE = "unreachable"
+
+
+class Verdict(StrEnum):
+    """What robots.txt says about one URL."""
+
+    ALLOWED = "allowed"
+    DISALLOWED = "disallowed"
+    UNREACHABLE = "unreachable"
+
+
+@dataclass(frozen=True)
+class RobotsCheck:
+    """The verdict on one URL, and what the worker does about its task.
+
+    Attributes:
+        verdict: allowed, disallowed (fail for good) or unreachable (fail, retry after ``retry_in_s``).
+        reslot: the task was claimed before this worker knew the Crawl-delay, so its politeness slot may be
+            too early: take a fresh one (``TaskQueue.reslot``) before fetching.
+        reason: one line for the task's error.
+    """
+
+    verdict: Verdict
+    reslot: bool = False
+    retry_in_s: float | None = None
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class RobotsFile:
+    """One origin's robots.txt outcome, parsed once per worker."""
+
+    origin: str
+    state: RobotsState
+    http_status: int | None = None
+    crawl_delay_s: float | None = None
+    error: str | None = None
+    retry_in_s: float | None = None
+    rules: Protego | None = None
+    #: The file's text as parsed (fetched only), shared with the other workers.
+    body: str | None = None
+
+    def verdict(self, url: str, user_agent: str) -> Verdict:
+        if self.state is RobotsState.UNREACHABLE:
+            return Verdict.UNREACHABLE
+        if self.rules is None or self.rules.can_fetch(url, user_agent):
+            return Verdict.ALLOWED
+        return Verdict.DISALLOWED
+
+
+@dataclass(frozen=True)
+class RobotsRecord:
+    """A stored outcome, for the crawl summary and Dagster metadata."""
+
+    origin: str
+    state: str
+    http_status: int | None
+    crawl_delay_s: float | None
+    error: str | None
+    fetched_at: datetime | None
+
+    def line(self) -> str:
+        status = f"HTTP {self.http_status}" if self.http_status is not None else "no response"
+        if self.state == RobotsState.FETCHED:
+            delay = f", Crawl-delay {self.crawl_delay_s:g} s applied" if self.crawl_delay_s is not None else ""
+            return f"robots.txt {self.origin}: {status}, rules obeyed{delay}"
+        if self.state == RobotsState.UNAVAILABLE:
+            return f"robots.txt {self.origin}: {status}, none (everything allowed)"
+        return f"robots.txt {self.origin}: {self.state} ({status}{'; ' + self.error if self.error else ''})"
+
+
+def origin_of(url: str) -> str:
+    """``scheme://host[:port]`` of ``url``, lower-cased: the origin whose /robots.txt governs it."""
+    parts = urlsplit(url)
+    return f"{parts.scheme.lower()}://{parts.netloc.lower().rpartition('@')[2]}"
+
+
+def parse_file(origin: str, body: bytes | str, user_agent: str) -> RobotsFile:
+    """A fetched robots.txt (its first :data:`MAX_BYTES`), parsed: its rules and our Crawl-delay (pure)."""
+    raw = body.encode("utf-8") if isinstance(body, str) else body
+    text = raw[:MAX_BYTES].decode("utf-8", errors="replace")
+    rules = Protego.parse(text)
+    delay = rules.crawl_delay(user_agent)
+    return RobotsFile(
+        origin,
+        RobotsState.FETCHED,
+        http_status=200,
+        crawl_delay_s=float(delay) if delay is not None and float(delay) > 0 else None,
+        rules=rules,
+        body=text,
+    )
+
+
+def fetch_outcome(origin: str, result: FetchResult | None, error: FetchError | None, user_agent: str) -> RobotsFile:
+    """What one fetch of robots.txt means (pure; see the module's docstring)."""
+    if result is not None:
+        return replace(parse_file(origin, result.body, user_agent), http_status=result.status)
+    assert error is not None
+    state = RobotsState.UNREACHABLE if error.retryable else RobotsState.UNAVAILABLE
+    return RobotsFile(origin, state, http_status=error.status, error=str(error)[:500])
+
+
+def _from_row(row: dict[str, Any], user_agent: str) -> RobotsFile:
+    state = RobotsState(row["state"])
+    if state is RobotsState.FETCHED:
+        return replace(parse_file(row["origin"], row["body"] or "", user_agent), http_status=row["http_status"])
+    return RobotsFile(
+        row["origin"],
+        state,
+        http_status=row["http_status"],
+        error=row["error"],
+        retry_in_s=float(row["retry_in_s"]) if row["retry_in_s"] is not None else None,
+    )
+
+
+class RobotsGate:
+    """One worker's robots.txt checks: a copy of each origin's file, loaded from (or fetched into) PostgreSQL.
+
+    Args:
+        config: the crawl (user agent, fetch settings, the interval a Crawl-delay is compared with).
+        queue: the crawl's queue, to raise a domain's interval to its Crawl-delay.
+        holder: this worker's id, recorded on a fetch it holds.
+        run: runs a blocking database call on the worker's database thread.
+    """
+
+    def __init__(
+        self,
+        config: CrawlConfig,
+        queue: TaskQueue,
+        holder: str,
+        run: Callable[[Callable[[], T]], Awaitable[T]],
+    ) -> None:
+        self.config = config
+        self.queue = queue
+        self.db: Database = queue.db
+        self.holder = holder
+        self._run = run
+        self._user_agent = config.fetch.user_agent
+        self._files: dict[str, tuple[RobotsFile, float]] = {}
+        self._learnt_at: dict[str, float] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._http: HttpFetcher | None = None
+        # The longest a fetch may take, every attempt and pause included: then another worker takes over.
+        self._hold_s = FETCH_ATTEMPTS * (config.fetch.timeout_s + RETRY_PAUSE_S * 2 ** (FETCH_ATTEMPTS - 1)) + 5.0
+
+    async def close(self) -> None:
+        if self._http is not None:
+            await self._http.close()
+
+    async def check(self, url: str, *, claimed_at: float) -> RobotsCheck:
+        """The verdict on ``url`` for a task claimed at ``claimed_at`` (``time.monotonic()``)."""
+        if not host_allowed(url, self.config.fetch.allowed_domains):
+            return RobotsCheck(Verdict.ALLOWED)  # never fetched: the fetcher refuses it with its own error
+        origin = origin_of(url)
+        file = await self._file(origin)
+        verdict = file.verdict(url, self._user_agent)
+        if verdict is Verdict.UNREACHABLE:
+            return RobotsCheck(
+                verdict, retry_in_s=file.retry_in_s, reason=f"robots.txt of {origin} unreachable: {file.error}"
+            )
+        if verdict is Verdict.DISALLOWED:
+            return RobotsCheck(verdict, reason=f"robots.txt of {origin} disallows {url}")
+        delay = file.crawl_delay_s
+        reslot = delay is not None and delay > self.config.min_interval_s and claimed_at < self._learnt_at[origin]
+        return RobotsCheck(verdict, reslot=reslot)
+
+    async def _file(self, origin: str) -> RobotsFile:
+        known = self._files.get(origin)
+        if known is not None and time.monotonic() < known[1]:
+            return known[0]
+        async with self._locks.setdefault(origin, asyncio.Lock()):
+            known = self._files.get(origin)
+            if known is not None and time.monotonic() < known[1]:
+                return known[0]
+            file = await self._load(origin)
+            now = time.monotonic()
+            trust_s = (file.retry_in_s or 0.0) if file.state is RobotsState.UNREACHABLE else REFRESH_S
+            self._files[origin] = (file, now + trust_s)
+            self._learnt_at.setdefault(origin, now)
+            return file
+
+    async def _load(self, origin: str) -> RobotsFile:
+        """The shared file: fetched by this worker if nobody else holds the fetch, else read when stored."""
+        while True:
+            taken, row = await self._run(functools.partial(self._take_or_read, origin))
+            if taken:
+                return await self._fetch_and_share(origin)
+            if row is not None and row["state"] != RobotsState.FETCHING:
+                return _from_row(row, self._user_agent)
+            await asyncio.sleep(POLL_S)
+
+    def _take_or_read(self, origin: str) -> tuple[bool, dict[str, Any] | None]:
+        params = {
+            "origin": origin,
+            "host": urlsplit(origin).hostname or "",
+            "holder": self.holder,
+            "hold_s": self._hold_s,
+            "max_age_s": MAX_AGE_S,
+        }
+        if self.db.query(Q["take_robots_fetch"], params):
+            return True, None
+        rows = self.db.query(Q["read_robots"], {"origin": origin})
+        return False, rows[0] if rows else None
+
+    async def _fetch_and_share(self, origin: str) -> RobotsFile:
+        file = await self._fetch(origin)
+        if file.crawl_delay_s is not None and file.crawl_delay_s > self.config.min_interval_s:
+            # Before the file is shared: whoever reads it finds the domain's interval already raised.
+            await self._run(functools.partial(self._apply_crawl_delay, origin, file.crawl_delay_s))
+        await self._run(functools.partial(self._store, file))
+        if file.state is RobotsState.UNREACHABLE:
+            file = replace(file, retry_in_s=self.config.backoff_max_s)
+        log.info("robots.txt of %s: %s (HTTP %s)", origin, file.state, file.http_status)
+        return file
+
+    async def _fetch(self, origin: str) -> RobotsFile:
+        if self._http is None:
+            self._http = HttpFetcher(replace(self.config.fetch, mode="http", concurrency=1))
+        url = origin + "/robots.txt"
+        error: FetchError | None = None
+        for attempt in range(FETCH_ATTEMPTS):
+            if attempt:
+                await asyncio.sleep(RETRY_PAUSE_S * 2 ** (attempt - 1))
+            try:
+                return fetch_outcome(origin, await self._http.fetch(url), None, self._user_agent)
+            except FetchError as exc:
+                error = exc
+                if not exc.retryable:
+                    break
+        return fetch_outcome(origin, None, error, self._user_agent)
+
+    def _apply_crawl_delay(self, origin: str, delay_s: float) -> None:
+        domain = domain_of(origin + "/")
+        self.queue.set_domain_policy(domain, min_interval_s=max(self.config.min_interval_s, delay_s))
+        self.queue.push_domain(domain, delay_s)
+
+    def _store(self, file: RobotsFile) -> None:
+        params = {
+            "origin": file.origin,
+            "holder": self.holder,
+            "state": str(file.state),
+            "http_status": file.http_status,
+            "body": file.body,
+            "crawl_delay_s": file.crawl_delay_s,
+            "error": file.error,
+            "retry_s": self.config.backoff_max_s,
+        }
+        self.db.query(Q["store_robots"], params)
+
+
+def forget_robots(db: Database, hosts: list[str]) -> None:
+    """Read these hosts' robots.txt afresh (a crawl's start)."""
+    db.query(Q["forget_robots"], {"hosts": hosts})
+
+
+def list_robots(db: Database, hosts: list[str]) -> list[RobotsRecord]:
+    """The stored robots.txt outcomes of ``hosts``."""
+    return [RobotsRecord(**row) for row in db.query(Q["list_robots"], {"hosts": hosts})]

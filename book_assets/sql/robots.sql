@@ -1,0 +1,41 @@
+-- robots.txt files shared by every worker on every host (book_assets/crawl/robots.py; table: migration 0010).
+
+-- take_robots_fetch --
+-- Take the fetch of an origin's robots.txt: no row yet, a fetch whose holder stopped holding it, an
+-- unreachable file whose retry time has come, or a stored file older than max_age_s. No row returned:
+-- another worker holds the fetch or a stored outcome stands (read it with read_robots).
+INSERT INTO robots_txt AS r (origin, host, state, holder, held_until)
+VALUES (%(origin)s, %(host)s, 'fetching', %(holder)s, clock_timestamp() + make_interval(secs => %(hold_s)s))
+ON CONFLICT (origin) DO UPDATE
+SET state = 'fetching', holder = excluded.holder, held_until = excluded.held_until
+WHERE (r.state = 'fetching' AND r.held_until < clock_timestamp())
+   OR (r.state = 'unreachable' AND r.retry_at <= clock_timestamp())
+   OR (r.state IN ('fetched', 'unavailable')
+       AND r.fetched_at < clock_timestamp() - make_interval(secs => %(max_age_s)s::DOUBLE PRECISION))
+RETURNING origin;
+
+-- read_robots --
+-- An origin's robots.txt row, with the seconds until an unreachable file is fetched again.
+SELECT origin, state, http_status, body, crawl_delay_s, error, fetched_at,
+       greatest(0, extract(epoch FROM retry_at - clock_timestamp()))::DOUBLE PRECISION AS retry_in_s
+FROM robots_txt WHERE origin = %(origin)s;
+
+-- store_robots --
+-- The holder of an origin's fetch stores its outcome (a holder that lost the fetch to another stores nothing).
+UPDATE robots_txt
+SET state = %(state)s, http_status = %(http_status)s, body = %(body)s, crawl_delay_s = %(crawl_delay_s)s,
+    error = %(error)s, fetched_at = clock_timestamp(),
+    retry_at = CASE WHEN %(state)s = 'unreachable'
+                    THEN clock_timestamp() + make_interval(secs => %(retry_s)s::DOUBLE PRECISION) END,
+    holder = NULL, held_until = NULL
+WHERE origin = %(origin)s AND holder = %(holder)s AND state = 'fetching'
+RETURNING origin;
+
+-- forget_robots --
+-- A new crawl reads its hosts' robots.txt afresh.
+DELETE FROM robots_txt WHERE host = ANY(%(hosts)s::TEXT[]);
+
+-- list_robots --
+-- Every stored robots.txt outcome of these hosts, for the crawl summary.
+SELECT origin, state, http_status, crawl_delay_s, error, fetched_at
+FROM robots_txt WHERE host = ANY(%(hosts)s::TEXT[]) ORDER BY origin;
