@@ -1,0 +1,120 @@
+"""robots.txt is obeyed: disallowed URLs are never requested, Crawl-delay spaces every worker's requests."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from book_assets.crawl.config import DETAIL, DETAIL_PRIORITY
+from book_assets.crawl.pipeline import Crawl, crawl, drain, prepare
+from book_assets.crawl.worker import make_queue
+from book_assets.db.connection import Database
+from book_assets.sandbox import Faults
+from book_assets.sandbox.server import SandboxServer
+from book_assets_tests.crawl.conftest import sandbox_config
+
+ROBOTS = "/robots.txt"
+#: Request starts may come this much early against the interval (a slot's lateness tolerance, the clock).
+SLACK_S = 0.02
+#: How late a request may reach the site after its slot on a loaded machine (a new connection, a busy
+#: event loop), which shortens the gap to the next one by as much.
+LATE_S = 0.1
+
+
+def _books_of(server: SandboxServer, category: str) -> list[str]:
+    return sorted(p for p, b in server.catalogue.ground_truth().items() if b.category == category)
+
+
+def _category_path(server: SandboxServer, name: str) -> str:
+    return next(c.url_path for c in server.catalogue.categories if c.name == name)
+
+
+def _enqueue_details(db: Database, config: Any, server: SandboxServer, paths: list[str]) -> None:
+    queue = make_queue(db, config)
+    for path in paths:
+        queue.enqueue(DETAIL, {"url": server.url_for(path), "category": "Poetry"}, priority=DETAIL_PRIORITY)
+
+
+def test_a_disallowed_category_and_book_are_never_fetched_and_fail_as_robots_disallowed(
+    db: Database, database_url: str, sandbox_factory: Any
+) -> None:
+    plain = sandbox_factory()
+    travel = _category_path(plain, "Travel")
+    poetry_books = _books_of(plain, "Poetry")
+    banned_book = poetry_books[0]
+    robots = (
+        "User-agent: *\n"
+        f"Disallow: {travel.rsplit('/', 1)[0]}/\n"
+        f"Disallow: {banned_book}\n"
+        "\nUser-agent: some-other-bot\nDisallow: /\n"
+    )
+    server = sandbox_factory(faults=Faults(robots_txt=robots))
+    report = crawl(database_url, sandbox_config(server.url, categories=("Travel", "Poetry"), workers=2))
+
+    hits = server.stats().hits
+    assert hits[ROBOTS] == 1  # once per domain per crawl, for both workers
+    fetched_travel = [p for p in hits if p.startswith(travel.rsplit("/", 1)[0]) or p in _books_of(server, "Travel")]
+    assert fetched_travel == []
+    assert banned_book not in hits
+    assert all(hits.get(p) == 1 for p in poetry_books[1:])
+    assert report.failed_by_reason == {"robots_disallowed": 2}
+    failed = db.query("SELECT payload->>'url' AS url, error, attempts FROM tasks WHERE status = 'failed'")
+    assert {r["url"] for r in failed} == {server.url_for(travel), server.url_for(banned_book)}
+    assert all(r["error"].startswith("robots_disallowed: ") and r["attempts"] == 1 for r in failed)
+    assert report.counts["total"] == len(poetry_books) - 1
+    summary = "\n".join(report.summary_lines())
+    assert "robots.txt obeyed: 2 URLs disallowed" in summary
+    assert f"robots.txt {server.url}: HTTP 200, rules obeyed" in summary
+
+    # A new crawl reads robots.txt again, once; with obey_robots off it is never requested.
+    server.reset_stats()
+    crawl(database_url, sandbox_config(server.url, categories=("Poetry",), workers=2))
+    assert server.stats().hits[ROBOTS] == 1
+    server.reset_stats()
+    unruly = crawl(database_url, sandbox_config(server.url, categories=("Poetry",), obey_robots=False))
+    assert ROBOTS not in server.stats().hits and server.stats().hits[banned_book] == 1
+    assert unruly.counts["total"] == len(poetry_books)
+
+
+def test_crawl_delay_spaces_the_request_starts_of_two_workers(
+    db: Database, database_url: str, sandbox_factory: Any
+) -> None:
+    server = sandbox_factory(faults=Faults(robots_txt="User-agent: *\nCrawl-delay: 0.2\n"))
+    config = sandbox_config(server.url, workers=2, concurrency=4)
+    assert config.min_interval_s == 0  # the sandbox is on loopback: only the Crawl-delay paces it
+    prepare(db, config)
+    books = _books_of(server, "Poetry")[:10]
+    _enqueue_details(db, config, server, books)
+    # Both workers claim at once, before either knows the Crawl-delay.
+    stats = drain(database_url, config, task_types=(DETAIL,), workers=2)
+
+    assert stats.books_new == 10
+    seen = server.stats()
+    assert seen.hits[ROBOTS] == 1 and seen.request_paths[0] == ROBOTS
+    # The queue hands out request-start slots at least the Crawl-delay apart, across both workers ...
+    slots = sorted(r["slot_at"].timestamp() for r in db.query("SELECT slot_at FROM tasks"))
+    assert min(b - a for a, b in itertools.pairwise(slots)) >= 0.2 - 1e-6
+    # ... and the site sees them so: a request may reach it late (a busy host), never early.
+    gaps = [b - a for a, b in itertools.pairwise(seen.request_times)]
+    assert len(gaps) == 10 and min(gaps) >= 0.2 - LATE_S, f"request starts {min(gaps):.3f} s apart"
+    assert seen.request_times[-1] - seen.request_times[1] >= 9 * 0.2 - SLACK_S
+    report = Crawl(database_url, config).report(stats)
+    assert "Crawl-delay 0.2 s applied" in "\n".join(report.summary_lines())
+
+
+def test_an_unreachable_robots_txt_holds_the_domain_until_it_can_be_read(
+    db: Database, database_url: str, sandbox_factory: Any
+) -> None:
+    # Three 503s: the first fetch's every attempt fails; the file (a 404, as on the live site) is read on
+    # the next try, after backoff_max_s.
+    server = sandbox_factory(faults=Faults(scripted={ROBOTS: [503, 503, 503]}))
+    config = sandbox_config(server.url, workers=1)
+    prepare(db, config)
+    books = _books_of(server, "Poetry")[:3]
+    _enqueue_details(db, config, server, books)
+    stats = drain(database_url, config, task_types=(DETAIL,), workers=1)
+
+    assert stats.books_new == 3
+    assert stats.errors["robots_unreachable"] == 3 and stats.retried == 3
+    paths = server.stats().request_paths
+    assert paths[:4] == [ROBOTS] * 4 and sorted(paths[4:]) == books  # no page before robots.txt was read
