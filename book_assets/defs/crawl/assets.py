@@ -67,6 +67,8 @@ def _run_metadata(report: CrawlReport) -> dict[str, object]:
         "failed_tasks_by_reason": count_table(report.failed_by_reason, "reason", "failed tasks"),
         "workers_lost": len(report.stats.lost_workers),
         "elapsed_s": round(report.elapsed_s, 1),
+        # robots.txt (disallowed URLs, Crawl-delay applied) and AutoThrottle's interval at the end
+        "politeness": dg.MetadataValue.md("\n".join(f"- {line.strip()}" for line in report.politeness_lines())),
         **_fetch_metadata(report),
     }
 
