@@ -229,9 +229,7 @@ class PgBouncer:
             f"listen_addr = {self.address}\nlisten_port = {self.port}\nunix_socket_dir =\n"
             f"auth_type = scram-sha-256\nauth_file = {self._root / 'userlist.txt'}\n"
             "pool_mode = transaction\nmax_client_conn = 500\ndefault_pool_size = 20\n"
-            # The clients' session settings (lock and statement timeouts) arrive as the startup parameter
-            # "options", which PgBouncer refuses unless told to ignore it.
-            "ignore_startup_parameters = options,extra_float_digits\n"
+            "ignore_startup_parameters = extra_float_digits\n"
             f"logfile = {self._root / 'pgbouncer.log'}\n"
         )
         shutil.chown(self._root, "nobody", "nogroup")

@@ -200,9 +200,10 @@ def run_on_hosts(
 
     ``settings`` are the crawl's settings (base_url is the sandbox's); workers and driver resolve the same
     ones. ``through`` maps a database name to the URL the workers and the crawl use instead of the direct
-    one (a connection pooler's); the schema is still made on a direct connection first, and the run does not
-    wait for the workers to be idle (a pooler's server connections do not say whose they are). Every worker
-    is stopped (SIGTERM, then SIGKILL) before this returns, whatever happens.
+    one (a connection pooler's in transaction mode, the direct one given as ``DATABASE_DIRECT_URL``); the
+    schema is made on the direct connection first, and the run does not wait for the workers to be idle (a
+    pooler's server connections do not say whose they are). Every worker is stopped (SIGTERM, then
+    SIGKILL) before this returns, whatever happens.
     """
     direct = postgres.create_database(database)
     url = through(database) if through is not None else direct
@@ -210,8 +211,35 @@ def run_on_hosts(
     config = CrawlConfig.resolve(**full)
     with Database(direct, application_name="scale driver") as setup:
         migrate(setup)
+    saved = os.environ.get("DATABASE_DIRECT_URL")
+    if through is not None:
+        os.environ["DATABASE_DIRECT_URL"] = direct  # the driver's own crawl start goes through the pooler too
+    try:
+        return _run(hosts, sandbox, database, url, direct if through is not None else None, full, config,
+                    skew_s, timeout_s)  # fmt: skip
+    finally:
+        if saved is None:
+            os.environ.pop("DATABASE_DIRECT_URL", None)
+        else:
+            os.environ["DATABASE_DIRECT_URL"] = saved
+
+
+def _run(
+    hosts: Sequence[Host],
+    sandbox: HostSandbox,
+    database: str,
+    url: str,
+    direct: str | None,
+    full: dict[str, Any],
+    config: CrawlConfig,
+    skew_s: Mapping[int, float] | None,
+    timeout_s: float,
+) -> HostRun:
+    through = direct is not None
     with Database(url, application_name="scale driver") as db:
         env = worker_env(url, full)
+        if direct is not None:
+            env["DATABASE_DIRECT_URL"] = direct
         logdir = Path(tempfile.mkdtemp(prefix="book-pipeline-hosts-logs-"))
         procs: list[subprocess.Popen[bytes]] = []
         try:
@@ -220,7 +248,7 @@ def run_on_hosts(
                 argv = host.command(_worker_argv((skew_s or {}).get(i)))
                 procs.append(subprocess.Popen(argv, env=env, cwd=logdir, stdout=log, stderr=subprocess.STDOUT))
                 log.close()
-            if through is None:
+            if not through:
                 _wait_for(lambda: _connected_workers(db, database) >= len(hosts), procs, 120, logdir)
                 time.sleep(0.3)  # each worker past its first (empty) claim, listening for work
             sandbox.reset_stats()
