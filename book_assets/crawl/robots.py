@@ -22,8 +22,9 @@ What a fetch outcome means (RFC 9309 2.3.1, the rules Google and Bing follow):
   ``max_attempts``.
 
 A disallowed URL's task fails for good as ``robots_disallowed`` before any request is made for it.
-robots.txt itself is not paced by the domain's slots: it is one request per origin per crawl, and it
-decides the pacing.
+robots.txt itself takes one of the domain's politeness slots (``TaskQueue.take_slot``), as Scrapy sends it
+through its downloader: one request per origin per crawl, but never closer to a page request than the
+interval.
 """
 
 from __future__ import annotations
@@ -288,13 +289,16 @@ class RobotsGate:
         return file
 
     async def _fetch(self, origin: str) -> RobotsFile:
-        if self._http is None:
-            self._http = HttpFetcher(replace(self.config.fetch, mode="http", concurrency=1))
+        if self._http is None:  # opened, so its first request starts on its slot (the client is warm)
+            self._http = await HttpFetcher(replace(self.config.fetch, mode="http", concurrency=1)).__aenter__()
         url = origin + "/robots.txt"
         error: FetchError | None = None
         for attempt in range(FETCH_ATTEMPTS):
             if attempt:
                 await asyncio.sleep(RETRY_PAUSE_S * 2 ** (attempt - 1))
+            due = await self._run(functools.partial(self.queue.take_slot, domain_of(url)))
+            if due is not None:
+                await asyncio.sleep(max(0.0, due - time.monotonic()))
             try:
                 return fetch_outcome(origin, await self._http.fetch(url), None, self._user_agent)
             except FetchError as exc:

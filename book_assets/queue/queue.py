@@ -606,6 +606,12 @@ class TaskQueue:
         }
         return self.db.query(_q()["push_domain"], params)[0]["next_slot_at"]
 
+    def take_slot(self, domain: str) -> float | None:
+        """A politeness slot for a request that is not a task (robots.txt), taken from the domain's slots like
+        a claim's: the ``time.monotonic()`` reading at which it may start; None when the domain is unthrottled."""
+        rows = self.db.query(_q()["take_domain_slot"], {"domain": domain.lower()})
+        return self.clock.due(rows[0]["slot_at"]) if rows else None
+
     def domain_policy(self, domain: str) -> dict[str, Any] | None:
         """The stored politeness of ``domain``, if known: min_interval_s, max_in_flight, next_slot_at, and its
         AutoThrottle's floor_interval_s, max_interval_s, target_concurrency and last latency_s (NULL: off)."""

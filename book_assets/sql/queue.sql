@@ -189,6 +189,16 @@ VALUES (%(domain)s, %(default_interval_s)s::DOUBLE PRECISION,
 ON CONFLICT (domain) DO UPDATE SET next_slot_at = greatest(d.next_slot_at, excluded.next_slot_at)
 RETURNING next_slot_at;
 
+-- take_domain_slot --
+-- A politeness slot for a request outside any task (a robots.txt fetch): the domain's next slot, as a claim
+-- hands it out. No row: the domain is unthrottled or unknown.
+UPDATE domains d
+SET next_slot_at = greatest(d.next_slot_at,
+                            clock_timestamp() + make_interval(secs => least(0.05, d.min_interval_s / 4)))
+                   + make_interval(secs => d.min_interval_s)
+WHERE d.domain = %(domain)s AND d.min_interval_s > 0
+RETURNING d.next_slot_at - make_interval(secs => d.min_interval_s) AS slot_at;
+
 -- domain_policy --
 -- One domain's politeness row.
 SELECT domain, min_interval_s, max_in_flight, next_slot_at, floor_interval_s, max_interval_s, target_concurrency,

@@ -141,3 +141,18 @@ def test_a_group_whose_work_waits_for_a_slot_is_skipped_but_not_idle(db: Databas
     assert [t.group for t in tasks].count("a") == 1  # one slot in the horizon, then its domain is blocked
     idle = {row["member"]: row["idle"] for row in queue.group_state("detail")}
     assert idle["a"] is False  # it has work, only behind a politeness slot: it keeps its place in the rounds
+
+
+def test_a_request_outside_any_task_takes_the_domains_next_slot(db: Database) -> None:
+    queue = make_queue(db, default_interval_s=0.5, slot_horizon_s=5.0)
+    queue.enqueue_many(NewTask("detail", {"url": url(i)}) for i in range(2))
+    tasks = queue.claim("w", 2).tasks
+    due = queue.take_slot(tasks[0].domain)
+    assert due is not None and tasks[1].slot_due is not None
+    assert due - tasks[1].slot_due == pytest.approx(0.5, abs=0.01)  # after the slots handed out, one interval on
+    later = queue.claim("w", 1)
+    queue.enqueue("detail", {"url": url("next")})
+    (nxt,) = queue.claim("w", 1).tasks
+    assert not later.tasks and nxt.slot_due is not None and nxt.slot_due - due == pytest.approx(0.5, abs=0.01)
+    queue.set_domain_policy("fast.example", min_interval_s=0)
+    assert queue.take_slot("fast.example") is None and queue.take_slot("unknown.example") is None
