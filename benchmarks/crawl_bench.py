@@ -36,16 +36,17 @@ from book_assets.settings import load_settings
 BENCH_DB = "bookpipeline_bench_crawl"
 
 
-def _scratch_database() -> str:
+def _scratch_database(name: str = BENCH_DB) -> str:
+    """A freshly created database ``name`` beside the configured one."""
     base = resolve_database_url(load_settings())
     admin = base.rsplit("/", 1)[0] + "/postgres"
     conn = psycopg2.connect(admin)
     conn.autocommit = True
     with conn.cursor() as cur:
-        cur.execute(f'DROP DATABASE IF EXISTS "{BENCH_DB}" WITH (FORCE)')
-        cur.execute(f'CREATE DATABASE "{BENCH_DB}"')
+        cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        cur.execute(f'CREATE DATABASE "{name}"')
     conn.close()
-    return base.rsplit("/", 1)[0] + f"/{BENCH_DB}"
+    return base.rsplit("/", 1)[0] + f"/{name}"
 
 
 def _reset(url: str) -> None:

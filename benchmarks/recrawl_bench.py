@@ -24,39 +24,18 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import psycopg2
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from crawl_bench import _reset, _scratch_database
 
 from book_assets.crawl.config import CrawlConfig
 from book_assets.crawl.pipeline import crawl
-from book_assets.db.connection import Database, resolve_database_url
+from book_assets.db.connection import Database
 from book_assets.db.migrations import migrate
-from book_assets.settings import load_settings
 
 BENCH_DB = "bookpipeline_bench_recrawl"
-
-
-def _scratch_database() -> str:
-    base = resolve_database_url(load_settings())
-    admin = base.rsplit("/", 1)[0] + "/postgres"
-    conn = psycopg2.connect(admin)
-    conn.autocommit = True
-    with conn.cursor() as cur:
-        cur.execute(f'DROP DATABASE IF EXISTS "{BENCH_DB}" WITH (FORCE)')
-        cur.execute(f'CREATE DATABASE "{BENCH_DB}"')
-    conn.close()
-    return base.rsplit("/", 1)[0] + f"/{BENCH_DB}"
-
-
-def _empty(url: str) -> None:
-    conn = psycopg2.connect(url)
-    conn.autocommit = True
-    with conn.cursor() as cur:
-        cur.execute("SELECT to_regclass('books') IS NOT NULL")
-        if cur.fetchone()[0]:
-            cur.execute("TRUNCATE books, book_versions, pages, tasks RESTART IDENTITY CASCADE")
-    conn.close()
 
 
 def _one_crawl(url: str, base_url: str, settings: dict[str, Any]) -> dict[str, Any]:
@@ -90,7 +69,7 @@ def main() -> None:
     parser.add_argument("--categories", default="")
     parser.add_argument("--repeat", type=int, default=1, help="pairs of crawls per variant; the fastest is shown")
     args = parser.parse_args()
-    url = _scratch_database()
+    url = _scratch_database(BENCH_DB)
     with Database(url) as db:  # before any timing: the first crawl would otherwise include the migrations
         migrate(db)
     sandbox = subprocess.Popen(
@@ -111,7 +90,7 @@ def main() -> None:
             settings = {**common, "conditional_requests": conditional}
             runs = []
             for _ in range(args.repeat):
-                _empty(url)
+                _reset(url)
                 runs.append((_one_crawl(url, base_url, settings), _one_crawl(url, base_url, settings)))
             first, recrawl = (_fastest([run[i] for run in runs]) for i in (0, 1))
             out[name] = {
