@@ -299,8 +299,9 @@ class Crawl:
         """Store the crawl's policies and seed the start page; False when it was already queued."""
         with Database(self.database_url) as db:
             prepare(db, self.config)
-            self._mark_start(db)
             self.opened = open_crawl(db)
+            if self._since is None:  # the run starts when its crawl opens, on the database's clock
+                self._since = self.opened.started_at
             self.seeded = seed(db, self.config)
         return self.seeded
 
