@@ -258,11 +258,11 @@ class PostgresOnAddress:
 
     @property
     def admin_url(self) -> str:
-        return f"postgresql://postgres:{self.password}@{self.address}:{self.port}/postgres"
+        return self.url_for("postgres")
 
     @property
     def url(self) -> str:
-        return f"postgresql://postgres:{self.password}@{self.address}:{self.port}/{self.database}"
+        return self.url_for(self.database)
 
     def url_for(self, database: str) -> str:
         return f"postgresql://postgres:{self.password}@{self.address}:{self.port}/{database}"
