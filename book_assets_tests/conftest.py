@@ -18,7 +18,7 @@ import pytest
 from book_assets.db import embedded
 from book_assets.db.connection import Database
 from book_assets.db.migrations import migrate
-from book_assets.settings import load_settings
+from book_assets.settings import Settings, load_settings
 
 pytest_plugins = ["book_assets.sandbox.testing"]
 
@@ -51,13 +51,54 @@ def _admin(admin_url: str, *statements: str) -> None:
         conn.close()
 
 
+#: Where a crawl archives when no setting says otherwise: the checkout's own archive, which tests never touch.
+CHECKOUT_ARCHIVE = Settings.model_construct().archive_dir
+
+
+def _archive_files(folder: Path) -> dict[str, tuple[int, int]]:
+    """Every file under ``folder`` with its size and modification time (a WARC file grows by appends)."""
+    if not folder.is_dir():
+        return {}
+    return {
+        str(path.relative_to(folder)): (stat.st_size, stat.st_mtime_ns)
+        for path in folder.rglob("*")
+        if path.is_file() and (stat := path.stat())
+    }
+
+
 @pytest.fixture(scope="session", autouse=True)
 def scratch_archive(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """Test crawls archive into a folder of the session (``warc_dir``), never into the project's archive."""
+    """Test crawls archive into a folder of the session (``warc_dir``), never into the project's archive.
+
+    At the end of the session the checkout's archive must be as it was: a crawl (in this process or a CLI child
+    whose environment lost ``BOOK_PIPELINE_WARC_DIR``) that wrote there fails the run.
+    """
+    before = _archive_files(CHECKOUT_ARCHIVE)
     folder = tmp_path_factory.mktemp("warc")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("BOOK_PIPELINE_WARC_DIR", str(folder))
         yield folder
+    after = _archive_files(CHECKOUT_ARCHIVE)
+    written = sorted(name for name, seen in after.items() if before.get(name) != seen)
+    assert not written, f"the tests wrote {len(written)} file(s) into the checkout's archive {CHECKOUT_ARCHIVE}: " + (
+        ", ".join(written[:5])
+    )
+
+
+def child_env(**variables: str) -> dict[str, str]:
+    """The environment of a CLI process a test starts: this one without the pipeline's settings, plus ``variables``.
+
+    Settings from the shell that runs the tests (``BOOK_PIPELINE_*``, ``DATABASE_URL``, ``DATABASE_DIRECT_URL``)
+    would change what the child does, so none is passed on but the session's archive folder
+    (``BOOK_PIPELINE_WARC_DIR``, see ``scratch_archive``): without it the child's crawl archives into the
+    checkout's ``.data/warc``.
+    """
+    pipeline = ("BOOK_PIPELINE_", "DATABASE_URL", "DATABASE_DIRECT_URL")
+    env = {name: value for name, value in os.environ.items() if not name.startswith(pipeline)}
+    if "BOOK_PIPELINE_WARC_DIR" in os.environ:
+        env["BOOK_PIPELINE_WARC_DIR"] = os.environ["BOOK_PIPELINE_WARC_DIR"]
+    env.update(variables)
+    return env
 
 
 @pytest.fixture(scope="session")

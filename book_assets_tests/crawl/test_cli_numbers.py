@@ -3,7 +3,6 @@ site with retries and dozens of failures of six kinds (far more than any top-N l
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -15,6 +14,7 @@ import pytest
 from book_assets.db.connection import Database
 from book_assets.sandbox.catalogue import Catalogue
 from book_assets.sandbox.faults import Faults
+from book_assets_tests.conftest import child_env
 
 pytestmark = pytest.mark.slow
 
@@ -33,8 +33,7 @@ EXPECTED_FAILED = {"http_404": 20, "http_5xx": 6, "truncated": 4, "connection": 
 
 
 def _cli(args: list[str], database_url: str, cwd: Path) -> str:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BOOK_PIPELINE_")}
-    env.update(
+    env = child_env(
         DATABASE_URL=database_url,
         BOOK_PIPELINE_MAX_ATTEMPTS="3",
         BOOK_PIPELINE_BACKOFF_BASE_S="0.01",

@@ -4,7 +4,6 @@ bounded, one URL is one task and one book, and what is stored is what was served
 from __future__ import annotations
 
 import hashlib
-import os
 import subprocess
 import sys
 from dataclasses import replace
@@ -20,6 +19,7 @@ from book_assets.db.connection import Database
 from book_assets.sandbox.catalogue import Catalogue
 from book_assets.sandbox.faults import Faults
 from book_assets.sandbox.pages import Site
+from book_assets_tests.conftest import child_env
 from book_assets_tests.crawl.conftest import sandbox_config
 from book_assets_tests.reliability.stub_site import Page, StubSite
 
@@ -181,8 +181,7 @@ def test_an_unchanged_recrawl_whose_bytes_differ_stores_the_new_bytes_and_their_
 
 
 def _cli(args: list[str], database_url: str, cwd: Path) -> str:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BOOK_PIPELINE_")}
-    env["DATABASE_URL"] = database_url
+    env = child_env(DATABASE_URL=database_url)
     proc = subprocess.run(
         [sys.executable, "-m", "book_assets.cli", *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=60
     )

@@ -25,6 +25,7 @@ import pytest
 
 from book_assets.crawl.storage import book_counts
 from book_assets.db.connection import Database
+from book_assets_tests.conftest import child_env
 
 pytestmark = pytest.mark.slow
 
@@ -119,8 +120,7 @@ def _transactions_through(url: str) -> int:
 def test_a_full_crawl_through_pgbouncer_in_transaction_mode_stores_every_book(
     db: Database, database_url: str, pgbouncer: str, sandbox: Any, tmp_path: Path
 ) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BOOK_PIPELINE_")}
-    env.update(DATABASE_URL=pgbouncer, DATABASE_DIRECT_URL=database_url, BOOK_PIPELINE_MIN_INTERVAL_S="0")
+    env = child_env(DATABASE_URL=pgbouncer, DATABASE_DIRECT_URL=database_url, BOOK_PIPELINE_MIN_INTERVAL_S="0")
     command = [sys.executable, "-m", "book_assets.cli", "crawl", "--base-url", sandbox.url + "/", "--fetch", "http"]
     crawl = subprocess.run(
         [*command, "--workers", "2", "--concurrency", "4", "--no-progress"],

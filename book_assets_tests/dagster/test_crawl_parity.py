@@ -3,7 +3,6 @@ listing and detail pages alike and report the same counts."""
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -18,7 +17,7 @@ from book_assets.db.connection import Database
 from book_assets.defs.crawl.assets import crawl
 from book_assets.defs.resources import DatabaseResource, FetcherResource, SchedulingResource, SiteResource
 from book_assets.sandbox.server import SandboxServer
-from book_assets_tests.conftest import truncate_all
+from book_assets_tests.conftest import child_env, truncate_all
 
 pytestmark = pytest.mark.slow
 
@@ -38,8 +37,7 @@ def _details_before_last_listing(db: Database) -> int:
 
 
 def _cli_crawl(database_url: str, sandbox: SandboxServer, cwd: Path) -> dict[str, int]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BOOK_PIPELINE_")}
-    env["DATABASE_URL"] = database_url
+    env = child_env(DATABASE_URL=database_url)
     command = [sys.executable, "-m", "book_assets.cli", "crawl", "--base-url", f"{sandbox.url}/", "--fetch", "http"]
     proc = subprocess.run(
         [*command, "--workers", "2", "--concurrency", "4", "--no-progress"],

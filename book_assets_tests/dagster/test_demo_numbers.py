@@ -3,7 +3,6 @@ number it prints equals what the database holds."""
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -13,14 +12,16 @@ from urllib.parse import urlsplit
 import pytest
 
 from book_assets.db.connection import Database
-from book_assets_tests.conftest import _admin
+from book_assets_tests.conftest import _admin, child_env
 
 pytestmark = pytest.mark.slow
 
 
 def test_every_number_the_demo_prints_equals_the_database(db: Database, database_url: str, tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BOOK_PIPELINE_")}
-    env.update(DATABASE_URL=database_url, BOOK_PIPELINE_DATA_DIR=str(tmp_path))
+    # An archive of its own: raw_archive counts the day's WARC records, which other tests' crawls would add to.
+    env = child_env(
+        DATABASE_URL=database_url, BOOK_PIPELINE_DATA_DIR=str(tmp_path), BOOK_PIPELINE_WARC_DIR=str(tmp_path / "warc")
+    )
     command = [sys.executable, "-m", "book_assets.cli", "demo", "--fetch", "http", "--port", "0"]
     try:
         proc = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)

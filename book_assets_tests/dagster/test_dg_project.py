@@ -6,7 +6,6 @@ Run as a subprocess of the project's own ``dg`` (from ``dagster-dg-cli``), with 
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from book_assets.settings import PROJECT_ROOT
+from book_assets_tests.conftest import child_env
 
 pytestmark = pytest.mark.slow
 
@@ -24,8 +24,7 @@ def dg_check_defs(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str
     home = tmp_path / "dagster_home"
     home.mkdir(exist_ok=True)
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("BOOK_PIPELINE_")}
-    environment.update(DAGSTER_HOME=str(home), VIRTUAL_ENV=str(Path(sys.executable).parent.parent), **env)
+    environment = child_env(DAGSTER_HOME=str(home), VIRTUAL_ENV=str(Path(sys.executable).parent.parent), **env)
     return subprocess.run(
         [str(DG), "check", "defs"], cwd=PROJECT_ROOT, env=environment, capture_output=True, text=True, timeout=300
     )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -12,13 +11,13 @@ import psycopg2
 import pytest
 
 from book_assets.db import embedded
+from book_assets_tests.conftest import child_env
 
 CLI = [sys.executable, "-m", "book_assets.cli"]
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith("BOOK_PIPELINE_")}
-    full_env.update(env or {})
+    full_env = child_env(**(env or {}))
     return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=120, env=full_env)
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -17,14 +16,14 @@ import pytest
 
 from book_assets.db import embedded
 from book_assets.db.connection import Database
+from book_assets_tests.conftest import child_env
 
 WORKER_CMD = [sys.executable, "-m", "book_assets.cli", "work"]
 
 
 def worker_env(database_url: str, base_url: str, **settings: Any) -> dict[str, str]:
     """Environment for a ``book-pipeline work`` process: the test DB, the sandbox, no politeness."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BOOK_PIPELINE_") and k != "DATABASE_URL"}
-    env["DATABASE_URL"] = database_url
+    env = child_env(DATABASE_URL=database_url)
     values = {
         "base_url": base_url,
         "fetch_mode": "http",

@@ -20,6 +20,7 @@ import pytest
 from book_assets.crawl.storage import book_counts
 from book_assets.db.connection import Database
 from book_assets.sandbox import Faults
+from book_assets_tests.conftest import child_env
 from book_assets_tests.reliability.conftest import wait_until
 
 pytestmark = pytest.mark.chaos
@@ -38,8 +39,7 @@ def test_a_sigkilled_crawl_worker_is_replaced_and_the_crawl_still_stores_every_b
     db: Database, database_url: str, sandbox_factory: Any, tmp_path: Path
 ) -> None:
     sandbox = sandbox_factory(faults=Faults(latency_s=0.2))  # about 40 pages/s: the kill lands mid-crawl
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BOOK_PIPELINE_")}
-    env.update(DATABASE_URL=database_url, BOOK_PIPELINE_LEASE_S="3", BOOK_PIPELINE_MIN_INTERVAL_S="0")
+    env = child_env(DATABASE_URL=database_url, BOOK_PIPELINE_LEASE_S="3", BOOK_PIPELINE_MIN_INTERVAL_S="0")
     command = [sys.executable, "-m", "book_assets.cli", "crawl", "--base-url", sandbox.url + "/", "--fetch", "http"]
     crawl = subprocess.Popen(
         [*command, "--workers", "2", "--concurrency", "4", "--no-progress"],

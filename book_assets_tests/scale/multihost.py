@@ -35,6 +35,7 @@ from book_assets.db.connection import Database
 from book_assets.db.migrations import migrate
 from book_assets.sandbox.server import SandboxServer
 from book_assets.settings import PROJECT_ROOT
+from book_assets_tests.conftest import child_env
 from book_assets_tests.scale.hosts import Host, PostgresOnAddress
 
 LIBFAKETIME = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
@@ -160,9 +161,7 @@ class HostRun:
 
 def worker_env(database_url: str, settings: Mapping[str, Any]) -> dict[str, str]:
     """The environment of a ``work`` process: this checkout on the path, the run's database and settings only."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BOOK_PIPELINE_") and k != "DATABASE_URL"}
-    env["PYTHONPATH"] = str(PROJECT_ROOT)
-    env["DATABASE_URL"] = database_url
+    env = child_env(PYTHONPATH=str(PROJECT_ROOT), DATABASE_URL=database_url)
     for name, value in settings.items():
         env[f"BOOK_PIPELINE_{name.upper()}"] = ",".join(value) if isinstance(value, tuple | list) else str(value)
     return env

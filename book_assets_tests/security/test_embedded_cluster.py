@@ -22,6 +22,7 @@ import psycopg2
 import pytest
 
 from book_assets.db import embedded
+from book_assets_tests.conftest import child_env
 
 AS_ROOT = os.geteuid() == 0
 PSQL = shutil.which("psql") or ""
@@ -95,8 +96,7 @@ def test_password_from_the_private_file_lets_the_owner_in(cluster_root: Path) ->
 
 def test_db_url_prints_a_url_with_the_password_that_psql_accepts(cluster_root: Path) -> None:
     data_dir = cluster_root / "data"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BOOK_PIPELINE_") and k != "DATABASE_URL"}
-    env["BOOK_PIPELINE_DATA_DIR"] = str(data_dir)
+    env = child_env(BOOK_PIPELINE_DATA_DIR=str(data_dir))
     result = subprocess.run([*CLI, "db", "url"], capture_output=True, text=True, timeout=120, env=env)
     assert result.returncode == 0, result.stderr
     url = result.stdout.strip()
@@ -186,8 +186,7 @@ def test_db_up_as_root_changes_no_mode_outside_the_data_folder(cluster_root: Pat
     venv = Path(sys.prefix)
     watched = [*data_dir.parent.parents, data_dir.parent, *venv.parents, *_tree(install)]
     before = _modes(watched)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BOOK_PIPELINE_") and k != "DATABASE_URL"}
-    env["BOOK_PIPELINE_DATA_DIR"] = str(data_dir)
+    env = child_env(BOOK_PIPELINE_DATA_DIR=str(data_dir))
     try:
         result = subprocess.run([*CLI, "db", "up"], capture_output=True, text=True, timeout=120, env=env)
         assert result.returncode == 0, result.stderr
