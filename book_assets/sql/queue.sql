@@ -1,6 +1,6 @@
 -- Named queries of the task queue (book_assets/queue). The claim itself is the plpgsql function
--- queue_claim_v2 around queue_claim, which composes small functions, one job each (their list heads
--- migrations/0008; schema.sql shows every current definition): it needs loops (politeness allowances,
+-- queue_claim_v3, which composes small functions, one job each (migrations/0008 lists them, 0013 adds the
+-- batched fair claim; schema.sql shows every current definition): it needs loops (politeness allowances,
 -- round-robin picks) in one round trip.
 
 -- enqueue_many --
@@ -38,8 +38,8 @@ LEFT JOIN wake ON true
 ORDER BY x.ord;
 
 -- claim --
--- Claim up to n tasks, or replay the answer of the same request (see queue_claim_v2 in schema.sql).
-SELECT * FROM queue_claim_v2(%(request)s::UUID, %(worker)s, %(n)s, %(types)s::TEXT[],
+-- Claim up to n tasks, or replay the answer of the same request (see queue_claim_v3 in schema.sql).
+SELECT * FROM queue_claim_v3(%(request)s::UUID, %(worker)s, %(n)s, %(types)s::TEXT[],
                              %(lease_s)s::DOUBLE PRECISION, %(horizon_s)s::DOUBLE PRECISION, %(scheduled)s,
                              %(interleave)s::JSONB);
 
@@ -191,10 +191,9 @@ RETURNING next_slot_at;
 
 -- take_domain_slot --
 -- A politeness slot for a request outside any task (a robots.txt fetch): the domain's next slot, as a claim
--- hands it out. No row: the domain is unthrottled or unknown.
+-- hands it out (queue_first_slot_v1, migration 0013). No row: the domain is unthrottled or unknown.
 UPDATE domains d
-SET next_slot_at = greatest(d.next_slot_at,
-                            clock_timestamp() + make_interval(secs => least(0.05, d.min_interval_s / 4)))
+SET next_slot_at = queue_first_slot_v1(d.next_slot_at, d.min_interval_s, clock_timestamp())
                    + make_interval(secs => d.min_interval_s)
 WHERE d.domain = %(domain)s AND d.min_interval_s > 0
 RETURNING d.next_slot_at - make_interval(secs => d.min_interval_s) AS slot_at;
@@ -331,11 +330,11 @@ SELECT extract(epoch FROM least(
 
 -- reslot --
 -- Give a leased task a new politeness slot (its worker woke too late for the old one): the domain's next slot,
--- as a claim would hand it out; the lease is extended to cover it. No row: lease lost or domain unthrottled.
+-- as a claim would hand it out (queue_first_slot_v1); the lease is extended to cover it. No row: lease lost
+-- or domain unthrottled.
 WITH moved AS (
     UPDATE domains d
-    SET next_slot_at = greatest(d.next_slot_at,
-                                clock_timestamp() + make_interval(secs => least(0.05, d.min_interval_s / 4)))
+    SET next_slot_at = queue_first_slot_v1(d.next_slot_at, d.min_interval_s, clock_timestamp())
                        + make_interval(secs => d.min_interval_s)
     FROM tasks t
     WHERE t.id = %(id)s AND t.lease_token = %(token)s AND t.status = 'in_progress'
