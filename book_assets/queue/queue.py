@@ -5,9 +5,9 @@ Design (why it looks like this):
 * **No broker.** Tasks are rows; a claim is ``SELECT ... FOR UPDATE SKIP LOCKED`` (PostgreSQL manual, "The
   Locking Clause"): concurrent claimers skip each other's rows instead of queueing behind them, so N workers
   never receive the same task and never wait for one another on the hot path.
-* **One round trip per claim.** The claim is the plpgsql function ``queue_claim_v2`` around ``queue_claim``,
-  composed of small functions with one job each (listed at the top of migration 0008; ``sql/schema.sql``
-  shows the current definitions). It first reclaims expired leases (a dead worker's tasks come back with
+* **One round trip per claim.** The claim is the plpgsql function ``queue_claim_v3``, composed of small
+  functions with one job each (listed at the top of migrations 0008 and 0013; ``sql/schema.sql`` shows the
+  current definitions). It first reclaims expired leases (a dead worker's tasks come back with
   the next claim: no janitor), then hands out request-start *slots* per throttled domain, then leases the
   chosen rows in one ``UPDATE``.
 * **Leases with fencing tokens.** Every claim draws a new ``lease_token`` from a sequence; complete, fail,
@@ -311,7 +311,9 @@ class TaskQueue:
         nginx's algorithm: each eligible group (weight > 0, budget left, claimable work) adds its weight to
         its ``current``; the largest ``current`` wins (ties: smallest name) and loses the total weight of
         the eligible groups. Inside the winning group, priority then age decide. The state lives in
-        ``queue_members`` and claimers lock the scope row, so all workers share one sequence.
+        ``queue_members`` and claimers lock the scope row, so all workers share one sequence. A scheduled
+        claim of many tasks plans its picks in memory and fetches each group's share in one statement, falling
+        back to one query per pick only where a group runs short (migration 0013); the order is the same.
 
         Guarantee (all groups backlogged, weights fixed): after any prefix of m picks, group i has been
         picked ``c_i`` times with ``m·w_i/W - (k-1) < c_i < m·w_i/W + 1`` (W: total weight, k: number of

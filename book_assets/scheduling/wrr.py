@@ -1,7 +1,7 @@
 """Reference smooth weighted round-robin (nginx's SWRR), in pure Python.
 
-This is the executable specification the queue's database-side scheduler (``queue_claim`` in
-``sql/migrations/0002_queue.sql``) is tested against: with the same weights and the same pending work the
+This is the executable specification the queue's database-side scheduler (``queue_claim_v3``, see
+``sql/schema.sql``) is tested against: with the same weights and the same pending work the
 queue must hand out groups in the order :func:`sequence` returns. It is deliberately small and unoptimised
 so that it reads as the definition.
 
