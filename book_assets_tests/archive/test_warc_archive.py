@@ -4,6 +4,7 @@ line for line, and enough on its own to rebuild the books table; a file cut shor
 from __future__ import annotations
 
 import multiprocessing
+import os
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -217,6 +218,43 @@ def test_a_writer_past_midnight_or_its_size_limit_moves_to_a_new_file(tmp_path: 
     tomorrow = (today.fetched_at + timedelta(days=1)).date().isoformat()
     assert days.count(tomorrow) == 1 and len(days) > 2  # the size limit opened more than one file today
     assert sum(summarize_day(tmp_path, datetime.fromisoformat(d).date()).responses for d in set(days)) == 4
+
+
+def test_indexing_a_day_again_reads_only_the_files_changed_since_it_was_last_indexed(tmp_path: Path) -> None:
+    today = datetime.now(UTC).date()
+    with ArchiveWriter(tmp_path) as first:
+        for n in range(3):
+            first.write_now(_fetch(f"http://example.test/first/{n}"))
+    assert index_day(tmp_path, today).index_lines == 3
+    # Same size, same modification time, other bytes: a file that did not change as far as its size and time
+    # tell is not read again (were it read, it would be reported as damaged and give no lines).
+    [path] = first.files
+    before = path.stat()
+    path.write_bytes(b"x" * before.st_size)
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    with ArchiveWriter(tmp_path) as second:
+        for n in range(2):
+            second.write_now(_fetch(f"http://example.test/second/{n}"))
+    summary = index_day(tmp_path, today)
+    assert (summary.index_lines, summary.responses, summary.damaged) == (5, 5, [])
+    assert summarize_day(tmp_path, today).responses == 5
+
+
+def test_a_file_that_grew_since_the_day_was_indexed_is_read_again(tmp_path: Path) -> None:
+    today = datetime.now(UTC).date()
+    with ArchiveWriter(tmp_path) as archive:
+        for n in range(2):
+            archive.write_now(_fetch(f"http://example.test/{n}"))
+        assert index_day(tmp_path, today).index_lines == 2
+        for n in range(2, 5):
+            archive.write_now(_fetch(f"http://example.test/{n}"))
+        summary = index_day(tmp_path, today)
+    assert (summary.index_lines, summary.responses) == (5, 5)
+    assert summarize_day(tmp_path, today).responses == 5
+    indexed = (summary.folder / "index.cdxj").read_text().splitlines()
+    assert sorted(line.split('"url": "')[1].split('"')[0] for line in indexed) == [
+        f"http://example.test/{n}" for n in range(5)
+    ]
 
 
 @pytest.mark.parametrize(
