@@ -33,6 +33,7 @@ import json
 import multiprocessing
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -83,6 +84,13 @@ async def _ceiling(base_url: str, paths: list[str], tabs: int, chromium: str) ->
 
 
 def _crawl(url: str, base_url: str, mode: str, overrides: dict[str, Any], result: Any) -> None:
+    # A scratch archive per run, as the database is reset per run: the crawl's end indexes the day's WARC
+    # files, and a folder shared across runs would make each run index every earlier run's files too.
+    with tempfile.TemporaryDirectory(prefix="browser-bench-warc-") as warc_dir:
+        _crawl_into(url, base_url, mode, {**overrides, "warc_dir": Path(warc_dir)}, result)
+
+
+def _crawl_into(url: str, base_url: str, mode: str, overrides: dict[str, Any], result: Any) -> None:
     config = CrawlConfig.resolve(base_url=base_url, fetch_mode=mode, min_interval_s=0.0, **overrides)
     report = crawl(url, config)
     result["pages"] = report.run.pages

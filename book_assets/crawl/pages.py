@@ -41,16 +41,19 @@ class StaleCopy(Exception):
         self.url = url
 
 
-def page_validators(db: Database, url: str) -> Validators | None:
-    """The validators of ``url``'s stored response, or None when there is none or it carried none."""
-    rows = db.statement(Q["page_validators"], {"url": url})
-    if not rows:
-        return None
-    row = rows[0]
-    validators = Validators(
-        url=row["final_url"], etag=row["etag"], last_modified=row["last_modified"], content_hash=row["content_hash"]
-    )
-    return validators if validators.usable else None
+def page_validators(db: Database, urls: list[str]) -> dict[str, Validators]:
+    """The validators of each of ``urls``' stored responses, in one query; a URL with none (no stored
+    response, or one that carried no validators) is left out."""
+    if not urls:
+        return {}
+    found = {}
+    for row in db.statement(Q["page_validators"], {"urls": urls}):
+        validators = Validators(
+            url=row["final_url"], etag=row["etag"], last_modified=row["last_modified"], content_hash=row["content_hash"]
+        )
+        if validators.usable:
+            found[row["url"]] = validators
+    return found
 
 
 def write_page(

@@ -170,6 +170,8 @@ class Worker:
         self._jobs: dict[int, asyncio.Task[None]] = {}
         self._claimed = 0
         self._claimed_at: dict[int, float] = {}  # task id -> time.monotonic() when its claim was sent
+        # task id -> the validators its conditional fetch sends, read with its claim (one query per batch)
+        self._claimed_validators: dict[int, Validators] = {}
         self._http: HttpFetcher | None = None
         self._browser: BrowserFetcher | None = None
         self._archive: ArchiveWriter | None = None  # the WARC files of this process (warc on)
@@ -257,7 +259,8 @@ class Worker:
                 free = min(free, self.max_tasks - self._claimed)
             if free > 0:
                 claim_sent = time.monotonic()
-                result = await self._db(self._claim, free)
+                result, validators = await self._db(self._claim_with_validators, free)
+                self._claimed_validators.update(validators)
                 for task in result.tasks:
                     self._claimed += 1
                     self._claimed_at[task.id] = claim_sent
@@ -291,6 +294,16 @@ class Worker:
                 self.worker_id, n, scheduled=True, type_weights={LISTING: 1, DETAIL: self.config.interleave}
             )
         return self.queue.claim(self.worker_id, n, task_types=self.task_types, scheduled=self.task_types == (DETAIL,))
+
+    def _claim_with_validators(self, n: int) -> tuple[ClaimResult, dict[int, Validators]]:
+        """:meth:`_claim`, and the stored validators of the claimed pages when their fetches may be
+        conditional (plain fetches with ``conditional_requests`` on), by task id: one query for the batch."""
+        result = self._claim(n)
+        if not result.tasks or not self.config.conditional_requests or self.config.fetch.mode == "browser":
+            return result, {}
+        found = page_validators(self.db, sorted({str(t.payload["url"]) for t in result.tasks}))
+        by_task = {t.id: found[str(t.payload["url"])] for t in result.tasks if str(t.payload["url"]) in found}
+        return result, by_task
 
     def _drained(self) -> bool:
         return self.queue.outstanding(self.task_types) == 0
@@ -351,12 +364,13 @@ class Worker:
             self._in_flight.pop(task.id, None)
             self._jobs.pop(task.id, None)
             self._claimed_at.pop(task.id, None)
+            self._claimed_validators.pop(task.id, None)
 
     async def _attempt(self, fetcher: BrowserFetcher | HttpFetcher, task: Task) -> None:
         obeyed = await self._obey_robots(task)
         if obeyed is None:
             return
-        validators = await self._validators(obeyed)
+        validators = self._claimed_validators.pop(task.id, None)
         task = await self.queue.wait_for_slot_async(obeyed, run=self._db)
         try:
             fetched, fallback = await self._fetch_paced(fetcher, task, validators)
@@ -582,12 +596,6 @@ class Worker:
         self.stats.by_category[detail.category] += 1
 
     # ------------------------------------------------------------------ conditional re-crawls
-
-    async def _validators(self, task: Task) -> Validators | None:
-        """The stored response's validators when this fetch may be conditional (a plain fetch), else None."""
-        if not self.config.conditional_requests or self.config.fetch.mode == "browser":
-            return None
-        return await self._db(page_validators, self.db, str(task.payload["url"]))
 
     async def _handle_not_modified(self, task: Task, response: FetchResult, validators: Validators) -> None:
         """A 304: the stored copy the validators describe stands (a book as stored; a listing parsed again).

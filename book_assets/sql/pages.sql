@@ -1,6 +1,7 @@
 -- page_validators --
--- What a conditional request for a page sends: the validators of its stored response.
-SELECT final_url, etag, last_modified, content_hash FROM pages WHERE url = %(url)s;
+-- What conditional requests for pages send: the validators of their stored responses (one query for a
+-- worker's whole claimed batch).
+SELECT url, final_url, etag, last_modified, content_hash FROM pages WHERE url = ANY(%(urls)s);
 
 -- store_page --
 -- The response a task just stored; an older fetch (a stalled worker's) never replaces a newer one.
