@@ -385,21 +385,20 @@ class TaskQueue:
     def complete_with(self, task: Task, work: Callable[[Cursor], T]) -> T:
         """Run ``work(cursor)`` and complete the task in one transaction, only under the caller's lease.
 
-        The task row is locked first and must still carry the caller's lease token, so a worker that lost
-        its lease (stalled past it while another worker took the task over) writes nothing: ``work``'s
-        writes and the completion commit together or not at all. Raises :class:`LeaseLost` when the lease
-        is gone. ``work`` must be safe to run again (a replay after a lost acknowledgement runs it again).
+        The completion comes first: it locks the task row and only matches while the row still carries the
+        caller's lease token, so a worker that lost its lease (stalled past it while another worker took the
+        task over) writes nothing, and a lease cannot be taken over while ``work`` runs. ``work``'s writes and
+        the completion commit together or not at all (an exception in ``work`` rolls the completion back).
+        Raises :class:`LeaseLost` when the lease is gone. ``work`` must be safe to run again (a replay after a
+        lost acknowledgement runs it again).
         """
-        queries = _q()
-        params = {"id": task.id, "token": task.lease_token}
+        params = {"ids": [task.id], "tokens": [task.lease_token]}
 
         def _txn(cur: Cursor) -> T:
-            cur.execute(queries["lock_lease"], params)
+            cur.execute(_q()["complete_many"], params)
             if cur.fetchone() is None:
                 raise _lost(task)
-            result = work(cur)
-            cur.execute(queries["complete_many"], {"ids": [task.id], "tokens": [task.lease_token]})
-            return result
+            return work(cur)
 
         return self.db.run(_txn)
 

@@ -63,13 +63,6 @@ FROM unnest(%(ids)s::BIGINT[], %(tokens)s::BIGINT[]) AS c(id, token)
 WHERE t.id = c.id AND t.lease_token = c.token AND t.status IN ('in_progress', 'completed')
 RETURNING t.id;
 
--- lock_lease --
--- Lock a task for a write that must happen only under its lease (storing its result): a row only while
--- the caller's lease token is the task's, in progress (or completed by this very lease: a replay).
-SELECT status FROM tasks
-WHERE id = %(id)s AND lease_token = %(token)s AND status IN ('in_progress', 'completed')
-FOR UPDATE;
-
 -- fail --
 -- Record a failure under the caller's lease: back to pending after the backoff while attempts remain and the
 -- error is retryable, otherwise failed (dead letter) with the error and its kind. A Retry-After also pushes

@@ -4,6 +4,8 @@ replayed or buggy call would get past if either fence were missing)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from book_assets.db.connection import Database
@@ -80,6 +82,22 @@ def test_store_and_complete_under_a_lease_that_ended_writes_nothing(db: Database
     with pytest.raises(LeaseLost):
         queue.complete_with(task, work)
     assert wrote == [] and _row(db)["status"] == "pending"
+
+
+def test_a_store_that_raises_leaves_the_task_uncompleted_under_its_lease(db: Database) -> None:
+    queue = make_queue(db)
+    task = _one(queue)
+
+    def work(cur: Any) -> None:
+        cur.execute("SELECT 1")
+        raise ValueError("the page did not store")
+
+    with pytest.raises(ValueError):
+        queue.complete_with(task, work)
+    row = db.query("SELECT status, lease_token, completed_at FROM tasks")[0]
+    assert row == {"status": "in_progress", "lease_token": task.lease_token, "completed_at": None}
+    assert queue.complete_with(task, lambda cur: "stored") == "stored"
+    assert _row(db)["status"] == "completed"
 
 
 def test_a_fail_from_an_older_lease_leaves_the_new_holders_task_alone(db: Database) -> None:
