@@ -2,8 +2,11 @@
 
 The rules are Protego's (the parser Scrapy uses; Google's robots.txt specification, RFC 9309). The file
 lives in the ``robots_txt`` table (migration 0010), one row per origin: the first worker that needs it
-takes the fetch (a row held for a bounded time, so a worker that dies while fetching is replaced), the
-others wait for the row and parse the same bytes. A crawl's start forgets its hosts' files, so each crawl
+takes the fetch, the others wait for the row and parse the same bytes. The fetch is held step by step
+(:func:`step_hold_s`: the next slot wait or retry pause, one request bounded by the fetch timeout, a margin),
+so a worker that dies while fetching (SIGKILL) is replaced once its step's hold runs out; a worker that is
+stopped or cancelled, or whose fetch fails, releases the hold on its way out and the next worker takes the
+fetch at once. A crawl's start forgets its hosts' files, so each crawl
 reads them once; a stored file is trusted for at most 24 hours (RFC 9309 2.4) by workers that join later.
 
 What a fetch outcome means (RFC 9309 2.3.1, the rules Google and Bing follow):
@@ -30,6 +33,7 @@ interval.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import time
@@ -65,6 +69,34 @@ RETRY_PAUSE_S: Final = 0.5
 REFRESH_S: Final = 60.0
 #: How often a worker waiting for another's fetch looks at the row.
 POLL_S: Final = 0.05
+#: Slack on each held step for what the fetch timeout does not bound: the database round trips between
+#: the hold's extension and the outcome's store, a busy event loop. A holder that overruns it costs one
+#: more fetch, never a wrong file: a holder that lost its hold stores nothing.
+HOLD_MARGIN_S: Final = 5.0
+
+
+def step_hold_s(timeout_s: float, wait_s: float = 0.0) -> float:
+    """How long a held fetch's next step may take: ``wait_s`` (its politeness slot, its retry pause), one
+    request bounded by the fetch timeout ``timeout_s``, and :data:`HOLD_MARGIN_S` (pure).
+
+    The longest a dead holder keeps the other workers waiting; the holder extends its hold before each step.
+    """
+    return max(0.0, wait_s) + timeout_s + HOLD_MARGIN_S
+
+
+class _HoldLost(Exception):
+    """The fetch's hold ran out and another worker took the fetch over."""
+
+
+async def _finish_shielded(awaitable: Awaitable[object], what: str) -> None:
+    """Run ``awaitable`` to its end even if the caller is cancelled meanwhile: a clean-up that must not be cut
+    short. Its own failure is logged, never raised over the error being handled."""
+    job = asyncio.ensure_future(awaitable)
+    while not job.done():
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.shield(job)
+    if not job.cancelled() and job.exception() is not None:
+        log.warning("%s failed: %s", what, job.exception())
 
 
 class RobotsState(StrEnum):
@@ -215,8 +247,6 @@ class RobotsGate:
         self._learnt_at: dict[str, float] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._http: HttpFetcher | None = None
-        # The longest a fetch may take, every attempt and pause included: then another worker takes over.
-        self._hold_s = FETCH_ATTEMPTS * (config.fetch.timeout_s + RETRY_PAUSE_S * 2 ** (FETCH_ATTEMPTS - 1)) + 5.0
 
     async def close(self) -> None:
         if self._http is not None:
@@ -259,7 +289,10 @@ class RobotsGate:
         while True:
             taken, row = await self._run(functools.partial(self._take_or_read, origin))
             if taken:
-                return await self._fetch_and_share(origin)
+                file = await self._fetch_holding(origin)
+                if file is not None:
+                    return file
+                continue  # the hold ran out and another worker fetches it: read its outcome when stored
             if row is not None and row["state"] != RobotsState.FETCHING:
                 return _from_row(row, self._user_agent)
             await asyncio.sleep(POLL_S)
@@ -269,13 +302,37 @@ class RobotsGate:
             "origin": origin,
             "host": urlsplit(origin).hostname or "",
             "holder": self.holder,
-            "hold_s": self._hold_s,
+            "hold_s": step_hold_s(self.config.fetch.timeout_s),
             "max_age_s": MAX_AGE_S,
         }
         if self.db.query(Q["take_robots_fetch"], params):
             return True, None
         rows = self.db.query(Q["read_robots"], {"origin": origin})
         return False, rows[0] if rows else None
+
+    async def _fetch_holding(self, origin: str) -> RobotsFile | None:
+        """Fetch and share the file while holding its fetch; None when the hold was lost to another worker.
+
+        A fetch that ends without an outcome (cancelled by a stop, a lost lease or the run's end; or failed)
+        releases its hold before the error goes on, the release shielded from the cancellation: otherwise
+        every other worker would wait for the hold to run out.
+        """
+        try:
+            return await self._fetch_and_share(origin)
+        except _HoldLost:
+            return None
+        except BaseException:
+            release = self._run(functools.partial(self._release, origin))
+            await _finish_shielded(release, f"releasing the robots.txt fetch of {origin}")
+            raise
+
+    def _extend(self, origin: str, hold_s: float) -> None:
+        """This worker's hold lasts ``hold_s`` from now; :class:`_HoldLost` when another worker took it over."""
+        if not self.db.query(Q["extend_robots_fetch"], {"origin": origin, "holder": self.holder, "hold_s": hold_s}):
+            raise _HoldLost(origin)
+
+    def _release(self, origin: str) -> None:
+        self.db.query(Q["release_robots_fetch"], {"origin": origin, "holder": self.holder})
 
     async def _fetch_and_share(self, origin: str) -> RobotsFile:
         file = await self._fetch(origin)
@@ -294,11 +351,13 @@ class RobotsGate:
         url = origin + "/robots.txt"
         error: FetchError | None = None
         for attempt in range(FETCH_ATTEMPTS):
-            if attempt:
-                await asyncio.sleep(RETRY_PAUSE_S * 2 ** (attempt - 1))
+            pause_s = RETRY_PAUSE_S * 2 ** (attempt - 1) if attempt else 0.0
             due = await self._run(functools.partial(self.queue.take_slot, domain_of(url)))
-            if due is not None:
-                await asyncio.sleep(max(0.0, due - time.monotonic()))
+            start = max(time.monotonic() + pause_s, due if due is not None else 0.0)
+            # The hold covers this step: its wait, then one request of at most the fetch timeout.
+            hold_s = step_hold_s(self.config.fetch.timeout_s, start - time.monotonic())
+            await self._run(functools.partial(self._extend, origin, hold_s))
+            await asyncio.sleep(max(0.0, start - time.monotonic()))
             try:
                 return fetch_outcome(origin, await self._http.fetch(url), None, self._user_agent)
             except FetchError as exc:

@@ -1,17 +1,31 @@
 -- robots.txt files shared by every worker on every host (book_assets/crawl/robots.py; table: migration 0010).
 
 -- take_robots_fetch --
--- Take the fetch of an origin's robots.txt: no row yet, a fetch whose holder stopped holding it, an
--- unreachable file whose retry time has come, or a stored file older than max_age_s. No row returned:
--- another worker holds the fetch or a stored outcome stands (read it with read_robots).
+-- Take the fetch of an origin's robots.txt: no row yet, a fetch whose hold ended (released, or its holder
+-- died and the hold ran out), an unreachable file whose retry time has come, or a stored file older than
+-- max_age_s. The hold lasts hold_s (the holder extends it step by step, extend_robots_fetch). No row
+-- returned: another worker holds the fetch or a stored outcome stands (read it with read_robots).
 INSERT INTO robots_txt AS r (origin, host, state, holder, held_until)
 VALUES (%(origin)s, %(host)s, 'fetching', %(holder)s, clock_timestamp() + make_interval(secs => %(hold_s)s))
 ON CONFLICT (origin) DO UPDATE
 SET state = 'fetching', holder = excluded.holder, held_until = excluded.held_until
-WHERE (r.state = 'fetching' AND r.held_until < clock_timestamp())
+WHERE (r.state = 'fetching' AND r.held_until <= clock_timestamp())
    OR (r.state = 'unreachable' AND r.retry_at <= clock_timestamp())
    OR (r.state IN ('fetched', 'unavailable')
        AND r.fetched_at < clock_timestamp() - make_interval(secs => %(max_age_s)s::DOUBLE PRECISION))
+RETURNING origin;
+
+-- extend_robots_fetch --
+-- The holder's fetch goes on for hold_s from now (its next step: a slot wait, a pause and one request). No
+-- row returned: the hold ran out and another worker took the fetch over.
+UPDATE robots_txt SET held_until = clock_timestamp() + make_interval(secs => %(hold_s)s)
+WHERE origin = %(origin)s AND holder = %(holder)s AND state = 'fetching'
+RETURNING origin;
+
+-- release_robots_fetch --
+-- A fetch that ended without an outcome (cancelled, failed): its hold ends now, the next worker takes it.
+UPDATE robots_txt SET holder = NULL, held_until = clock_timestamp()
+WHERE origin = %(origin)s AND holder = %(holder)s AND state = 'fetching'
 RETURNING origin;
 
 -- read_robots --

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import itertools
 from typing import Any
 
+import pytest
+
 from book_assets.crawl.config import DETAIL, DETAIL_PRIORITY
 from book_assets.crawl.pipeline import Crawl, crawl, drain, prepare
-from book_assets.crawl.worker import make_queue
+from book_assets.crawl.worker import Worker, make_queue
 from book_assets.db.connection import Database
 from book_assets.sandbox import Faults
 from book_assets.sandbox.server import SandboxServer
@@ -118,3 +122,37 @@ def test_an_unreachable_robots_txt_holds_the_domain_until_it_can_be_read(
     assert stats.errors["robots_unreachable"] == 3 and stats.retried == 3
     paths = server.stats().request_paths
     assert paths[:4] == [ROBOTS] * 4 and sorted(paths[4:]) == books  # no page before robots.txt was read
+
+
+@pytest.mark.parametrize("how", ["stop", "cancel"])
+def test_a_worker_stopped_or_cancelled_while_fetching_robots_txt_releases_the_fetch_at_once(
+    db: Database, database_url: str, sandbox_factory: Any, how: str
+) -> None:
+    # robots.txt hangs past the request timeout: the worker is stopped (SIGTERM's handler, no grace) or its
+    # run cancelled while the fetch is in flight.
+    server = sandbox_factory(faults=Faults(scripted={ROBOTS: ["hang"]}, hang_s=60.0))
+    config = sandbox_config(server.url)
+    prepare(db, config)
+    _enqueue_details(db, config, server, _books_of(server, "Poetry")[:1])
+
+    async def stopped_while_fetching() -> None:
+        worker = Worker(database_url, config, grace_s=0.0)
+        run = asyncio.create_task(worker.run())
+        while ROBOTS not in (await asyncio.to_thread(server.stats)).hits:
+            await asyncio.sleep(0.02)
+        if how == "stop":
+            worker.stop()
+            await run
+        else:
+            run.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await run
+
+    asyncio.run(stopped_while_fetching())
+
+    held = db.query("SELECT holder FROM robots_txt WHERE state = 'fetching' AND held_until > clock_timestamp()")
+    assert held == [], f"robots.txt still held by {held} after the worker stopped"
+    # The next worker fetches the file at once rather than waiting out the hold.
+    assert db.query("SELECT count(*) AS n FROM tasks WHERE status = 'in_progress'")[0]["n"] == 0
+    stats = drain(database_url, config, task_types=(DETAIL,), workers=1)
+    assert stats.books_new == 1 and server.stats().hits[ROBOTS] == 2

@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from book_assets.crawl.robots import MAX_BYTES, RobotsState, Verdict, fetch_outcome, origin_of, parse_file
+from book_assets.crawl.robots import (
+    HOLD_MARGIN_S,
+    MAX_BYTES,
+    RobotsState,
+    Verdict,
+    fetch_outcome,
+    origin_of,
+    parse_file,
+    step_hold_s,
+)
 from book_assets.scraper.fetching import fetch_error
 
 UA = "book-pipeline/0.1 (open-source crawler of books.toscrape.com; +book-pipeline)"
@@ -43,3 +52,9 @@ def test_a_4xx_means_no_rules_and_a_5xx_or_network_error_means_unreachable() -> 
     ):
         down = fetch_outcome(ORIGIN, None, error, UA)
         assert down.state is RobotsState.UNREACHABLE and down.verdict(f"{ORIGIN}/a", UA) is Verdict.UNREACHABLE
+
+
+def test_a_held_fetch_step_lasts_its_wait_one_request_timeout_and_the_margin() -> None:
+    assert step_hold_s(30.0) == 30.0 + HOLD_MARGIN_S
+    assert step_hold_s(2.0, wait_s=1.5) == 3.5 + HOLD_MARGIN_S
+    assert step_hold_s(2.0, wait_s=-0.1) == 2.0 + HOLD_MARGIN_S  # a slot already due waits nothing
