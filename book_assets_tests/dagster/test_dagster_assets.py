@@ -131,7 +131,9 @@ def test_deep_budget_limits_book_details_and_reports_the_quotas(
 ) -> None:
     from book_assets.defs.crawl.assets import crawl
 
-    resources = sandbox_resources(database_url, sandbox, tmp_path)
+    # One worker, in this process (no worker processes to spawn): two drain steps sharing a budget are
+    # test_dagster_fan_out's.
+    resources = sandbox_resources(database_url, sandbox, tmp_path, workers=1)
     resources["scheduling"] = SchedulingResource(deep_budget=60, weights={"Travel": 50, "*": 1}, data_dir=str(tmp_path))
     with dg.DagsterInstance.ephemeral() as instance:
         result = dg.materialize([crawl], instance=instance, resources=resources)
