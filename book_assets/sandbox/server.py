@@ -314,7 +314,10 @@ class SandboxApp:
         recorder = self.recorder
 
         def respond(status: int, body: bytes, **options: Any) -> None:
-            recorder.sent(path, status, self._respond(writer, status, body, **options))
+            # Counted before it is written: a client that has the response may read the stats at once.
+            data = self._response(status, body, **options)
+            recorder.sent(path, status, len(data))
+            writer.write(data)
 
         n = recorder.begin(path, started)
         try:
@@ -401,9 +404,12 @@ class SandboxApp:
             keep_alive=keep_alive,
         )
 
-    def _respond(
+    def _respond(self, writer: asyncio.StreamWriter, status: int, body: bytes, **options: Any) -> None:
+        """Write one response (the options of :meth:`_response`)."""
+        writer.write(self._response(status, body, **options))
+
+    def _response(
         self,
-        writer: asyncio.StreamWriter,
         status: int,
         body: bytes,
         *,
@@ -413,8 +419,8 @@ class SandboxApp:
         extra: bytes = b"",
         send_bytes: int | None = None,
         not_modified: bool = False,
-    ) -> int:
-        """Write one response; returns the bytes written. A 304 has neither body nor entity headers."""
+    ) -> bytes:
+        """The bytes of one response. A 304 has neither body nor entity headers."""
         entity = (
             b""
             if not_modified
@@ -433,13 +439,10 @@ class SandboxApp:
             )
         )
         if head_only or not_modified:
-            data = head
-        elif send_bytes is not None:
-            data = head + body[:send_bytes]
-        else:
-            data = head + body
-        writer.write(data)
-        return len(data)
+            return head
+        if send_bytes is not None:
+            return head + body[:send_bytes]
+        return head + body
 
 
 class SandboxServer:

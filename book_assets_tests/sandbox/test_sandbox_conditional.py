@@ -68,3 +68,15 @@ def test_the_server_answers_304_on_a_match_and_counts_the_bytes_it_sent(sandbox_
     site.set_day(1)
     assert httpx.get(site.url_for(changed.url_path), headers={"If-None-Match": etag}).status_code == 200
     assert httpx.get(site.url_for(path), headers={"If-Modified-Since": last_modified}).status_code == 304
+
+
+def test_every_response_a_client_has_received_is_already_in_the_stats(sandbox_factory: SandboxFactory) -> None:
+    # The server counts a response before writing it: a client holding the response reads the stats at once
+    # (a 304 is a few hundred bytes, so it arrives while the server's thread is still in its write).
+    site = sandbox_factory()
+    path = site.catalogue.books[0].url_path
+    with httpx.Client() as client:
+        etag = client.get(site.url_for(path)).headers["etag"]
+        for n in range(2, 402):
+            assert client.get(site.url_for(path), headers={"If-None-Match": etag}).status_code == 304
+            assert len(site.stats().responses[path]) == n
