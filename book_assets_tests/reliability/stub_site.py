@@ -68,7 +68,10 @@ class StubSite:
 
         self._server = ThreadingHTTPServer((host, 0), Handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="stub-site", daemon=True)
+        # A short poll: shutdown() waits for the serving loop to look up, every 0.5 s by default.
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.01}, name="stub-site", daemon=True
+        )
 
     @property
     def port(self) -> int:

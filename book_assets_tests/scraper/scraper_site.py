@@ -137,7 +137,8 @@ def serve() -> Iterator[LocalSite]:
     server = _Site(("127.0.0.1", 0), _Handler)
     server.hits = []
     server.user_agents = []
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # A short poll: shutdown() waits for the serving loop to look up, every 0.5 s by default.
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
     thread.start()
     try:
         yield LocalSite(server)
