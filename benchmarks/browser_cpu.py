@@ -73,6 +73,7 @@ class CpuSampler:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self.system_start = psutil.cpu_times()
+        self.peak_pss = 0.0  # the largest worker process tree (worker, driver, browser), as browser_bench.py
 
     def _sample(self) -> None:
         members = list(self.extra)
@@ -97,8 +98,12 @@ class CpuSampler:
                 continue
 
     def _run(self) -> None:
+        n = 0
         while not self._stop.wait(0.1):
             self._sample()
+            n += 1
+            if n % 5 == 0 and self.roots:
+                self.peak_pss = max(self.peak_pss, browser_bench._worker_pss(self.roots[0]))
 
     def begin(self) -> None:
         self._sample()
@@ -188,6 +193,7 @@ def measure(
     out = dict(shared)
     pages = out["pages"]
     out["wall_s"] = round(wall, 1)
+    out["peak_worker_pss_mb"] = round(sampler.peak_pss / 1e6, 1)
     out["cpu_s"] = {k: round(v, 2) for k, v in sorted(cpu.items())}
     out["cpu_ms_per_page"] = {k: round(1000 * v / pages, 1) for k, v in sorted(cpu.items())}
     out["cpu_ms_per_page"]["total(tree+sandbox+postgres)"] = round(
@@ -224,11 +230,15 @@ def main() -> None:
         for run in runs:
             if not run.startswith("browser"):
                 continue
-            # "browser": the archive as the settings say (or --warc); "browser-warc-on" / "browser-warc-off"
+            # "browser": the archive as the settings say (or --warc); "browser-warc-on" / "browser-warc-off";
+            # "browser:SETTING=VALUE": one setting changed (integers only), e.g. browser:relaunch_after_pages=2000
             overrides: dict[str, Any] = {"workers": args.workers, "concurrency": args.concurrency}
-            warc = run.removeprefix("browser-warc-") if run != "browser" else args.warc
+            warc = run.removeprefix("browser-warc-") if run.startswith("browser-warc-") else args.warc
             if warc:
                 overrides["warc"] = warc == "on"
+            if ":" in run:
+                name, _, value = run.partition(":")[2].partition("=")
+                overrides[name] = int(value)
             overrides = {k: v for k, v in overrides.items() if v is not None}
             _reset(url)
             figures = measure(
@@ -236,7 +246,7 @@ def main() -> None:
             )
             figures["pages_per_s"] = round(figures["pages"] / figures["elapsed_s"], 1)
             figures.pop("summary", None)
-            results[run] = figures
+            results[run if run not in results else f"{run}#{len(results)}"] = figures
             print(json.dumps({run: figures}), file=sys.stderr)
     finally:
         server.terminate()
