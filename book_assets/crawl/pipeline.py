@@ -22,7 +22,7 @@ from book_assets.crawl.config import DETAIL, LISTING, TASK_TYPES, CrawlConfig
 from book_assets.crawl.discovery import start_task
 from book_assets.crawl.drain import drain as run_drain
 from book_assets.crawl.pages import revalidated_since
-from book_assets.crawl.removals import OpenCrawl, Removals, latest_open_crawl, open_crawl, settle
+from book_assets.crawl.removals import OpenCrawl, Removals, open_crawl, settle
 from book_assets.crawl.robots import RobotsRecord, forget_robots, list_robots
 from book_assets.crawl.storage import book_counts, versions_since
 from book_assets.crawl.worker import WorkerStats, make_queue
@@ -269,16 +269,25 @@ class ProgressBar:
 class Crawl:
     """One crawl of ``config`` through the queue at ``database_url``."""
 
-    def __init__(self, database_url: str, config: CrawlConfig, *, since: datetime | None = None) -> None:
+    def __init__(
+        self,
+        database_url: str,
+        config: CrawlConfig,
+        *,
+        since: datetime | None = None,
+        opened: OpenCrawl | None = None,
+    ) -> None:
         """``since``: the run's start on the database's clock, when an earlier step of the same run began it
-        in another process or on another host (:attr:`since` there); figures and time count from it."""
+        in another process or on another host (:attr:`since` there); figures and time count from it.
+        ``opened``: the crawl that earlier step opened (:attr:`opened` there), or one a report names; the
+        report settles it. A run that neither opened nor names a crawl settles none."""
         self.database_url = database_url
         self.config = config
         self.quotas: dict[str, int] = {}
         self.seeded = False
         self.requeued = 0
-        #: The crawl opened by :meth:`start`; a report without a start settles the latest open one.
-        self.opened: OpenCrawl | None = None
+        #: The crawl this run opened (:meth:`start`) or was handed; the only one its report settles.
+        self.opened: OpenCrawl | None = opened
         self._retrying = False
         self._started = time.monotonic()
         self._since = since
@@ -367,16 +376,26 @@ class Crawl:
                 elapsed_s=elapsed_s,
                 decisions=list_decisions(db) if self.config.fetch.mode == "adaptive" else [],
                 archive=archive,
-                removals=self._settle(db),
+                removals=self._settle(db, queue),
                 robots=list_robots(db, sorted(self.config.allowed_domains)),
                 politeness=[p for d in politeness_domains(self.config) if (p := queue.domain_policy(d))],
             )
 
-    def _settle(self, db: Database) -> Removals:
-        """Decide removals from what this crawl's listing pages showed (see :mod:`book_assets.crawl.removals`)."""
+    def _settle(self, db: Database, queue: TaskQueue) -> Removals:
+        """Decide removals from what this run's crawl's listing pages showed (:mod:`book_assets.crawl.removals`).
+
+        Only the crawl this run opened or was handed, and only once its queue holds no listing page a worker
+        could still process: a drain-only run (its crawl's own run perhaps still at work on another host)
+        and a report that comes early leave the crawl open, for its run to settle.
+        """
         if self._retrying:
             return settle(db, None, undecided="a retry of the failures sees only the pages it retried")
-        return settle(db, self.opened or latest_open_crawl(db))
+        if self.opened is None:
+            return Removals(decided=False, reason="this run opened no crawl; the run that opened it settles it")
+        left = queue.outstanding((LISTING,))
+        if left:
+            return Removals(decided=False, reason=f"{left} listing pages still queued; the crawl stays open")
+        return settle(db, self.opened)
 
     def run(self, *, progress: bool = False) -> CrawlReport:
         """Start, work until drained, report."""

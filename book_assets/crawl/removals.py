@@ -17,7 +17,9 @@ category's listing was seen whole, so a partial crawl never removes anything it 
 
 A deep budget limits detail pages only, never listing pages, so a budgeted crawl decides as a full one does.
 A retry of the failures (:meth:`~book_assets.crawl.pipeline.Crawl.retry_failed`) sees only the pages it
-retried and decides nothing.
+retried and decides nothing. Only the run that opened a crawl (or a report that names it) settles it, and
+only once no listing page is left in the queue (:meth:`~book_assets.crawl.pipeline.Crawl.report`): a
+drain-only run, perhaps on another host while the crawl's own run is still at work, never closes it.
 """
 
 from __future__ import annotations
@@ -150,8 +152,9 @@ def open_crawl(db: Database) -> OpenCrawl:
     return db.run(_open)
 
 
-def latest_open_crawl(db: Database) -> OpenCrawl | None:
-    rows = db.query(Q["open_crawl"])
+def find_crawl(db: Database, crawl_id: int) -> OpenCrawl | None:
+    """The crawl ``crawl_id`` (open or not: settling a closed one reports what it decided); None if unknown."""
+    rows = db.query(Q["crawl_by_id"], {"id": crawl_id})
     return OpenCrawl(rows[0]["id"], rows[0]["started_at"]) if rows else None
 
 
@@ -196,7 +199,8 @@ def settle(db: Database, crawl: OpenCrawl | None, *, undecided: str | None = Non
     """End ``crawl``: mark back the removed books its listings show, mark removed the books they no longer show.
 
     ``undecided`` gives the reason to decide no removals (books listed again are still marked back).
-    Idempotent: a crawl already closed reports what it decided.
+    Idempotent: a crawl already closed reports what it decided; an abandoned one (a later crawl began before
+    it reported) decides nothing.
     """
     if crawl is None:
         return Removals(decided=False, reason=undecided or "no crawl was started: the queue was drained unseeded")
@@ -213,6 +217,8 @@ def settle(db: Database, crawl: OpenCrawl | None, *, undecided: str | None = Non
     def _settle(cur: Cursor) -> Removals:
         cur.execute(Q["lock_crawl"], {"id": crawl.id})
         row = cur.fetchone()
+        if row is not None and row["outcome"] == "abandoned":
+            return Removals(decided=False, reason=row["note"] or "abandoned")
         if row is not None and row["outcome"] in ("decided", "undecided"):
             return Removals(
                 decided=row["outcome"] == "decided",

@@ -10,9 +10,9 @@ WHERE finished_at IS NULL;
 -- A new crawl; listing pages processed from now on belong to it.
 INSERT INTO crawls DEFAULT VALUES RETURNING id, started_at;
 
--- open_crawl --
--- The latest crawl that has not reported yet (a drain started apart from its seed reports for it).
-SELECT id, started_at FROM crawls WHERE finished_at IS NULL ORDER BY id DESC LIMIT 1;
+-- crawl_by_id --
+-- One crawl, named by an explicit report step (the run that opened it was interrupted before it reported).
+SELECT id, started_at FROM crawls WHERE id = %(id)s;
 
 -- record_listing_page --
 -- A processed listing page, written in the transaction that completes its task.

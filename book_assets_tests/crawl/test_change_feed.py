@@ -208,9 +208,39 @@ def test_pending_listing_pages_at_the_report_decide_nothing(
     report = partial.report(stats)
     assert removed_paths(db) == set()
     assert report.removals is not None and not report.removals.decided
-    assert report.removals.line().startswith(
-        "removed: not decided (no category's listing pages all completed in this crawl)"
-    )
+    assert report.removals.line().startswith("removed: not decided (")
+    assert "listing pages still queued; the crawl stays open" in report.removals.line()
+    # Left open, for the run to settle once its listing pages are done.
+    assert partial.opened is not None
+    assert db.query("SELECT finished_at FROM crawls WHERE id = %s", (partial.opened.id,))[0]["finished_at"] is None
+    settled = partial.report(partial.work())
+    assert settled.removals is not None and settled.removals.decided
+    assert removed_paths(db) == paths({NONFICTION_BOOK, COMMENT_BOOK}, DAY0)
+
+
+def test_a_drain_that_opened_no_crawl_leaves_the_open_crawl_to_the_run_that_opened_it(
+    db: Database, database_url: str, sandbox_factory: Any
+) -> None:
+    from book_assets.crawl.pipeline import Crawl
+
+    site = sandbox_factory(day=0)
+    config = sandbox_config(site.url, categories=BOTH)
+    crawl(database_url, config)
+    site.set_day(1)
+    owner = Crawl(database_url, config)
+    owner.start()  # a crawl in progress (its run on another host, say)
+    assert owner.opened is not None
+    # A drain-only run here: it drains the whole queue, the owner's pages among it, and reports.
+    drainer = Crawl(database_url, config)
+    drained = drainer.report(drainer.work())
+    assert drained.removals is not None and not drained.removals.decided
+    assert removed_paths(db) == set()
+    still_open = db.query("SELECT id FROM crawls WHERE finished_at IS NULL")
+    assert [r["id"] for r in still_open] == [owner.opened.id]
+    # The run that opened the crawl settles it.
+    report = owner.report(owner.work())
+    assert report.removals is not None and report.removals.decided
+    assert removed_paths(db) == paths({NONFICTION_BOOK, COMMENT_BOOK}, DAY0)
 
 
 def test_a_deep_budget_limits_book_pages_but_not_the_listings_that_decide(

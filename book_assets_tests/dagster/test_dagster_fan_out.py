@@ -14,6 +14,7 @@ import dagster as dg
 import pytest
 import yaml
 
+from book_assets.crawl.pipeline import Crawl
 from book_assets.crawl.storage import book_counts
 from book_assets.db.connection import Database
 from book_assets.definitions import build_definitions
@@ -21,6 +22,7 @@ from book_assets.defs.crawl.fan_out import queue_jobs
 from book_assets.defs.resources import DatabaseResource, FetcherResource, SchedulingResource, SiteResource
 from book_assets.sandbox.server import SandboxServer
 from book_assets.settings import PROJECT_ROOT, ConfigError
+from book_assets_tests.crawl.conftest import sandbox_config
 
 DRAIN_STEPS = ("drain_queue[worker_0]", "drain_queue[worker_1]")
 #: Two categories (184 books over 11 listing pages) keep both drain steps busy; the whole catalogue through
@@ -146,3 +148,28 @@ def test_a_deep_budget_is_split_once_after_discovery_and_met_by_the_drain_steps(
     assert details["budget_met"].value is True and details["budget_completed"].value == 60
     quotas = {r.data["category"]: r.data["quota"] for r in details["quotas"].value.records}
     assert quotas["Travel"] == 11 and sum(quotas.values()) == 60
+
+
+def test_a_drain_job_settles_no_crawl_unless_its_report_names_one(
+    db: Database, database_url: str, sandbox: SandboxServer
+) -> None:
+    owner = Crawl(database_url, sandbox_config(sandbox.url, categories=("Travel",)))
+    owner.start()  # a crawl in progress, its run elsewhere
+    assert owner.opened is not None
+    resources = {
+        "database": DatabaseResource(url=database_url),
+        "site": SiteResource(base_url=f"{sandbox.url}/", allowed_domains=[sandbox.host], categories=["Travel"]),
+        "fetcher": FetcherResource(fetch_mode="http", workers=1, concurrency=4),  # type: ignore[arg-type]
+        "scheduling": SchedulingResource(),
+    }
+    job = dg.Definitions(jobs=queue_jobs("in_process"), resources=resources).resolve_job_def("drain_queue_job")
+    outcome = "SELECT finished_at, outcome, complete_categories FROM crawls WHERE id = %s"
+
+    assert job.execute_in_process().success
+    assert book_counts(db)["total"] == 11  # the drain did the owner's work ...
+    assert db.query(outcome, (owner.opened.id,))[0]["finished_at"] is None  # ... and left its crawl open
+
+    named = {"ops": {"report_crawl": {"config": {"settle_crawl": owner.opened.id}}}}
+    assert job.execute_in_process(run_config=named).success
+    row = db.query(outcome, (owner.opened.id,))[0]
+    assert (row["outcome"], row["complete_categories"]) == ("decided", 1)

@@ -5,6 +5,11 @@
 - ``drain_queue_job``: the same without the seed: finish whatever is pending (after a requeue or an
   interrupted run).
 
+A crawl is settled (closed, its removals decided) only by the run that opened it: ``seed_queue`` hands the
+crawl it opened down to ``report_crawl``. ``drain_queue_job`` opened none, so its report settles none (the
+crawl's own run may still be at work on another host) unless its ``report_crawl`` config names one
+(``settle_crawl``: the id of a crawl whose run was interrupted before it reported).
+
 ``share_work`` fans out one ``drain_queue`` step per worker (W: the fetcher's ``workers``); each step runs one
 worker in its own process until the queue has nothing left it may claim, and ``report_crawl`` collects their
 stats and records the materializations of ``listing_discovery`` and ``book_details`` with the metadata the
@@ -37,7 +42,9 @@ from pydantic import Field
 
 from book_assets.crawl.config import DETAIL, LISTING, TASK_TYPES
 from book_assets.crawl.pipeline import Crawl, drain
+from book_assets.crawl.removals import OpenCrawl, find_crawl
 from book_assets.crawl.worker import WorkerStats
+from book_assets.db.connection import Database
 from book_assets.defs.catalog import CRAWL_POOL
 from book_assets.defs.crawl.assets import BOOK_DETAILS, CRAWL_RUN_TAGS, LISTING_DISCOVERY, materializations
 from book_assets.defs.resources import DatabaseResource, FetcherResource, SchedulingResource, SiteResource, crawl_config
@@ -60,6 +67,22 @@ def step_executor(name: str) -> dg.ExecutorDefinition:
     return dg.multiprocess_executor
 
 
+class ReportConfig(dg.Config):
+    settle_crawl: int | None = Field(
+        default=None,
+        description="Settle this crawl (its id in the crawls table): one whose run was interrupted before it "
+        "reported. Unset: the crawl this run's seed opened, or none.",
+    )
+
+
+@dataclass(frozen=True)
+class Seeded:
+    """What ``seed_queue`` hands on: whether the start page was enqueued, and the crawl it opened."""
+
+    created: bool
+    crawl: OpenCrawl
+
+
 class ShareConfig(dg.Config):
     task_types: list[str] = Field(
         default_factory=lambda: list(TASK_TYPES), description="Task types to work on (listing, detail)."
@@ -79,6 +102,8 @@ class SharedWork:
     since: datetime
     quotas: dict[str, int] = field(default_factory=dict)
     seeded: bool = False
+    #: The crawl this run's seed opened: the one its report settles (None: a drain-only run).
+    crawl: OpenCrawl | None = None
 
 
 def _crawl(
@@ -98,17 +123,20 @@ def seed_queue(
     site: SiteResource,
     fetcher: FetcherResource,
     scheduling: SchedulingResource,
-) -> dg.Output[bool]:
+) -> dg.Output[Seeded]:
     with transient_only():
         crawl = _crawl(database, site, fetcher, scheduling)
         created = crawl.start()
+    assert crawl.opened is not None
     base_url = crawl.config.base_url
     context.log.info(f"seeded {base_url}" if created else f"{base_url} is already queued")
-    return dg.Output(created, metadata={"start_url": base_url, "created": created})
+    return dg.Output(
+        Seeded(created, crawl.opened), metadata={"start_url": base_url, "created": created, "crawl": crawl.opened.id}
+    )
 
 
 @dg.op(
-    ins={"seeded": dg.In(bool, default_value=False)},
+    ins={"seeded": dg.In(default_value=None)},
     out={"shared": dg.Out(), "steps": dg.DynamicOut()},
     retry_policy=TRANSIENT_RETRY,
     pool=CRAWL_POOL,
@@ -117,7 +145,7 @@ def seed_queue(
 def share_work(
     context: dg.OpExecutionContext,
     config: ShareConfig,
-    seeded: bool,
+    seeded: Seeded | None,
     database: DatabaseResource,
     site: SiteResource,
     fetcher: FetcherResource,
@@ -130,7 +158,14 @@ def share_work(
     context.log.info(f"{workers} drain step(s) share the {', '.join(shared_types)} tasks")
     assert crawl.since is not None
     yield dg.Output(
-        SharedWork(tuple(config.task_types), first, crawl.since, crawl.quotas, seeded),
+        SharedWork(
+            tuple(config.task_types),
+            first,
+            crawl.since,
+            crawl.quotas,
+            seeded=seeded is not None and seeded.created,
+            crawl=seeded.crawl if seeded is not None else None,
+        ),
         output_name="shared",
         metadata={"drain_steps": workers, "shared_task_types": ", ".join(shared_types)},
     )
@@ -164,6 +199,7 @@ def drain_queue(
 )
 def report_crawl(
     context: dg.OpExecutionContext,
+    config: ReportConfig,
     shared: SharedWork,
     drained: list[WorkerStats],
     database: DatabaseResource,
@@ -176,7 +212,14 @@ def report_crawl(
     for one in drained:
         stats.merge(one)
     with transient_only():
-        crawl = Crawl(database.resolved_url(), crawl_config(site, fetcher, scheduling), since=shared.since)
+        url = database.resolved_url()
+        opened = shared.crawl
+        if config.settle_crawl is not None:
+            with Database(url) as db:
+                opened = find_crawl(db, config.settle_crawl)
+            if opened is None:
+                raise dg.Failure(f"settle_crawl: no crawl {config.settle_crawl} in the crawls table")
+        crawl = Crawl(url, crawl_config(site, fetcher, scheduling), since=shared.since, opened=opened)
         crawl.quotas, crawl.seeded = shared.quotas, shared.seeded
         report = crawl.report(stats)
     for line in report.summary_lines():
