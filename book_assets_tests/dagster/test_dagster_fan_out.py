@@ -84,6 +84,8 @@ def test_crawl_queue_job_drains_in_one_process_per_worker_and_stores_every_book(
     assert details["books_new"] == BOOKS and details["failed"] == 0 and details["dagster/row_count"] == BOOKS
     assert details["pages"] == sum(outputs[step]["pages"].value for step in DRAIN_STEPS)
     assert materialized["listing_discovery"]["books_found"] == BOOKS
+    # The report settled the crawl its run's seed opened.
+    assert [r["outcome"] for r in db.query("SELECT outcome FROM crawls")] == ["decided"]
 
 
 def _run_config(name: str) -> dict:
