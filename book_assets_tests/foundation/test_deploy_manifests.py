@@ -217,8 +217,35 @@ def test_helm_values_run_this_projects_code_location_and_launch_runs_as_kubernet
         resources=k8s["runK8sConfig"]["containerConfig"]["resources"],
     )
     claims = {v["persistentVolumeClaim"]["claimName"] for v in k8s["volumes"] if "persistentVolumeClaim" in v}
-    assert claims == {only("PersistentVolumeClaim")["metadata"]["name"]}
-    assert only("PersistentVolumeClaim")["spec"]["accessModes"] == ["ReadWriteMany"]  # step pods on any node
+    assert claims == set(volume_claims())
+    assert all(c["spec"]["accessModes"] == ["ReadWriteMany"] for c in volume_claims().values())  # any node
+
+
+def volume_claims() -> dict[str, dict[str, Any]]:
+    return {name: doc for (kind, name), doc in manifests().items() if kind == "PersistentVolumeClaim"}
+
+
+def claims_mounted_at(volumes: Sequence[Any], mounts: Sequence[Any]) -> dict[str, str]:
+    """Each mount path of a pod's persistent volume claims: path -> claim name."""
+    claims = {v["name"]: v["persistentVolumeClaim"]["claimName"] for v in volumes if "persistentVolumeClaim" in v}
+    return {m["mountPath"]: claims[m["name"]] for m in mounts if m["name"] in claims}
+
+
+def test_run_pods_and_workers_keep_data_dir_on_a_persistent_volume(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The snapshot's files (and the change feed, the WARC archive) go under data_dir: a run pod's own disk
+    # is gone with its Job, so data_dir must be where run pods mount a persistent volume claim.
+    k8s = helm_values()["runLauncher"]["config"]["k8sRunLauncher"]
+    env = dict(v.split("=", 1) for v in k8s["envVars"])
+    monkeypatch.setenv("BOOK_PIPELINE_DATA_DIR", env["BOOK_PIPELINE_DATA_DIR"])
+    data_dir = Settings(_env_file=None).data_dir  # type: ignore[call-arg]
+    assert data_dir.is_absolute()
+    claim = claims_mounted_at(k8s["volumes"], k8s["volumeMounts"]).get(str(data_dir))
+    assert claim in volume_claims(), f"run pods mount no volume claim at data_dir {data_dir}"
+    # The workers write the WARC archive there too: the same claim at the same path, the same setting.
+    pod = only("Deployment")["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert {e["name"]: e["value"] for e in container["env"]}["BOOK_PIPELINE_DATA_DIR"] == str(data_dir)
+    assert claims_mounted_at(pod["volumes"], container["volumeMounts"]).get(str(data_dir)) == claim
 
 
 def test_helm_values_keep_the_instance_rules_of_dagster_yaml() -> None:
