@@ -16,6 +16,16 @@ PostgreSQL (``adaptive_decisions``), so every worker on every host shares it:
 - ``browser``: any disagreement, found by any worker, switches that page type to the browser for the rest
   of the crawl (modes only move forward).
 
+Probes and sampled re-checks are rendered by one worker per host, its *renderer* (:class:`RendererRole`, a
+lock file every worker of the crawl on the host tries): a browser costs about 1.2 s of CPU to start and each
+render 45-90 ms, which on a 2-core machine cost the adaptive crawl a third of plain HTTP's speed when every
+worker started its own browser for a handful of renders (``benchmarks/browser_bench.py``). The other workers
+fetch plain and check nothing; the renderer samples its own pages at the rate times the crawl's workers, so
+the crawl's share of re-checked pages stays near the rate. A worker starts a browser only when a render is
+due: as the renderer, or for a page type switched to the browser, or for a plain page that does not parse.
+A re-check of a page type already decided ``http`` renders with scripts off unless ``javascript=on``: as in
+browser mode's ``auto``, scripts run only where a page type has shown it needs them (its probes ran them).
+
 Page types are the crawl's task types (``listing``, ``detail``). Counts are flushed to PostgreSQL at most
 once a second per page type (and at once after a check), which is also how often a worker re-reads the
 shared mode; a page fetched plain in that second that needed rendering fails to parse and is rendered
@@ -24,11 +34,16 @@ anyway, so a stale mode costs time, never a book.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
+import os
+import tempfile
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
+from pathlib import Path
 from typing import Any
 
 from book_assets.crawl.config import LISTING
@@ -165,6 +180,42 @@ class AdaptiveState:
         for domain, page_type in list(self.pending):
             if self.pending[(domain, page_type)].any():
                 self.sync(domain, page_type)
+
+
+class RendererRole:
+    """Whether this worker is its host's renderer for one crawl: the holder of an exclusive lock on a file.
+
+    The file is named by ``key`` (the crawl's database), so crawls of different databases on one host have a
+    renderer each. The kernel drops the lock when its holder exits or is killed, and the other workers try
+    it again at most every ``REFRESH_S``, so a lost renderer is replaced.
+    """
+
+    def __init__(self, key: str, folder: Path | None = None) -> None:
+        digest = hashlib.blake2b(key.encode(), digest_size=8).hexdigest()
+        self.path = (folder or Path(tempfile.gettempdir())) / f"book-pipeline-renderer-{digest}.lock"
+        self._fd: int | None = None
+        self._tried_at = float("-inf")
+
+    @property
+    def held(self) -> bool:
+        """True while this worker holds the role; tries to take it when last tried over ``REFRESH_S`` ago."""
+        if self._fd is None and time.monotonic() - self._tried_at >= REFRESH_S:
+            self._tried_at = time.monotonic()
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+            else:
+                self._fd = fd
+        return self._fd is not None
+
+    def release(self) -> None:
+        """Give the role up (closing the file drops the lock)."""
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+            self._fd = None
 
 
 def forget_decisions(db: Database, domains: list[str]) -> None:

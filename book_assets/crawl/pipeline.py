@@ -136,7 +136,8 @@ class CrawlReport:
         if self.decisions:
             lines.append(
                 f"adaptive: {self.stats.rendered} pages rendered, {self.stats.plain} fetched plain, "
-                f"{self.stats.checked} compared, {self.stats.disagreements} disagreements"
+                f"{self.stats.checked} compared, {self.stats.disagreements} disagreements; "
+                f"{self.stats.browsers} browser(s) started"
             )
             lines += [f"  {decision.line()}" for decision in self.decisions]
         lines += [summary.line() for summary in self.archive]

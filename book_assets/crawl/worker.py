@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from urllib.parse import urlsplit
 
 from book_assets.archive.writer import ArchiveWriter
-from book_assets.crawl.adaptive import AdaptiveState, Mode, records_agree, sampled
+from book_assets.crawl.adaptive import AdaptiveState, Mode, RendererRole, records_agree, sampled
 from book_assets.crawl.autoscale import Autoscaler, LoadMonitor
 from book_assets.crawl.config import DETAIL, LISTING, TASK_TYPES, CrawlConfig
 from book_assets.crawl.discovery import listing_tasks
@@ -83,6 +83,8 @@ class WorkerStats:
     plain: int = 0
     checked: int = 0
     disagreements: int = 0
+    #: Workers that started a browser (adaptive: the hosts' renderers, and workers that had to render).
+    browsers: int = 0
     #: The autoscaled pages in flight: where this worker started and every value it moved to.
     concurrency: list[int] = field(default_factory=list)
     errors: Counter[str] = field(default_factory=Counter)
@@ -110,6 +112,7 @@ class WorkerStats:
             "plain",
             "checked",
             "disagreements",
+            "browsers",
         ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.errors.update(other.errors)
@@ -178,11 +181,14 @@ class Worker:
         # javascript=auto in browser mode: the (domain, page type)s whose served HTML did not parse but
         # whose render did, in this worker; every other page is fetched with scripts off.
         self._needs_js: set[tuple[str, str]] = set()
-        self._probing: set[tuple[str, str]] = set()  # adaptive: page types with a probe in flight here
+        self._probing: Counter[tuple[str, str]] = Counter()  # adaptive: probes in flight here, by page type
         self._scaler = Autoscaler(min(config.min_concurrency, config.fetch.concurrency), config.fetch.concurrency)
         self._adaptive = (
             AdaptiveState(self.db, probe_pages=config.adaptive_probe_pages) if config.fetch.mode == "adaptive" else None
         )
+        # adaptive: whether this worker renders its host's probes and re-checks (one browser per host)
+        self._renderer = RendererRole(database_url) if config.fetch.mode == "adaptive" else None
+        self._stack: AsyncExitStack | None = None  # the run's resources, where a browser started late is closed
         self._robots = RobotsGate(config, self.queue, self.worker_id, self._db) if config.obey_robots else None
 
     async def _db(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -194,22 +200,28 @@ class Worker:
         self._stopping.set()
 
     async def _open_fetchers(self, stack: AsyncExitStack) -> BrowserFetcher | HttpFetcher:
-        """The fetchers the mode needs (adaptive: both; the browser starts on its first fetch)."""
+        """The fetchers the mode needs (adaptive: HTTP, and a browser only once a render is due)."""
         mode = self.config.fetch.mode
+        self._stack = stack
         if self.config.archive_dir is not None:
             self._archive = stack.enter_context(ArchiveWriter(self.config.archive_dir))
         if mode in ("http", "adaptive"):
             self._http = await stack.enter_async_context(HttpFetcher(self.config.fetch))
-        if mode in ("browser", "adaptive"):
-            from book_assets.scraper.fetch_browser import BrowserFetcher
-
-            self._browser = BrowserFetcher(self.config.fetch, executable_path=self.config.chromium_path)
-            stack.push_async_callback(self._browser.close)
-            if mode == "browser":
-                await self._browser.start()
+        if mode == "browser":
+            await self._browser_fetcher().start()
         primary = self._browser if mode == "browser" else self._http
         assert primary is not None
         return primary
+
+    def _browser_fetcher(self) -> BrowserFetcher:
+        """This worker's browser, made on first use (Playwright is imported then; it starts on its first fetch)."""
+        if self._browser is None:
+            from book_assets.scraper.fetch_browser import BrowserFetcher
+
+            assert self._stack is not None
+            self._browser = BrowserFetcher(self.config.fetch, executable_path=self.config.chromium_path)
+            self._stack.push_async_callback(self._browser.close)
+        return self._browser
 
     def _fetcher_stats(self) -> dict[str, int]:
         total: dict[str, int] = {}
@@ -242,9 +254,12 @@ class Worker:
                         with contextlib.suppress(Exception):
                             await self._db(self._adaptive.flush)
                 self.stats.fetcher = self._fetcher_stats()
+                self.stats.browsers = int(self._browser is not None)
         finally:
             self._db_thread.shutdown(wait=True)
             self.db.close()
+            if self._renderer is not None:
+                self._renderer.release()
             self.stats.elapsed_s = time.monotonic() - started
         return self.stats
 
@@ -481,35 +496,43 @@ class Worker:
     async def _fetch_adaptive(
         self, url: str, key: tuple[str, str], validators: Validators | None = None
     ) -> tuple[FetchResult, Literal["js", "adaptive"] | None]:
-        """Adaptive mode: the page type's shared mode decides; probes and the sample are fetched both ways."""
-        assert self._adaptive is not None and self._http is not None and self._browser is not None
+        """Adaptive mode: the page type's shared mode decides; probes and the sample are fetched both ways,
+        by the host's renderer only (see :mod:`book_assets.crawl.adaptive`)."""
+        assert self._adaptive is not None and self._http is not None and self._renderer is not None
         mode = self._adaptive.cached(*key) or await self._db(self._adaptive.sync, *key)
         if mode == Mode.BROWSER:
             self.stats.rendered += 1
             self._adaptive.count(*key, rendered=1)
-            return await self._browser.fetch(url, javascript=self._render_js), None
-        # One probe in flight per page type and worker: with 2 workers x 4 pages the sandbox's first crawl
-        # rendered 27 book pages to collect 5 agreements (benchmarks/browser_bench.py); the others go plain, which is
-        # safe because a page whose served HTML does not parse is rendered anyway (the "adaptive" fallback).
+            return await self._browser_fetcher().fetch(url, javascript=self._render_js), None
+        # Probes in flight per page type: as many as the agreements a decision needs, all in the host's renderer,
+        # so one round of renders can decide (one at a time per worker, a 62-book crawl could end undecided);
+        # the others go plain, which is safe because a page whose served HTML does not parse is rendered anyway
+        # (the "adaptive" fallback).
         # A page to be compared with its render is downloaded in full (a 304 would leave nothing to compare);
         # the others are conditional, their stored copy standing as it would for a plain page in http mode.
-        check = sampled(url, self.config.adaptive_sample_rate) or (mode == Mode.PROBE and key not in self._probing)
+        # The renderer samples its own share of the host's pages at the rate times the crawl's workers.
+        sample_rate = min(1.0, self.config.adaptive_sample_rate * self.config.workers)
+        probe = mode == Mode.PROBE and self._probing[key] < self.config.adaptive_probe_pages
+        check = self._renderer.held and (probe or sampled(url, sample_rate))
         if check:
-            self._probing.add(key)
+            self._probing[key] += 1
         try:
             plain = await self._http.fetch(url, None if check else validators)
             self.stats.plain += 1
             if not check or plain.not_modified:
                 self._adaptive.count(*key, plain=1)
                 return plain, (None if plain.not_modified else "adaptive")
+            # A page type decided http showed in its probes that scripts change nothing: re-checks of it run
+            # none unless javascript=on (browser mode's auto does the same for pages that parse).
+            javascript = self._render_js if mode == Mode.PROBE else self.config.fetch.javascript == "on"
             try:
-                rendered = await self._browser.fetch(url, javascript=self._render_js)
+                rendered = await self._browser_fetcher().fetch(url, javascript=javascript)
             except FetchError:
                 self._adaptive.count(*key, plain=1)  # no evidence either way; the plain page still counts
                 return plain, "adaptive"
         finally:
             if check:
-                self._probing.discard(key)
+                self._probing[key] -= 1
         agreed = records_agree(key[1], plain.html, rendered.rendered_html or rendered.html, plain.final_url)
         self.stats.rendered += 1
         self.stats.checked += 1
@@ -520,8 +543,7 @@ class Worker:
 
     async def _render(self, task: Task) -> FetchResult:
         """The page rendered with scripts on, after its served HTML did not parse."""
-        assert self._browser is not None
-        return await self._browser.fetch(str(task.payload["url"]), javascript=self._render_js)
+        return await self._browser_fetcher().fetch(str(task.payload["url"]), javascript=self._render_js)
 
     def _learn_rendering_needed(self, task: Task, fallback: Literal["js", "adaptive"]) -> None:
         """A page parsed only once rendered: its page type is rendered from now on (adaptive: by every worker)."""

@@ -7,11 +7,22 @@ decision read back from PostgreSQL, where every worker shares it.
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from book_assets.crawl.adaptive import AdaptiveState, Mode, forget_decisions, list_decisions, records_agree, sampled
+from book_assets.crawl.adaptive import (
+    AdaptiveState,
+    Mode,
+    RendererRole,
+    forget_decisions,
+    list_decisions,
+    records_agree,
+    sampled,
+)
 from book_assets.crawl.pipeline import crawl
 from book_assets.crawl.storage import TRACKED_FIELDS
 from book_assets.db.connection import Database
@@ -87,6 +98,33 @@ def test_two_workers_share_one_decision(db: Database, database_url: str) -> None
         two.close()
 
 
+def test_one_worker_per_host_renders_and_a_lost_renderer_is_replaced(tmp_path: Path) -> None:
+    first, second = RendererRole("db-a", tmp_path), RendererRole("db-a", tmp_path)
+    assert first.held and not second.held
+    assert RendererRole("db-b", tmp_path).held  # another crawl's database: a renderer of its own
+    first.release()
+    assert RendererRole("db-a", tmp_path).held
+    # A renderer in another process that is killed: the kernel drops its lock and the next worker takes over.
+    path = RendererRole("db-c", tmp_path).path
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"import fcntl, sys, time; f = open({str(path)!r}, 'w'); "
+            "fcntl.flock(f, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        assert not RendererRole("db-c", tmp_path).held
+    finally:
+        holder.kill()
+        holder.wait()
+    assert RendererRole("db-c", tmp_path).held
+
+
 # --------------------------------------------------------------------------- crawls
 
 
@@ -108,6 +146,7 @@ def test_adaptive_on_the_normal_sandbox_stores_what_a_browser_crawl_stores_mostl
     assert _decisions(db)["detail"] == Mode.HTTP
     assert report.stats.disagreements == 0 and report.stats.plain >= len(by_browser)
     assert report.stats.rendered < len(by_browser) / 2
+    assert report.stats.browsers == 1  # the host's renderer; the other worker fetched plain and rendered nothing
     assert any(line.startswith("adaptive:") for line in report.summary_lines())
 
 
