@@ -313,7 +313,8 @@ class TaskQueue:
         the eligible groups. Inside the winning group, priority then age decide. The state lives in
         ``queue_members`` and claimers lock the scope row, so all workers share one sequence. A scheduled
         claim of many tasks plans its picks in memory and fetches each group's share in one statement, falling
-        back to one query per pick only where a group runs short (migration 0013); the order is the same.
+        back to one query per pick only where a group runs short (migration 0013; with ``type_weights``, two
+        levels of rounds, types then groups, migration 0017); the order is the same.
 
         Guarantee (all groups backlogged, weights fixed): after any prefix of m picks, group i has been
         picked ``c_i`` times with ``m·w_i/W - (k-1) < c_i < m·w_i/W + 1`` (W: total weight, k: number of
@@ -725,6 +726,10 @@ class TaskQueue:
     def group_state(self, task_type: str) -> list[dict[str, Any]]:
         """The round-robin state of ``task_type``'s groups (member, weight, current, budget, idle)."""
         return self.db.query(_q()["scope_state"], {"scope": f"groups:{self._check_type(task_type)}"})
+
+    def type_state(self) -> list[dict[str, Any]]:
+        """The round-robin state of the task types of interleaved claims (member, weight, current, budget, idle)."""
+        return self.db.query(_q()["scope_state"], {"scope": "interleave"})
 
     # --- waiting -----------------------------------------------------------------------------------------
 

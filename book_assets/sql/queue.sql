@@ -1,7 +1,7 @@
 -- Named queries of the task queue (book_assets/queue). The claim itself is the plpgsql function
--- queue_claim_v3, which composes small functions, one job each (migrations/0008 lists them, 0013 adds the
--- batched fair claim; schema.sql shows every current definition): it needs loops (politeness allowances,
--- round-robin picks) in one round trip.
+-- queue_claim_v4, which composes small functions, one job each (migrations/0008 lists them, 0013 and 0017
+-- add the batched fair claims; schema.sql shows every current definition): it needs loops (politeness
+-- allowances, round-robin picks) in one round trip.
 
 -- enqueue_many --
 -- Insert a batch given as a JSON array in one statement. Live URLs (pending / in progress) are deduplicated by
@@ -38,8 +38,8 @@ LEFT JOIN wake ON true
 ORDER BY x.ord;
 
 -- claim --
--- Claim up to n tasks, or replay the answer of the same request (see queue_claim_v3 in schema.sql).
-SELECT * FROM queue_claim_v3(%(request)s::UUID, %(worker)s, %(n)s, %(types)s::TEXT[],
+-- Claim up to n tasks, or replay the answer of the same request (see queue_claim_v4 in schema.sql).
+SELECT * FROM queue_claim_v4(%(request)s::UUID, %(worker)s, %(n)s, %(types)s::TEXT[],
                              %(lease_s)s::DOUBLE PRECISION, %(horizon_s)s::DOUBLE PRECISION, %(scheduled)s,
                              %(interleave)s::JSONB);
 
