@@ -5,9 +5,10 @@ database ``bookpipeline_bench`` created and dropped by this script, so the pipel
 
 Measures: batched enqueue rate; claim+complete throughput with 1, 4 and 8 worker processes (claims of 50,
 completes batched with ``complete_many``); single-task claim latency with 10,000 and 1,000,000 pending
-tasks; scheduled (smooth weighted round-robin) claim latency. Politeness is off (interval 0) for the
+tasks; scheduled (smooth weighted round-robin) claim latency; fair claims of 50 interleaving listing and detail
+tasks (``type_weights``, as the crawl worker claims) with 1, 4 and 8 workers. Politeness is off (interval 0) for the
 benchmark domain: the figures are the queue's overhead, not the crawl's rate limit. Bounded in count and
-time (about 2-4 minutes on two cores). ``--fair-only`` measures the fair throughput figure alone.
+time (about 2-4 minutes on two cores). ``--fair-only`` measures the fair throughput figures alone.
 
     .venv/bin/python benchmarks/queue_bench.py [--fair-only]
 """
@@ -36,6 +37,9 @@ SEED = {"enqueue_per_s": 85, "claim_complete_per_s": 45}
 SPAWN = multiprocessing.get_context("spawn")
 #: Tasks per fair claim in the fair throughput figure: the batch of the plain one, so the two compare.
 FAIR_BATCH = 50
+#: Type weights of the interleaved fair figure; the tasks are filled in the same proportion, so that both
+#: types stay backlogged to the end.
+TYPE_WEIGHTS = {"listing": 1.0, "detail": 3.0}
 
 
 def _with_db(url: str, name: str) -> str:
@@ -53,18 +57,26 @@ def _reset(db: Database) -> None:
     )
 
 
-def _fill(db: Database, n: int, groups: int = 50) -> None:
-    db.query(
-        """INSERT INTO tasks (task_type, payload, domain, task_group, priority)
-           SELECT 'detail', jsonb_build_object('url', 'http://bench.example/b/' || i), 'bench.example',
-                  'g' || (i %% %s), 0
-           FROM generate_series(1, %s) AS i""",
-        (groups, n),
-    )
-    db.query(
-        "INSERT INTO queue_members (scope, member) SELECT 'groups:detail', 'g' || g FROM generate_series(0, %s) g",
-        (groups - 1,),
-    )
+def _fill(db: Database, n: int, groups: int = 50, types: dict[str, float] | None = None) -> None:
+    """n pending tasks over ``groups`` groups: all detail, or split between the types by their weights."""
+    weights = types or {"detail": 1.0}
+    total = sum(weights.values())
+    start = 0
+    names = sorted(weights)
+    for task_type in names:
+        count = n - start if task_type == names[-1] else round(n * weights[task_type] / total)
+        db.query(
+            """INSERT INTO tasks (task_type, payload, domain, task_group, priority)
+               SELECT %s, jsonb_build_object('url', 'http://bench.example/b/' || i), 'bench.example',
+                      'g' || (i %% %s), 0
+               FROM generate_series(%s, %s) AS i""",
+            (task_type, groups, start + 1, start + count),
+        )
+        db.query(
+            "INSERT INTO queue_members (scope, member) SELECT %s, 'g' || g FROM generate_series(0, %s) g",
+            (f"groups:{task_type}", groups - 1),
+        )
+        start += count
     conn = psycopg2.connect(db.url)  # VACUUM cannot run in the transaction Database.run opens
     conn.autocommit = True
     with conn.cursor() as cur:
@@ -72,14 +84,17 @@ def _fill(db: Database, n: int, groups: int = 50) -> None:
     conn.close()
 
 
-def _worker(url: str, name: str, barrier: Any, results: Any, batch: int, scheduled: bool) -> None:
+def _worker(url: str, name: str, barrier: Any, results: Any, batch: int, scheduled: bool, interleave: bool) -> None:
     db = Database(url, application_name=f"queue-bench-{name}")
     queue = _queue(db)
     db.connection()
     barrier.wait(120)
     done = 0
     while True:
-        tasks = queue.claim(name, batch, task_types=["detail"], scheduled=scheduled).tasks
+        if interleave:
+            tasks = queue.claim(name, batch, type_weights=TYPE_WEIGHTS, scheduled=scheduled).tasks
+        else:
+            tasks = queue.claim(name, batch, task_types=["detail"], scheduled=scheduled).tasks
         if not tasks:
             break
         done += queue.complete_many(tasks)
@@ -100,14 +115,16 @@ def bench_enqueue(db: Database, n: int = 50_000, batch: int = 1_000) -> float:
 
 
 def bench_throughput(
-    db: Database, url: str, workers: int, n: int, *, batch: int = 50, scheduled: bool = False
+    db: Database, url: str, workers: int, n: int, *, batch: int = 50, scheduled: bool = False, interleave: bool = False
 ) -> float:
-    """Tasks claimed and completed per second by ``workers`` processes, each claiming ``batch`` at a time."""
+    """Tasks claimed and completed per second by ``workers`` processes, each claiming ``batch`` at a time
+    (``interleave``: listing and detail tasks, claimed with the type weights)."""
     _reset(db)
-    _fill(db, n)
+    _fill(db, n, types=TYPE_WEIGHTS if interleave else None)
     barrier, results = SPAWN.Barrier(workers + 1), SPAWN.Queue()
     procs = [
-        SPAWN.Process(target=_worker, args=(url, f"w{i}", barrier, results, batch, scheduled)) for i in range(workers)
+        SPAWN.Process(target=_worker, args=(url, f"w{i}", barrier, results, batch, scheduled, interleave))
+        for i in range(workers)
     ]
     for p in procs:
         p.start()
@@ -142,7 +159,7 @@ def bench_latency(db: Database, pending: int, samples: int = 400, *, scheduled: 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--fair-only", action="store_true", help="measure fair_claims_per_s only")
+    parser.add_argument("--fair-only", action="store_true", help="measure the fair throughput figures only")
     args = parser.parse_args(argv)
     base = resolve_database_url(load_settings())
     admin = _with_db(base, "postgres")
@@ -161,7 +178,16 @@ def main(argv: list[str]) -> int:
             str(w): round(bench_throughput(db, url, w, 20_000 if w > 1 else 10_000, batch=FAIR_BATCH, scheduled=True))
             for w in (1, 4, 8)
         }
+        report["fair_interleaved_claims_per_s"] = {
+            str(w): round(
+                bench_throughput(
+                    db, url, w, 20_000 if w > 1 else 10_000, batch=FAIR_BATCH, scheduled=True, interleave=True
+                )
+            )
+            for w in (1, 4, 8)
+        }
         report["fair_batch"] = FAIR_BATCH
+        report["fair_type_weights"] = TYPE_WEIGHTS
         if not args.fair_only:
             plain_10k = bench_latency(db, 10_000)
             scheduled = bench_latency(db, 10_000, scheduled=True)

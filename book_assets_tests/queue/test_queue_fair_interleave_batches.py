@@ -6,12 +6,15 @@ runs out of politeness slots mid-batch, budgets spent mid-batch and priorities i
 
 from __future__ import annotations
 
+import json
+import uuid
 from dataclasses import dataclass, field
 
 import pytest
 
-from book_assets.db.connection import Database
+from book_assets.db.connection import Cursor, Database
 from book_assets.queue import NewTask, TaskQueue
+from book_assets.queue.queue import _q
 from book_assets_tests.queue.helpers import make_queue, url
 
 SLOW = "slow.example"
@@ -87,11 +90,7 @@ class Reference:
                     self.group_cur[t][g] = 0.0
         live_t = [t for t in sorted(self.type_weights) if self.type_weights[t] > 0 and t not in self.type_idle]
         live_g = {
-            t: [
-                g
-                for g in sorted(gw)
-                if gw[g] > 0 and self.budgets[t].get(g, 1) > 0 and g not in self.group_idle[t]
-            ]
+            t: [g for g in sorted(gw) if gw[g] > 0 and self.budgets[t].get(g, 1) > 0 and g not in self.group_idle[t]]
             for t, gw in self.group_weights.items()
         }
         blocked = {d for d, left in slots.items() if left == 0}
@@ -200,3 +199,36 @@ def test_a_batched_interleaved_claim_hands_out_the_reference_sequence(
         left = ref.budgets[task_type]
         want = {g: (c, left.get(g), g in ref.group_idle[task_type]) for g, c in current.items()}
         assert _state(queue.group_state(task_type)) == want, task_type
+
+
+def test_a_backlogged_interleaved_claim_is_one_plan_without_per_pick_queries(db: Database) -> None:
+    """With every type and group backlogged the claim plans once and walks: no reference pick at all. The
+    claim's own SQL runs in a transaction that counts the plpgsql function calls."""
+    queue = make_queue(db)
+    for task_type in ("listing", "detail"):
+        queue.enqueue_many(
+            NewTask(task_type, {"url": url(f"{task_type}-{g}-{i}")}, group=g) for g in "ABCD" for i in range(20)
+        )
+    queue.set_group_weights("detail", {"A": 3, "B": 2, "C": 1, "D": 1})
+    params = {
+        "request": str(uuid.uuid4()),
+        "worker": "w",
+        "n": 50,
+        "types": ["detail", "listing"],
+        "lease_s": 30.0,
+        "horizon_s": 1.0,
+        "scheduled": True,
+        "interleave": json.dumps({"listing": 1.0, "detail": 3.0}),
+    }
+
+    def claim(cur: Cursor) -> tuple[int, dict[str, int]]:
+        cur.execute("SET LOCAL track_functions = 'pl'")
+        cur.execute(_q()["claim"], params)
+        claimed = len(cur.fetchall())
+        cur.execute("SELECT funcname, calls FROM pg_stat_xact_user_functions")
+        return claimed, {r["funcname"]: int(r["calls"]) for r in cur.fetchall()}
+
+    claimed, calls = db.run(claim)
+    assert claimed == 50
+    assert calls.get("queue_fair_plan_interleaved_v1") == 1
+    assert "queue_claim_pick_fair" not in calls

@@ -1,6 +1,6 @@
 """Query-plan regression: with 100,000 pending tasks the claim reads indexes, never the whole table.
 
-The claim runs inside the plpgsql function ``queue_claim_v3``, whose inner plans EXPLAIN cannot show, so the
+The claim runs inside the plpgsql function ``queue_claim_v4``, whose inner plans EXPLAIN cannot show, so the
 test reads PostgreSQL's own counters (pg_stat_user_tables / pg_stat_user_indexes) around real claims:
 no sequential scan of ``tasks`` may happen, and the pending-task indexes must be used.
 """
@@ -25,7 +25,10 @@ def _fill(db: Database, n: int) -> None:
         (n,),
     )
     db.query("INSERT INTO domains (domain, min_interval_s) VALUES ('books.example', 0)")
-    db.query("INSERT INTO queue_members (scope, member) SELECT 'groups:detail', 'g' || g FROM generate_series(0, 6) g")
+    db.query(
+        "INSERT INTO queue_members (scope, member) SELECT s, 'g' || g"
+        " FROM unnest(ARRAY['groups:detail', 'groups:listing']) s, generate_series(0, 6) g"
+    )
     db.query("ANALYZE tasks")
 
 
@@ -47,6 +50,7 @@ def test_claims_use_the_pending_indexes_with_100000_pending_tasks(queue: TaskQue
         assert len(queue.claim("w", 5, task_types=["detail"])) == 5
         assert len(queue.claim("w", 3, task_types=["detail"], scheduled=True)) == 3
         assert len(queue.claim("w", 4, type_weights={"listing": 1, "detail": 3})) == 4
+        assert len(queue.claim("w", 4, type_weights={"listing": 1, "detail": 3}, scheduled=True)) == 4
     seq_after, idx_after = _scans(db)
     assert seq_after == seq_before, "a claim scanned the whole tasks table"
     used = {name for name, n in idx_after.items() if n > idx_before.get(name, 0)}
