@@ -54,6 +54,7 @@ def _fetch_metadata(report: CrawlReport) -> dict[str, object]:
         "pages_plain": stats.plain,
         "pages_compared": stats.checked,
         "disagreements": stats.disagreements,
+        "browsers_started": stats.browsers,
         "fetch_decisions": dg.MetadataValue.md("\n".join(rows)),
     }
 
