@@ -180,6 +180,7 @@ def test_a_script_that_changes_book_pages_flips_only_the_book_page_type_to_the_b
     assert any("127.0.0.1 detail: browser" in line for line in report.summary_lines())
     metadata = details_metadata(report)
     assert metadata["disagreements"] == report.stats.disagreements and "fetch_decisions" in metadata
+    assert metadata["browsers_started"] == report.stats.browsers >= 1
 
 
 @pytest.mark.browser
