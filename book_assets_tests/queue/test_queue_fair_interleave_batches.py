@@ -148,7 +148,7 @@ def _state(rows: list[dict[str, object]]) -> dict[str, tuple[object, object, obj
         (
             {"listing": 1, "detail": 3},
             {"detail": dict.fromkeys("ABCD", 1.0), "listing": dict.fromkeys("AB", 1.0)},
-            {"detail": {"C": 3}, "listing": {"A": 2}},
+            {"detail": {"C": 2}, "listing": {"A": 1}},
         ),
         (
             {"listing": 0.5, "detail": 1.5},
