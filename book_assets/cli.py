@@ -193,6 +193,9 @@ def crawl_cmd(progress: bool, show_config: bool, **overrides: Any) -> None:
     report = crawl(url, config, progress=progress)
     for line in report.summary_lines(show_config=show_config):
         click.echo(line)
+    if report.failure:
+        click.echo(f"error: {report.failure}", err=True)
+        sys.exit(1)
 
 
 @main.command("work")

@@ -55,6 +55,9 @@ class RunFigures:
     by_category: dict[str, int] = field(default_factory=dict)
     #: Pages a 304 confirmed this run (their stored copy stands; books among them count as unchanged).
     not_modified: int = 0
+    #: Book pages completed this run, and book tasks claimed this run that are now failed for good.
+    detail_pages: int = 0
+    failed_details: int = 0
 
     @classmethod
     def read(cls, db: Database, queue: TaskQueue, since: datetime) -> RunFigures:
@@ -72,6 +75,8 @@ class RunFigures:
             new_detail_tasks=activity.created.get(DETAIL, 0),
             by_category=dict(activity.completed.get(DETAIL, {})),
             not_modified=revalidated_since(db, since),
+            detail_pages=details,
+            failed_details=activity.failed.get(DETAIL, 0),
         )
 
     @property
@@ -105,6 +110,17 @@ class CrawlReport:
     robots: list[RobotsRecord] = field(default_factory=list)
     #: Each allowed domain's stored politeness at the end (its autothrottled interval among it).
     politeness: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def failure(self) -> str | None:
+        """Why this run failed though it ran to its end, or None: every task it worked on failed, or every book
+        page did (a site that answers only errors must end as a failed run, never pass as a crawl)."""
+        run = self.run
+        if run.failed and not run.pages:
+            return f"every task this run worked on failed ({run.failed}): nothing was stored"
+        if run.failed_details and not run.detail_pages:
+            return f"every book page this run worked on failed ({run.failed_details}): no book was stored"
+        return None
 
     @property
     def pages_per_s(self) -> float:
@@ -142,6 +158,8 @@ class CrawlReport:
             lines += [f"  {decision.line()}" for decision in self.decisions]
         lines += [summary.line() for summary in self.archive]
         lines += self.politeness_lines()
+        if self.failure:
+            lines.append(f"RUN FAILED: {self.failure}")
         if show_config:
             lines.append("config: " + json.dumps(self.config.as_dict(), sort_keys=True, default=str))
         return lines

@@ -173,4 +173,8 @@ def crawl(
         report = this_crawl.retry_failed() if config.requeue_failed else this_crawl.run()
     for line in report.summary_lines():
         context.log.info(line)
+    # A failed run, with what it did (its pages were retried by the queue already, so the step is not):
+    # no materialization for the snapshot to build on.
+    if report.failure:
+        raise dg.Failure(description=report.failure, metadata=details_metadata(report), allow_retries=False)
     yield from materializations(report, discovered=not config.requeue_failed)

@@ -46,7 +46,13 @@ from book_assets.crawl.removals import OpenCrawl, find_crawl
 from book_assets.crawl.worker import WorkerStats
 from book_assets.db.connection import Database
 from book_assets.defs.catalog import CRAWL_POOL
-from book_assets.defs.crawl.assets import BOOK_DETAILS, CRAWL_RUN_TAGS, LISTING_DISCOVERY, materializations
+from book_assets.defs.crawl.assets import (
+    BOOK_DETAILS,
+    CRAWL_RUN_TAGS,
+    LISTING_DISCOVERY,
+    details_metadata,
+    materializations,
+)
 from book_assets.defs.resources import DatabaseResource, FetcherResource, SchedulingResource, SiteResource, crawl_config
 from book_assets.defs.retries import TRANSIENT_RETRY, transient_only
 from book_assets.settings import load_settings
@@ -224,6 +230,10 @@ def report_crawl(
         report = crawl.report(stats)
     for line in report.summary_lines():
         context.log.info(line)
+    # A failed run, with what it did (its pages were retried by the queue already, so the step is not):
+    # no materialization for the snapshot to build on.
+    if report.failure:
+        raise dg.Failure(description=report.failure, metadata=details_metadata(report), allow_retries=False)
     changed = {LISTING_DISCOVERY} if LISTING in shared.task_types else set()
     changed |= {BOOK_DETAILS} if DETAIL in shared.task_types else set()
     for result in materializations(report):
