@@ -321,7 +321,7 @@ class Worker:
         return result, by_task
 
     def _drained(self) -> bool:
-        return self.queue.outstanding(self.task_types) == 0
+        return self.queue.drained(self.task_types)
 
     def _heartbeat(self, tasks: list[Task]) -> list[int]:
         """Extend every in-flight lease; returns the tasks whose lease is gone."""

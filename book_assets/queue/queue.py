@@ -28,12 +28,12 @@ Design (why it looks like this):
   :mod:`book_assets.queue.throttle`), in the same row, so every worker on every host follows it too.
 * **Fair scheduling.** ``scheduled=True`` hands out tasks of one type by smooth weighted round-robin over
   their groups; ``type_weights={type: weight}`` does the same over task types. See :meth:`TaskQueue.claim`.
-* **Idle workers sleep on NOTIFY.** Enqueue, release and requeue notify :data:`CHANNEL`; an idle worker
-  waits for that (:meth:`TaskQueue.wait_for_work`), for the moment work becomes claimable without a
-  notification (:meth:`TaskQueue.idle_wait_s`: a delayed task or retry, an expiring lease, a politeness slot),
-  or for ``idle_timeout_s``, whichever comes first. Through a pooler in transaction mode (``Database.pooled``:
-  each transaction may get another server connection, so LISTEN cannot hold) idle workers poll instead,
-  every :data:`POOLED_POLL_S` at most.
+* **Idle workers sleep on NOTIFY.** Enqueue, release, requeue and a drain (:meth:`TaskQueue.drained`) notify
+  :data:`CHANNEL`; an idle worker waits for that (:meth:`TaskQueue.wait_for_work`), for the moment work
+  becomes claimable without a notification (:meth:`TaskQueue.idle_wait_s`: a delayed task or retry, an
+  expiring lease, a politeness slot), or for ``idle_timeout_s``, whichever comes first. Through a pooler in
+  transaction mode (``Database.pooled``: each transaction may get another server connection, so LISTEN
+  cannot hold) idle workers poll instead, every :data:`POOLED_POLL_S` at most.
 
 The queue is a library: it imports only :mod:`book_assets.db`, :mod:`book_assets.sql`, the standard
 library and psycopg2.
@@ -704,6 +704,20 @@ class TaskQueue:
         """
         types = [self._check_type(t) for t in task_types]
         return int(self.db.query(_q()["outstanding"], {"types": types})[0]["n"])
+
+    def drained(self, task_types: Collection[str]) -> bool:
+        """Whether nothing of these types is leased or can still be handed out (:meth:`outstanding` is 0).
+
+        When so, every idle worker is notified: a worker that found nothing to claim while another still held
+        the last task sleeps on :data:`CHANNEL`, and the end of that task enqueues nothing to wake it, so
+        without this it would learn of the drain only at its idle timeout or the next lease expiry. The last
+        worker to finish always sees 0 (every other completion committed before its check), so one of the
+        finishing workers' checks is the one that wakes the sleepers.
+        """
+        if self.outstanding(task_types):
+            return False
+        self.db.query(_q()["wake_idle_workers"])
+        return True
 
     def scaler_query(self, task_type: str) -> str:
         """The statement an autoscaler polls for ``task_type``'s work left (pending or in progress), as a

@@ -244,6 +244,10 @@ LEFT JOIN tasks t ON t.budget_key = m.budget_key AND t.task_group = m.member AND
 WHERE m.scope = %(scope)s AND m.budget_total IS NOT NULL
 GROUP BY m.member, m.budget_total ORDER BY m.member;
 
+-- wake_idle_workers --
+-- Wake every worker asleep on the queue's channel (they claim again, or find the queue drained).
+SELECT pg_notify('book_pipeline_tasks', '') AS sent;
+
 -- outstanding --
 -- Work these task types can still be handed: in progress, or pending in a group that is neither out of
 -- budget nor weighted 0 (weight-0 groups are skipped on purpose and stay pending).

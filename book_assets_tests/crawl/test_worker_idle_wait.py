@@ -20,7 +20,9 @@ from book_assets.crawl.config import DETAIL
 from book_assets.crawl.worker import Worker, WorkerStats
 from book_assets.db.connection import Database
 from book_assets.sandbox.catalogue import Catalogue
+from book_assets.sandbox.faults import Faults
 from book_assets.sandbox.server import SandboxServer
+from book_assets.sandbox.testing import SandboxFactory
 from book_assets_tests.crawl.conftest import sandbox_config
 from book_assets_tests.reliability.conftest import wait_until
 
@@ -131,3 +133,30 @@ def test_an_idle_worker_stops_on_its_stop_event_without_waiting_out_its_timeout(
     running.thread.join(timeout=30)
     assert not running.thread.is_alive()
     assert running.stats and running.stats[0].pages == 0
+
+
+def test_a_draining_worker_asleep_while_another_finishes_the_last_task_ends_with_it(
+    db: Database, database_url: str, sandbox_factory: SandboxFactory
+) -> None:
+    """The last task ends on another worker and enqueues nothing: the worker that found nothing to claim
+    while it ran must learn the queue is drained then, not at its idle timeout (5 s by default: the tail of
+    every crawl, about 8% of a browser crawl of the sandbox)."""
+    sandbox = sandbox_factory(faults=Faults(latency_s=2.0))
+    # Leases far longer than the test: the sleeper's wait ends at the next lease expiry at the latest.
+    config = sandbox_config(sandbox.url, concurrency=1, obey_robots=False, lease_s=600.0)
+    _enqueue_book(db, sandbox.url)
+    holder = _start(Worker(database_url, config))
+    assert wait_until(lambda: db.query("SELECT status FROM tasks") == [{"status": "in_progress"}], 30)
+    sleeper = Worker(database_url, config)
+    sleeper.queue.idle_timeout_s = NEVER_S
+    idle = _start(sleeper)
+    assert wait_until(lambda: idle.claims >= 1, 30)
+    holder.thread.join(timeout=30)
+    assert db.query("SELECT status FROM tasks") == [{"status": "completed"}]
+    idle.thread.join(timeout=10)
+    alive = idle.thread.is_alive()
+    if alive:
+        idle.stop()
+        idle.thread.join(timeout=30)
+    assert not alive, "the idle worker slept on after the queue was drained"
+    assert idle.stats and idle.stats[0].pages == 0
