@@ -123,7 +123,10 @@ def details_metadata(report: CrawlReport) -> dict[str, object]:
 
 def materializations(report: CrawlReport, *, discovered: bool = True) -> Iterator[dg.MaterializeResult]:
     """The assets' results of one crawl (``listing_discovery`` only when it ``discovered``): what the asset
-    step and the queue ops both record."""
+    step and the queue ops both record. A failed run raises instead, with what it did: no materialization
+    for the snapshot to build on, and no retry of the step (the queue retried its pages already)."""
+    if report.failure:
+        raise dg.Failure(description=report.failure, metadata=details_metadata(report), allow_retries=False)
     if discovered:
         yield dg.MaterializeResult(asset_key=LISTING_DISCOVERY, metadata=listing_metadata(report))
     yield dg.MaterializeResult(asset_key=BOOK_DETAILS, metadata=details_metadata(report))
@@ -173,8 +176,4 @@ def crawl(
         report = this_crawl.retry_failed() if config.requeue_failed else this_crawl.run()
     for line in report.summary_lines():
         context.log.info(line)
-    # A failed run, with what it did (its pages were retried by the queue already, so the step is not):
-    # no materialization for the snapshot to build on.
-    if report.failure:
-        raise dg.Failure(description=report.failure, metadata=details_metadata(report), allow_retries=False)
     yield from materializations(report, discovered=not config.requeue_failed)

@@ -50,7 +50,6 @@ from book_assets.defs.crawl.assets import (
     BOOK_DETAILS,
     CRAWL_RUN_TAGS,
     LISTING_DISCOVERY,
-    details_metadata,
     materializations,
 )
 from book_assets.defs.resources import DatabaseResource, FetcherResource, SchedulingResource, SiteResource, crawl_config
@@ -230,10 +229,6 @@ def report_crawl(
         report = crawl.report(stats)
     for line in report.summary_lines():
         context.log.info(line)
-    # A failed run, with what it did (its pages were retried by the queue already, so the step is not):
-    # no materialization for the snapshot to build on.
-    if report.failure:
-        raise dg.Failure(description=report.failure, metadata=details_metadata(report), allow_retries=False)
     changed = {LISTING_DISCOVERY} if LISTING in shared.task_types else set()
     changed |= {BOOK_DETAILS} if DETAIL in shared.task_types else set()
     for result in materializations(report):
