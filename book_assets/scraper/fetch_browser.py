@@ -280,7 +280,9 @@ class BrowserFetcher:
             self._counters["relaunches"] += 1
 
     def _on_disconnected(self, generation: int) -> None:
-        if generation == self._generation and not self._closed:
+        """The browser of ``generation`` is gone: the next checkout relaunches. Counted once per browser,
+        whichever comes first: its disconnect event or a fetch that met it dead."""
+        if generation == self._generation and not self._closed and self._alive:
             self._alive = False
             self._counters["crashes"] += 1
 
@@ -298,6 +300,26 @@ class BrowserFetcher:
         return context
 
     # ------------------------------------------------------------------ page pool
+
+    async def _open_slot(self, url: str, javascript: bool) -> _Slot:
+        """``_checkout``, with a browser that died before its disconnect was seen failing as "browser_crashed".
+
+        A kill is known only once the driver's event reaches this loop; until then opening a context or a
+        tab is the first thing to meet the dead browser.
+        """
+        try:
+            return await self._checkout(javascript)
+        except PlaywrightError as exc:
+            text = str(exc)
+            browser = self._browser
+            dead = browser is None or not browser.is_connected() or any(m in text for m in _CLOSED_MARKERS)
+            if dead:
+                self._on_disconnected(self._generation)
+            raise fetch_error(
+                "browser_crashed" if dead else "browser_error",
+                text.splitlines()[0] if text else "could not open a tab",
+                url=url,
+            ) from exc
 
     async def _checkout(self, javascript: bool) -> _Slot:
         """A page on a live browser; relaunches first when the browser died or has done its quota."""
@@ -407,7 +429,9 @@ class BrowserFetcher:
                 self._counters["offsite_blocked"] += 1
                 raise fetch_error("offsite", "host not in allowed_domains", url=url)
             async with self._semaphore:
-                slot = await self._checkout(self.settings.javascript != "off" if javascript is None else javascript)
+                slot = await self._open_slot(
+                    url, self.settings.javascript != "off" if javascript is None else javascript
+                )
                 try:
                     result = await self._fetch_on(slot, url)
                 finally:

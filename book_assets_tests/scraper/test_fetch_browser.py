@@ -279,6 +279,34 @@ def test_browser_relaunches_after_being_killed(local_site: LocalSite) -> None:
 @pytest.mark.browser
 @needs_chromium
 @pytest.mark.timeout(180)
+def test_a_fetch_that_opens_a_tab_on_a_browser_killed_a_moment_ago_fails_as_browser_crashed(
+    local_site: LocalSite,
+) -> None:
+    """The kill is not yet known (no event processed): opening the tab itself meets the dead browser."""
+
+    async def action(fetcher: BrowserFetcher) -> tuple[FetchError, dict[str, int]]:
+        await fetcher.fetch(local_site.url("/ok"), javascript=False)
+        pids = our_chromium_main_pids()
+        assert len(pids) == 1, pids
+        os.kill(pids[0], signal.SIGKILL)
+        while pids[0] in our_chromium_main_pids():
+            time.sleep(0.01)  # blocking on purpose: the event loop must not see the disconnect first
+        time.sleep(0.2)  # the driver has seen the pipe close by now
+        with pytest.raises(FetchError) as info:
+            # Scripts on: a context and a tab the dead browser has to create.
+            await fetcher.fetch(local_site.url("/ok"), javascript=True)
+        result = await fetcher.fetch(local_site.url("/ok"), javascript=True)
+        assert result.body == POUND_PAGE
+        return info.value, fetcher.stats()
+
+    error, stats = run_with(settings(), action)
+    assert (error.kind, error.retryable) == ("browser_crashed", True), error
+    assert (stats["crashes"], stats["relaunches"], stats["pages_fetched"]) == (1, 1, 2), stats
+
+
+@pytest.mark.browser
+@needs_chromium
+@pytest.mark.timeout(180)
 def test_browser_relaunches_after_page_quota_and_concurrent_fetches_succeed(local_site: LocalSite) -> None:
     async def action(fetcher: BrowserFetcher) -> dict[str, int]:
         results = await asyncio.gather(*(fetcher.fetch(local_site.url("/ok")) for _ in range(7)))
