@@ -4,6 +4,7 @@ A library: it imports nothing from scraping, the sandbox or Dagster. Start with 
 """
 
 from book_assets.queue.errors import LeaseLost, QueueError
+from book_assets.queue.group_commit import GroupCommit
 from book_assets.queue.models import (
     Activity,
     ClaimResult,
@@ -28,6 +29,7 @@ __all__ = [
     "EnqueueResult",
     "FailOutcome",
     "GroupBudget",
+    "GroupCommit",
     "LeaseLost",
     "NewTask",
     "QueueError",

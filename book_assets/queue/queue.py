@@ -61,7 +61,7 @@ from urllib.parse import urlsplit
 import psycopg2
 import psycopg2.errors
 
-from book_assets.db.connection import CONNECTION_ERRORS, Cursor, Database
+from book_assets.db.connection import CONNECTION_ERRORS, Cursor, Database, DatabaseUnavailable
 from book_assets.queue.clock import DatabaseClock
 from book_assets.queue.errors import LeaseLost
 from book_assets.queue.models import (
@@ -402,6 +402,36 @@ class TaskQueue:
             return work(cur)
 
         return self.db.run(_txn)
+
+    def complete_all_with(self, items: Sequence[tuple[Task, Callable[[Cursor], T]]]) -> list[T | Exception]:
+        """Several tasks' :meth:`complete_with` in one transaction: each outcome, or the exception it raised.
+
+        One completion statement fences them all; then each held task's ``work`` runs, in order, and a task
+        whose lease is gone gets :class:`LeaseLost` and its ``work`` does not run. When a ``work`` raises
+        (or the transaction fails, a deadlock say), everything rolls back and each task runs alone through
+        :meth:`complete_with`, so only the one that raised fails. A database that stays away raises for all.
+        """
+        if len(items) == 1:
+            task, work = items[0]
+            try:
+                return [self.complete_with(task, work)]
+            except (*CONNECTION_ERRORS, DatabaseUnavailable):
+                raise
+            except Exception as exc:
+                return [exc]
+        params = {"ids": [t.id for t, _ in items], "tokens": [t.lease_token for t, _ in items]}
+
+        def _txn(cur: Cursor) -> list[T | Exception]:
+            cur.execute(_q()["complete_many"], params)
+            held = {row["id"] for row in cur.fetchall()}
+            return [work(cur) if task.id in held else _lost(task) for task, work in items]
+
+        try:
+            return self.db.run(_txn)
+        except (*CONNECTION_ERRORS, DatabaseUnavailable):
+            raise
+        except Exception:
+            return [outcome for item in items for outcome in self.complete_all_with([item])]
 
     def complete_many(self, tasks: Sequence[Task]) -> int:
         """Complete several tasks in one statement; returns how many were still held (the rest are lost)."""
