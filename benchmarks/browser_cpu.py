@@ -11,7 +11,7 @@ exits between two samples loses at most its last 100 ms. Prints one JSON line pe
     {"ceiling": {"pages": N, "pages_per_s": N, "cpu_ms_per_page": {"total": N, "python": N, ...}},
      "browser": {...}, "extra_ms_per_page": {"total": N, "python": N, ...}}
 
-Usage: python benchmarks/browser_cpu.py [--runs ceiling,browser,browser-warc-off,browser-warc-on]
+Usage: python benchmarks/browser_cpu.py [--runs ceiling,browser,browser-warc-off,browser-warc-on,http,adaptive]
        [--workers W --concurrency C] [--warc on|off]
        [--py-spy FILE]  (a py-spy raw profile of the crawl's Python processes; binary from $PY_SPY)
 """
@@ -224,16 +224,18 @@ def main() -> None:
     try:
         runs = args.runs.split(",")
         if "ceiling" in runs:
-            paths = sorted(Catalogue().ground_truth())
+            paths = browser_bench._crawled_paths(Catalogue())
             results["ceiling"] = measure(_ceiling_child, (base_url, paths, args.tabs, chromium), sandbox, None)
             print(json.dumps({"ceiling": results["ceiling"]}), file=sys.stderr)
         for run in runs:
-            if not run.startswith("browser"):
+            mode = run.partition(":")[0].partition("-")[0]
+            if mode not in ("browser", "http", "adaptive"):
                 continue
             # "browser": the archive as the settings say (or --warc); "browser-warc-on" / "browser-warc-off";
-            # "browser:SETTING=VALUE": one setting changed (integers only), e.g. browser:relaunch_after_pages=2000
+            # "browser:SETTING=VALUE": one setting changed (integers only), e.g. browser:relaunch_after_pages=2000;
+            # "http" and "adaptive" (with the same suffixes): the crawl in that fetch mode.
             overrides: dict[str, Any] = {"workers": args.workers, "concurrency": args.concurrency}
-            warc = run.removeprefix("browser-warc-") if run.startswith("browser-warc-") else args.warc
+            warc = run.partition(":")[0].removeprefix(f"{mode}-warc-") if "-warc-" in run else args.warc
             if warc:
                 overrides["warc"] = warc == "on"
             if ":" in run:
@@ -242,7 +244,7 @@ def main() -> None:
             overrides = {k: v for k, v in overrides.items() if v is not None}
             _reset(url)
             figures = measure(
-                browser_bench._crawl, (url, base_url, "browser", overrides), sandbox, crawl_bench.BENCH_DB, args.py_spy
+                browser_bench._crawl, (url, base_url, mode, overrides), sandbox, crawl_bench.BENCH_DB, args.py_spy
             )
             figures["pages_per_s"] = round(figures["pages"] / figures["elapsed_s"], 1)
             figures.pop("summary", None)

@@ -136,4 +136,6 @@ def test_a_full_crawl_through_pgbouncer_in_transaction_mode_stores_every_book(
     assert (counts["total"], counts["unique_urls"], counts["with_html"]) == (1000, 1000, 1000), crawl.stdout
     left = db.query("SELECT count(*) AS n FROM tasks WHERE status <> 'completed'")[0]["n"]
     assert left == 0
-    assert _transactions_through(pgbouncer) > 2000, "the crawl's transactions did not go through PgBouncer"
+    # 1,081 pages' claims, completions and checks: hundreds of transactions however they are batched (a
+    # crawl that went around PgBouncer leaves only the set-up's handful).
+    assert _transactions_through(pgbouncer) > 300, "the crawl's transactions did not go through PgBouncer"
