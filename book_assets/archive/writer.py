@@ -9,7 +9,7 @@ sees whole records and a worker killed mid-write leaves at most its last record 
 
 What a response record holds: the final response's status line and headers and its body exactly as the
 fetcher received it (``FetchResult.body``). Both fetchers hand over the body after transfer and content
-decoding (httpx and Chromium decompress), so a ``Content-Encoding``, ``Transfer-Encoding`` or mismatched
+decoding (aiohttp and Chromium decompress), so a ``Content-Encoding``, ``Transfer-Encoding`` or mismatched
 ``Content-Length`` header would describe bytes the record does not hold; such headers are kept under the
 ``X-Archive-Orig-`` prefix (pywb's convention) and a ``Content-Length`` of the stored body is written, which
 keeps the record readable by ``warcio`` and replay tools. In browser mode with scripts on, the DOM after

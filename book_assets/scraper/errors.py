@@ -1,7 +1,7 @@
 """Exceptions raised by the scraper package.
 
 Kept in one module so callers (the crawler, the queue's retry policy) can import every failure type from a
-single place without pulling in Playwright or httpx.
+single place without pulling in Playwright or aiohttp.
 """
 
 from __future__ import annotations

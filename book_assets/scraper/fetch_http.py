@@ -1,7 +1,11 @@
-"""Plain-HTTP fetcher on httpx: fast, keep-alive, no JavaScript.
+"""Plain-HTTP fetcher on aiohttp: fast, keep-alive, no JavaScript.
+
+aiohttp rather than httpx: measured on the sandbox, 1000 book pages over 8 connections cost 0.1-0.3 ms of
+client CPU per page with aiohttp and 1.4-2.4 ms with httpx (whose connection pool checks every pooled
+socket on each request), and on two cores the client's CPU is taken from the crawl's parsing and storing.
 
 Redirects are followed by hand, one hop at a time, so each target's host is checked against
-``allowed_domains`` *before* it is requested (httpx's own ``follow_redirects`` would fetch it first).
+``allowed_domains`` *before* it is requested (automatic redirects would fetch it first).
 Bodies are streamed so an oversized page is cut off at ``max_body_bytes`` instead of filling memory.
 Given the stored response's ``Validators``, a fetch is conditional: a 304 comes back as a ``FetchResult``
 with ``not_modified`` set and no body (see ``fetching.conditional_headers``).
@@ -11,11 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Self
 from urllib.parse import urljoin
 
-import httpx
+import aiohttp
+from yarl import URL
 
 from book_assets.scraper.errors import FetchError
 from book_assets.scraper.fetching import (
@@ -35,9 +41,12 @@ from book_assets.scraper.fetching import (
     utc_now,
 )
 
+#: Bytes read from the body per step.
+CHUNK_BYTES = 64 * 1024
+
 
 class HttpFetcher:
-    """Fetch pages with httpx; see ``fetching.Fetcher`` for the contract.
+    """Fetch pages with aiohttp; see ``fetching.Fetcher`` for the contract.
 
     Usage::
 
@@ -47,7 +56,7 @@ class HttpFetcher:
 
     def __init__(self, settings: FetchSettings | None = None) -> None:
         self.settings = settings or FetchSettings(mode="http")
-        self._client: httpx.AsyncClient | None = None
+        self._session: aiohttp.ClientSession | None = None
         self._semaphore = asyncio.Semaphore(self.settings.concurrency)
         self._counters: dict[str, int] = {
             "pages_fetched": 0,
@@ -60,8 +69,7 @@ class HttpFetcher:
         }
 
     async def __aenter__(self) -> Self:
-        self._ensure_client()
-        await _load_network_backend()
+        self._ensure_session()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -71,25 +79,24 @@ class HttpFetcher:
         """Counters since construction (a copy): pages_fetched, bytes_fetched, requests, errors, ..."""
         return dict(self._counters)
 
-    def _ensure_client(self) -> httpx.AsyncClient:
-        if self._client is None:
-            limits = httpx.Limits(
-                max_connections=self.settings.concurrency,
-                max_keepalive_connections=self.settings.concurrency,
-            )
-            self._client = httpx.AsyncClient(
-                follow_redirects=False,
-                timeout=httpx.Timeout(self.settings.timeout_s),
-                limits=limits,
+    def _ensure_session(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            timeout_s = self.settings.timeout_s
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=self.settings.concurrency),
+                timeout=aiohttp.ClientTimeout(total=None, connect=timeout_s, sock_read=timeout_s),
                 headers={"User-Agent": self.settings.user_agent},
+                # Cookies a site sets are sent back to it, on IP-addressed hosts too (as a browser would).
+                cookie_jar=aiohttp.CookieJar(unsafe=True),
+                trust_env=True,  # HTTP(S)_PROXY and NO_PROXY, as curl and pip read them
             )
-        return self._client
+        return self._session
 
     async def close(self) -> None:
         """Close the connection pool; safe to call twice."""
-        client, self._client = self._client, None
-        if client is not None:
-            await client.aclose()
+        session, self._session = self._session, None
+        if session is not None:
+            await session.close()
 
     async def fetch(self, url: str, validators: Validators | None = None) -> FetchResult:
         """Fetch ``url`` following on-domain redirects; raise a classified ``FetchError`` on failure.
@@ -170,14 +177,15 @@ class HttpFetcher:
         Error bodies and redirect bodies are not read: nothing uses them, and skipping them keeps a
         misbehaving server from streaming megabytes at us.
         """
-        client = self._ensure_client()
+        session = self._ensure_session()
         limit = self.settings.max_body_bytes
         self._counters["requests"] += 1
         try:
-            async with client.stream("GET", url, headers=extra_headers) as response:
-                headers = {k.lower(): v for k, v in response.headers.items()}
-                sent = {k.lower(): v for k, v in response.request.headers.items()}
-                status = response.status_code
+            target = _request_url(url)
+            async with session.get(target, headers=extra_headers, allow_redirects=False) as response:
+                headers = _lower(response.headers.items())
+                sent = _lower(response.request_info.headers.items())
+                status = response.status
                 if not 200 <= status < 300:
                     return status, headers, b"", sent
                 declared = declared_length(headers)
@@ -186,36 +194,43 @@ class HttpFetcher:
                 chunks: list[bytes] = []
                 size = 0
                 try:
-                    async for chunk in response.aiter_bytes():
+                    async for chunk in response.content.iter_chunked(CHUNK_BYTES):
                         size += len(chunk)
                         if size > limit:
                             raise too_large_error(url, size, limit)
                         chunks.append(chunk)
-                except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
-                    # httpx raises when the peer closes before Content-Length / the last chunk arrived.
-                    raise fetch_error("truncated", f"body cut short: {exc}", url=url, status=status) from exc
-                truncated = truncation_error(url, headers, response.num_bytes_downloaded)
+                except aiohttp.ClientError as exc:
+                    # The peer closed (or reset) before Content-Length or the last chunk arrived.
+                    raise fetch_error("truncated", f"body cut short: {_describe(exc)}", url=url, status=status) from exc
+                # An encoded body's Content-Length counts encoded bytes, which aiohttp checks itself.
+                encoded = headers.get("content-encoding", "identity").strip().lower() not in ("", "identity")
+                truncated = None if encoded else truncation_error(url, headers, size)
                 if truncated is not None:
                     raise truncated
                 return status, headers, b"".join(chunks), sent
         except FetchError:
             raise
-        except httpx.TimeoutException as exc:
-            raise fetch_error("timeout", f"{type(exc).__name__}: {exc}", url=url) from exc
-        except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
-            raise fetch_error("bad_url", str(exc), url=url) from exc
-        except httpx.TransportError as exc:
-            raise fetch_error("connection", f"{type(exc).__name__}: {exc}", url=url) from exc
+        except (aiohttp.ServerTimeoutError, aiohttp.ConnectionTimeoutError, aiohttp.SocketTimeoutError) as exc:
+            raise fetch_error("timeout", _describe(exc), url=url) from exc
+        except (aiohttp.InvalidURL, aiohttp.NonHttpUrlClientError, ValueError) as exc:
+            raise fetch_error("bad_url", _describe(exc), url=url) from exc
+        except aiohttp.ClientError as exc:
+            raise fetch_error("connection", _describe(exc), url=url) from exc
 
 
-async def _load_network_backend() -> None:
-    """Import what httpx loads on its first connection (httpcore's anyio backend), before any request waits.
+def _request_url(url: str) -> URL:
+    """``url`` as requested: sent as written when it is already percent-encoded ASCII, else encoded."""
+    return URL(url, encoded=url.isascii() and " " not in url)
 
-    Loaded lazily, it made a worker's first request leave 0.1-0.4 s after its politeness slot on a loaded
-    host, and so closer than the interval to the next slot's request.
-    """
-    import anyio
-    import anyio.lowlevel
-    import anyio.streams.tls  # loaded here rather than on the first connection
 
-    await anyio.lowlevel.checkpoint()  # loads anyio's asyncio backend
+def _lower(items: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """Headers by lower-cased name; a repeated header's values joined with ", " (RFC 9110, 5.3)."""
+    headers: dict[str, str] = {}
+    for name, value in items:
+        key = name.lower()
+        headers[key] = f"{headers[key]}, {value}" if key in headers else value
+    return headers
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__

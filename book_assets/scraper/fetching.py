@@ -84,7 +84,7 @@ class FetchSettings:
 
     Attributes:
         mode: Which fetcher the crawler builds: "browser" (Playwright Chromium, sees JS-built DOM),
-            "http" (httpx, faster, served HTML only) or "adaptive" (both: the browser only for the page
+            "http" (aiohttp, faster, served HTML only) or "adaptive" (both: the browser only for the page
             types whose data rendering changes, decided per domain in PostgreSQL, see ``crawl.adaptive``).
         javascript: Browser only: "on", "off", or "auto" (off until a page type is found to need it:
             its served HTML does not parse while the rendered DOM does). With JavaScript off Chromium runs

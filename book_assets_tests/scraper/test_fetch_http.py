@@ -148,9 +148,9 @@ def test_close_twice_is_safe_and_releases_the_connection_pool() -> None:
     async def main() -> tuple[bool, bool]:
         fetcher = HttpFetcher(settings())
         async with fetcher:
-            opened = fetcher._client is not None
+            opened = fetcher._session is not None
         await fetcher.close()
         await fetcher.close()
-        return opened, fetcher._client is None
+        return opened, fetcher._session is None
 
     assert asyncio.run(main()) == (True, True)
