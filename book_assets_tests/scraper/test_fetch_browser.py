@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import re
 import signal
 import time
 from collections.abc import Awaitable, Callable
@@ -302,6 +304,31 @@ def test_a_fetch_that_opens_a_tab_on_a_browser_killed_a_moment_ago_fails_as_brow
     error, stats = run_with(settings(), action)
     assert (error.kind, error.retryable) == ("browser_crashed", True), error
     assert (stats["crashes"], stats["relaunches"], stats["pages_fetched"]) == (1, 1, 2), stats
+
+
+@pytest.mark.browser
+@needs_chromium
+@pytest.mark.timeout(120)
+def test_the_browser_runs_its_network_service_in_process_not_as_a_utility_process(local_site: LocalSite) -> None:
+    def helper_types() -> list[str]:
+        found = []
+        stack = [os.getpid()]
+        while stack:
+            for child in _children(stack.pop()):
+                stack.append(child)
+                with contextlib.suppress(OSError):
+                    args = (Path("/proc") / str(child) / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+                    found += re.findall(r"--(?:type|utility-sub-type)=(\S+)", args)
+        return found
+
+    async def action(fetcher: BrowserFetcher) -> list[str]:
+        result = await fetcher.fetch(local_site.url("/ok"))
+        assert result.body == POUND_PAGE
+        return helper_types()
+
+    types = run_with(settings(), action)
+    assert "renderer" in types, types  # the walk does see the browser's helpers
+    assert "network.mojom.NetworkService" not in types, types
 
 
 @pytest.mark.browser
