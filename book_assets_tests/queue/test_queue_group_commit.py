@@ -68,12 +68,27 @@ def _effects(db: Database) -> set[int]:
     return {r["task_id"] for r in db.query("SELECT task_id FROM group_commit_effects")}
 
 
+def _gated(tasks: list[Task], failing: Task | None = None) -> list[tuple[Task, Any]]:
+    """Each task with its work; the first holds its transaction open for 0.4 s, ``failing``'s raises."""
+    gate = threading.Event()
+    threading.Timer(0.4, gate.set).start()
+    return [(tasks[0], _work(tasks[0], gate=gate))] + [(t, _work(t, fail=t is failing)) for t in tasks[1:]]
+
+
+def _outcome_of_one_bad_task(db: Database, tasks: list[Task], outcomes: list[Any], bad: Task, error: type) -> None:
+    """``bad`` failed with ``error`` and stays in progress, untouched; every other task completed its work."""
+    index = tasks.index(bad)
+    assert isinstance(outcomes[index], error), outcomes
+    assert all(isinstance(o, int) for i, o in enumerate(outcomes) if i != index), outcomes
+    status = _status(db)
+    assert status.pop(bad.id) == "in_progress" and set(status.values()) == {"completed"}
+    assert _effects(db) == {t.id for t in tasks} - {bad.id}
+
+
 def test_completions_that_arrive_while_one_commits_share_the_next_transaction(queue: TaskQueue, db: Database) -> None:
     _effects_table(db)
     tasks = _claimed(queue, 10)
-    gate = threading.Event()
-    items = [(tasks[0], _work(tasks[0], gate=gate))] + [(t, _work(t)) for t in tasks[1:]]
-    threading.Timer(0.4, gate.set).start()
+    items = _gated(tasks)
     txids = asyncio.run(_complete_all(queue, items))
     assert all(isinstance(t, int) for t in txids), txids
     assert txids[0] not in txids[1:] and len(set(txids[1:])) == 1, txids
@@ -86,38 +101,23 @@ def test_a_task_whose_lease_is_gone_fails_alone_and_its_work_does_not_run(queue:
     tasks = _claimed(queue, 4)
     lost = tasks[2]
     db.query("UPDATE tasks SET lease_token = lease_token + 1000 WHERE id = %(id)s", {"id": lost.id})
-    gate = threading.Event()
-    items = [(tasks[0], _work(tasks[0], gate=gate))] + [(t, _work(t)) for t in tasks[1:]]
-    threading.Timer(0.4, gate.set).start()
+    items = _gated(tasks)
     outcomes = asyncio.run(_complete_all(queue, items))
-    assert isinstance(outcomes[2], LeaseLost), outcomes
-    assert all(isinstance(o, int) for i, o in enumerate(outcomes) if i != 2), outcomes
-    status = _status(db)
-    assert status.pop(lost.id) == "in_progress" and set(status.values()) == {"completed"}
-    assert _effects(db) == {t.id for t in tasks} - {lost.id}
+    _outcome_of_one_bad_task(db, tasks, outcomes, lost, LeaseLost)
 
 
 def test_a_work_that_raises_rolls_back_only_its_own_task(queue: TaskQueue, db: Database) -> None:
     _effects_table(db)
     tasks = _claimed(queue, 4)
     bad = tasks[1]
-    gate = threading.Event()
-    items = [(tasks[0], _work(tasks[0], gate=gate))] + [(t, _work(t, fail=t is bad)) for t in tasks[1:]]
-    threading.Timer(0.4, gate.set).start()
-    outcomes = asyncio.run(_complete_all(queue, items))
-    assert isinstance(outcomes[1], ValueError), outcomes
-    assert all(isinstance(o, int) for i, o in enumerate(outcomes) if i != 1), outcomes
-    status = _status(db)
-    assert status.pop(bad.id) == "in_progress" and set(status.values()) == {"completed"}
-    assert _effects(db) == {t.id for t in tasks} - {bad.id}
+    outcomes = asyncio.run(_complete_all(queue, _gated(tasks, failing=bad)))
+    _outcome_of_one_bad_task(db, tasks, outcomes, bad, ValueError)
 
 
 def test_a_group_is_at_most_max_batch_completions(queue: TaskQueue, db: Database) -> None:
     _effects_table(db)
     tasks = _claimed(queue, 7)
-    gate = threading.Event()
-    items = [(tasks[0], _work(tasks[0], gate=gate))] + [(t, _work(t)) for t in tasks[1:]]
-    threading.Timer(0.4, gate.set).start()
+    items = _gated(tasks)
     txids = asyncio.run(_complete_all(queue, items, max_batch=4))
     assert all(isinstance(t, int) for t in txids), txids
     first, second = txids[1:5], txids[5:]
