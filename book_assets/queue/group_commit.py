@@ -32,7 +32,6 @@ class GroupCommit:
         self.queue = queue
         self.run = run
         self.max_batch = max_batch
-        self.groups = 0  # groups sent to the database (a group whose work raised is then committed task by task)
         self._pending: list[tuple[Task, Callable[[Cursor], Any], asyncio.Future[Any]]] = []
         self._flusher: asyncio.Task[None] | None = None
 
@@ -59,7 +58,6 @@ class GroupCommit:
                     future.cancel()
                 self._pending = []
                 raise
-            self.groups += 1
             for (_, _, future), outcome in zip(batch, outcomes, strict=True):
                 if future.done():  # its waiter was cancelled; the completion stands
                     continue

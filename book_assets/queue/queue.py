@@ -81,6 +81,9 @@ from book_assets.urls import canonical_url
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+
+#: Errors that mean the database stayed away (after ``Database``'s reconnect retries), not that a task failed.
+_OUTAGES: Final = (*CONNECTION_ERRORS, DatabaseUnavailable)
 #: The error kind of a task whose last lease expired with no attempts left (its worker died or stalled).
 LEASE_EXPIRED: Final = "lease_expired"
 
@@ -411,27 +414,30 @@ class TaskQueue:
         (or the transaction fails, a deadlock say), everything rolls back and each task runs alone through
         :meth:`complete_with`, so only the one that raised fails. A database that stays away raises for all.
         """
-        if len(items) == 1:
-            task, work = items[0]
+        if len(items) > 1:
+            params = {"ids": [t.id for t, _ in items], "tokens": [t.lease_token for t, _ in items]}
+
+            def _txn(cur: Cursor) -> list[T | Exception]:
+                cur.execute(_q()["complete_many"], params)
+                held = {row["id"] for row in cur.fetchall()}
+                return [work(cur) if task.id in held else _lost(task) for task, work in items]
+
             try:
-                return [self.complete_with(task, work)]
-            except (*CONNECTION_ERRORS, DatabaseUnavailable):
+                return self.db.run(_txn)
+            except _OUTAGES:
                 raise
-            except Exception as exc:
-                return [exc]
-        params = {"ids": [t.id for t, _ in items], "tokens": [t.lease_token for t, _ in items]}
+            except Exception:  # a work raised: everything rolled back, and each task runs alone below
+                pass
+        return [self._complete_alone(task, work) for task, work in items]
 
-        def _txn(cur: Cursor) -> list[T | Exception]:
-            cur.execute(_q()["complete_many"], params)
-            held = {row["id"] for row in cur.fetchall()}
-            return [work(cur) if task.id in held else _lost(task) for task, work in items]
-
+    def _complete_alone(self, task: Task, work: Callable[[Cursor], T]) -> T | Exception:
+        """:meth:`complete_with`, its failure returned rather than raised (an outage still raises)."""
         try:
-            return self.db.run(_txn)
-        except (*CONNECTION_ERRORS, DatabaseUnavailable):
+            return self.complete_with(task, work)
+        except _OUTAGES:
             raise
-        except Exception:
-            return [outcome for item in items for outcome in self.complete_all_with([item])]
+        except Exception as exc:
+            return exc
 
     def complete_many(self, tasks: Sequence[Task]) -> int:
         """Complete several tasks in one statement; returns how many were still held (the rest are lost)."""

@@ -299,6 +299,16 @@ class BrowserFetcher:
             self._contexts[javascript] = context
         return context
 
+    def _browser_gone(self, error_text: str) -> bool:
+        """Whether a Playwright error means the browser is dead (known, disconnected, or said so by the error)."""
+        browser = self._browser
+        return (
+            not self._alive
+            or browser is None
+            or not browser.is_connected()
+            or any(marker in error_text for marker in _CLOSED_MARKERS)
+        )
+
     # ------------------------------------------------------------------ page pool
 
     async def _open_slot(self, url: str, javascript: bool) -> _Slot:
@@ -311,8 +321,7 @@ class BrowserFetcher:
             return await self._checkout(javascript)
         except PlaywrightError as exc:
             text = str(exc)
-            browser = self._browser
-            dead = browser is None or not browser.is_connected() or any(m in text for m in _CLOSED_MARKERS)
+            dead = self._browser_gone(text)
             if dead:
                 self._on_disconnected(self._generation)
             raise fetch_error(
@@ -473,8 +482,7 @@ class BrowserFetcher:
                 body = await response.body()
                 if len(body) > limit:
                     raise too_large_error(url, len(body), limit)
-                encoded = headers.get("content-encoding", "identity").strip().lower() not in ("", "identity")
-                truncated = None if encoded else truncation_error(url, headers, len(body))
+                truncated = truncation_error(url, headers, len(body))
                 if truncated is not None:
                     raise truncated
                 refresh = meta_refresh_target(body, final_url)
@@ -531,7 +539,7 @@ class BrowserFetcher:
     def _classify(self, url: str, text: str, slot: _Slot) -> FetchError:
         """Map a Playwright error message (and what the page's listeners saw) to a FetchError kind."""
         message = text.splitlines()[0] if text else "unknown browser error"
-        if not self._alive or slot.crashed or any(marker in text for marker in _CLOSED_MARKERS):
+        if slot.crashed or self._browser_gone(text):
             return fetch_error("browser_crashed", message, url=url)
         try:
             self._check_chain(url, slot.trace)

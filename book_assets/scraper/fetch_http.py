@@ -202,9 +202,7 @@ class HttpFetcher:
                 except aiohttp.ClientError as exc:
                     # The peer closed (or reset) before Content-Length or the last chunk arrived.
                     raise fetch_error("truncated", f"body cut short: {_describe(exc)}", url=url, status=status) from exc
-                # An encoded body's Content-Length counts encoded bytes, which aiohttp checks itself.
-                encoded = headers.get("content-encoding", "identity").strip().lower() not in ("", "identity")
-                truncated = None if encoded else truncation_error(url, headers, size)
+                truncated = truncation_error(url, headers, size)
                 if truncated is not None:
                     raise truncated
                 return status, headers, b"".join(chunks), sent

@@ -384,11 +384,13 @@ def error_for_status(
 
 
 def truncation_error(url: str, headers: dict[str, str], received: int) -> FetchError | None:
-    """A "truncated" error when Content-Length promises more bytes than ``received``, else None.
+    """A "truncated" error when Content-Length promises more bytes than the ``received`` body, else None.
 
-    ``received`` must count bytes as they came off the wire when the response is content-encoded
-    (Content-Length is the encoded size); callers without that count skip encoded responses.
+    ``received`` counts the body as delivered, after content decoding. A content-encoded response's
+    Content-Length is its encoded size, which the transport checks as it decodes, so it is not compared here.
     """
+    if headers.get("content-encoding", "identity").strip().lower() not in ("", "identity"):
+        return None
     expected = declared_length(headers)
     if expected is not None and received < expected:
         return fetch_error("truncated", f"got {received} of {expected} bytes", url=url)

@@ -69,6 +69,12 @@ def test_truncation_only_when_fewer_bytes_than_declared() -> None:
     assert truncation_error(URL, {"content-length": "junk"}, 0) is None
 
 
+def test_an_encoded_bodys_length_is_left_to_the_transport() -> None:
+    # Content-Length counts the gzip bytes; the decoded body is longer or shorter, never comparable.
+    assert truncation_error(URL, {"content-length": "100", "content-encoding": "gzip"}, 40) is None
+    assert truncation_error(URL, {"content-length": "100", "content-encoding": "identity"}, 40) is not None
+
+
 @pytest.mark.parametrize(
     ("url", "allowed"),
     [
