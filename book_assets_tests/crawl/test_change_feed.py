@@ -18,6 +18,7 @@ from click.testing import CliRunner
 
 from book_assets.cli import main
 from book_assets.crawl.changes import changes_of_day
+from book_assets.crawl.config import CrawlConfig
 from book_assets.crawl.pipeline import crawl
 from book_assets.db.connection import Database
 from book_assets.sandbox.catalogue import Catalogue
@@ -50,6 +51,15 @@ def as_yesterday(db: Database) -> None:
 
 def today() -> Any:
     return datetime.now(UTC).date()
+
+
+def crawled_on_day_0(database_url: str, sandbox_factory: Any) -> tuple[Any, CrawlConfig]:
+    """A sandbox crawled in full on day 0 (both categories), now serving day 1; and that crawl's config."""
+    site = sandbox_factory(day=0)
+    config = sandbox_config(site.url, categories=BOTH)
+    crawl(database_url, config)
+    site.set_day(1)
+    return site, config
 
 
 def paths(ids: frozenset[int] | set[int], catalogue: Catalogue) -> set[str]:
@@ -147,9 +157,7 @@ def test_a_failed_listing_page_decides_nothing_in_its_category(
 def test_a_categories_filter_decides_only_the_crawled_categories(
     db: Database, database_url: str, sandbox_factory: Any
 ) -> None:
-    site = sandbox_factory(day=0)
-    crawl(database_url, sandbox_config(site.url, categories=BOTH))
-    site.set_day(1)
+    site, _ = crawled_on_day_0(database_url, sandbox_factory)
     report = crawl(database_url, sandbox_config(site.url, categories=("Add a comment",)))
     assert removed_paths(db) == paths({COMMENT_BOOK}, DAY0)  # Nonfiction's 557 is gone too, but was not crawled
     assert report.removals is not None and (report.removals.complete, report.removals.not_crawled) == (1, 49)
@@ -169,9 +177,7 @@ def test_listings_cut_by_max_pages_mark_nothing_removed(db: Database, database_u
 def test_a_retry_of_the_failures_decides_no_removals(db: Database, database_url: str, sandbox_factory: Any) -> None:
     from book_assets.crawl.pipeline import Crawl
 
-    site = sandbox_factory(day=0)
-    crawl(database_url, sandbox_config(site.url, categories=BOTH))
-    site.set_day(1)
+    site, _ = crawled_on_day_0(database_url, sandbox_factory)
     report = Crawl(database_url, sandbox_config(site.url, categories=BOTH)).retry_failed()
     assert report.removals is not None and not report.removals.decided
     assert any(line.startswith("removed: not decided (a retry of the failures") for line in report.summary_lines())
@@ -197,10 +203,7 @@ def test_pending_listing_pages_at_the_report_decide_nothing(
     from book_assets.crawl.pipeline import Crawl
     from book_assets.crawl.worker import Worker
 
-    site = sandbox_factory(day=0)
-    config = sandbox_config(site.url, categories=BOTH)
-    crawl(database_url, config)
-    site.set_day(1)
+    _, config = crawled_on_day_0(database_url, sandbox_factory)
     partial = Crawl(database_url, config)
     partial.start()
     # The start page and the first pages of both categories; their next pages stay pending.
@@ -223,10 +226,7 @@ def test_a_drain_that_opened_no_crawl_leaves_the_open_crawl_to_the_run_that_open
 ) -> None:
     from book_assets.crawl.pipeline import Crawl
 
-    site = sandbox_factory(day=0)
-    config = sandbox_config(site.url, categories=BOTH)
-    crawl(database_url, config)
-    site.set_day(1)
+    _, config = crawled_on_day_0(database_url, sandbox_factory)
     owner = Crawl(database_url, config)
     owner.start()  # a crawl in progress (its run on another host, say)
     assert owner.opened is not None
@@ -246,9 +246,7 @@ def test_a_drain_that_opened_no_crawl_leaves_the_open_crawl_to_the_run_that_open
 def test_a_deep_budget_limits_book_pages_but_not_the_listings_that_decide(
     db: Database, database_url: str, sandbox_factory: Any
 ) -> None:
-    site = sandbox_factory(day=0)
-    crawl(database_url, sandbox_config(site.url, categories=BOTH))
-    site.set_day(1)
+    site, _ = crawled_on_day_0(database_url, sandbox_factory)
     report = crawl(database_url, sandbox_config(site.url, categories=BOTH, deep_budget=10))
     assert report.budgets and sum(b.completed for b in report.budgets) == 10
     # Listed books whose pages the budget left unfetched stay; the two that left the listings are removed.
