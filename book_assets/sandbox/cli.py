@@ -55,6 +55,9 @@ def sandbox() -> None:
 @click.option("--hang-seconds", type=_SECONDS, default=30.0, show_default=True, help="Length of a hang.")
 @click.option("--truncate-rate", type=_RATE, default=0.0, show_default=True, help="Probability of a cut body.")
 @click.option(
+    "--bomb-rate", type=_RATE, default=0.0, show_default=True, help="Probability of a gzip body inflating to 1 GiB."
+)
+@click.option(
     "--script",
     "scripts",
     multiple=True,
@@ -90,6 +93,7 @@ def serve(
     hang_rate: float,
     hang_seconds: float,
     truncate_rate: float,
+    bomb_rate: float,
     scripts: tuple[str, ...],
     max_connections: int | None,
     over_capacity: str,
@@ -107,6 +111,7 @@ def serve(
             hang_rate=hang_rate,
             hang_s=hang_seconds,
             truncate_rate=truncate_rate,
+            bomb_rate=bomb_rate,
             scripted=_parse_scripts(scripts),
             max_connections=max_connections,
             over_capacity="refuse" if over_capacity == "refuse" else "wait",

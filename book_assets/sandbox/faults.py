@@ -13,6 +13,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from book_assets.sandbox.bomb import BOMB_BYTES
+from book_assets.sandbox.bomb import PREFIX as BOMB_PREFIX
+
 
 class Action(enum.Enum):
     """What the server does with one request."""
@@ -26,6 +29,7 @@ class Action(enum.Enum):
     HANG = "hang"
     TRUNCATE = "truncate"
     NOT_MODIFIED = "304"  # whatever the request asked: what a broken cache in front of a site does
+    BOMB = "bomb"  # a 200 of gzip that inflates to ``bomb_bytes`` of HTML (see ``bomb.py``)
 
 
 #: Names accepted in scripted failures besides the status codes 500, 503, 429 and 200 ("serve").
@@ -41,6 +45,7 @@ SCRIPT_NAMES: dict[str, Action] = {
     "hang": Action.HANG,
     "truncate": Action.TRUNCATE,
     "304": Action.NOT_MODIFIED,
+    "bomb": Action.BOMB,
 }
 
 
@@ -67,7 +72,7 @@ class Faults:
 
     Probabilities are per request and apply to site pages only (never to ``/__sandbox__/``); their sum must
     not exceed 1. The bands are drawn in this order from one uniform number: reset, hang, truncate,
-    error (500 or 503, even odds), rate limit (429).
+    error (500 or 503, even odds), rate limit (429), bomb.
 
     Attributes:
         latency_s: fixed delay before every site response.
@@ -81,10 +86,13 @@ class Faults:
         truncate_rate: probability of a 200 whose body stops after ``truncate_fraction`` of the announced
             ``Content-Length`` and whose connection is then closed.
         truncate_fraction: share of the body sent before closing.
+        bomb_rate: probability of a decompression bomb: a 200 with ``Content-Encoding: gzip`` and an honest
+            ``Content-Length`` of about 1 MB per GiB, whose body inflates to ``bomb_bytes`` of HTML.
+        bomb_bytes: what a bomb inflates to (1 GiB).
         scripted: per-path steps consumed in order, e.g. ``{"/catalogue/x_1/index.html": [503, 503]}``:
             the first two requests for that path get 503, later ones are served normally (subject to the
             probabilities). Steps are status codes (404, 500, 503, 429, 304, 200) or names ("reset", "hang",
-            "truncate", "serve"); 304 answers Not Modified whatever the request's validators. Resetting
+            "truncate", "bomb", "serve"); 304 answers Not Modified whatever the request's validators. Resetting
             the stats restarts the scripts.
         max_connections: cap on simultaneously open client connections (``None``: no cap).
         over_capacity: what happens to a connection beyond the cap: ``"wait"`` (it is accepted by the
@@ -103,13 +111,22 @@ class Faults:
     hang_s: float = 30.0
     truncate_rate: float = 0.0
     truncate_fraction: float = 0.5
+    bomb_rate: float = 0.0
+    bomb_bytes: int = BOMB_BYTES
     scripted: Mapping[str, Sequence[int | str | Action]] = field(default_factory=dict)
     max_connections: int | None = None
     over_capacity: Literal["wait", "refuse"] = "wait"
     robots_txt: str | None = None
 
     def __post_init__(self) -> None:
-        rates = (self.error_rate, self.rate_limit_rate, self.reset_rate, self.hang_rate, self.truncate_rate)
+        rates = (
+            self.error_rate,
+            self.rate_limit_rate,
+            self.reset_rate,
+            self.hang_rate,
+            self.truncate_rate,
+            self.bomb_rate,
+        )
         if any(not 0.0 <= rate <= 1.0 for rate in rates):
             raise ValueError("fault probabilities must be between 0 and 1")
         if sum(rates) > 1.0 + 1e-9:
@@ -118,6 +135,8 @@ class Faults:
             raise ValueError("latency, jitter, hang and Retry-After must not be negative")
         if not 0.0 <= self.truncate_fraction < 1.0:
             raise ValueError("truncate_fraction must be in [0, 1)")
+        if self.bomb_bytes < len(BOMB_PREFIX):
+            raise ValueError(f"bomb_bytes must be at least {len(BOMB_PREFIX)}")
         if self.max_connections is not None and self.max_connections < 1:
             raise ValueError("max_connections must be at least 1")
         if self.over_capacity not in ("wait", "refuse"):
@@ -136,7 +155,13 @@ class Faults:
             or self.reset_rate
             or self.hang_rate
             or self.truncate_rate
+            or self.bomb_rate
         )
+
+    @property
+    def bombs(self) -> bool:
+        """Whether any request may be answered with a decompression bomb."""
+        return self.bomb_rate > 0 or any(Action.BOMB in steps for steps in self.scripted.values())
 
     def decide(self, seed: int, path: str, n: int) -> Decision:
         """The fate of the ``n``-th (0-based) request for ``path``: deterministic in its arguments."""
@@ -155,6 +180,7 @@ class Faults:
             (self.truncate_rate, Action.TRUNCATE),
             (self.error_rate, Action.ERROR_500 if rng.random() < 0.5 else Action.ERROR_503),
             (self.rate_limit_rate, Action.RATE_LIMIT),
+            (self.bomb_rate, Action.BOMB),
         ):
             if draw < rate:
                 return Decision(action, delay)

@@ -29,6 +29,7 @@ from email.utils import formatdate, parsedate_to_datetime
 from types import TracebackType
 from typing import Any
 
+from book_assets.sandbox.bomb import gzip_bomb
 from book_assets.sandbox.catalogue import Catalogue
 from book_assets.sandbox.faults import NO_FAULTS, Action, Faults
 from book_assets.sandbox.pages import Site, error_html
@@ -210,6 +211,8 @@ class SandboxApp:
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._slots: asyncio.Semaphore | None = None
+        # Built here, not on the loop: assembling a GiB's bomb takes a second or two of CPU.
+        self._bomb = gzip_bomb(faults.bomb_bytes) if faults.bombs else b""
         self.host = ""
         self.port = 0
 
@@ -350,6 +353,9 @@ class SandboxApp:
                 return True
             if action is Action.NOT_MODIFIED:  # a broken cache in front of the site: 304 whatever was asked
                 respond(304, b"", not_modified=True)
+                return True
+            if action is Action.BOMB and method == "GET":
+                respond(200, self._bomb, extra=b"Content-Encoding: gzip\r\n")
                 return True
             status, body, content_type = self._lookup(path)
             validators = self._validators(path) if status == 200 and content_type == b"text/html" else b""

@@ -22,6 +22,9 @@ Why the design is as it is:
   ``page.content()`` is not called and ``rendered_html`` is None.
 - ``html`` is the served body (``response.body()`` of the main navigation, decoded), identical to what the
   HTTP fetcher returns; ``rendered_html`` is ``page.content()`` after load, which includes JS-built DOM.
+- ``max_body_bytes`` holds on the decoded body as it arrives (``Network.dataReceived``), as the HTTP
+  fetcher's streamed read does: a gzip bomb fails as "too_large" near the limit instead of being inflated
+  and parsed until the load times out (and then retried), and Chromium's memory stays near a normal page's.
 - The browser is relaunched after ``relaunch_after_pages`` pages (bounding Chromium's memory growth) once
   in-flight fetches drain, and transparently after it crashes or is killed: fetches in flight at that
   moment fail with the retryable kind "browser_crashed", the next fetch gets a fresh browser.
@@ -118,15 +121,20 @@ class _NavTrace:
     navigation_urls: list[str] = field(default_factory=list)
     #: DevTools request ids of the main frame's navigation (a redirect keeps its id across hops).
     request_ids: set[str] = field(default_factory=set)
+    #: Decoded body bytes of the main navigation so far (``Network.dataReceived``'s ``dataLength``).
+    received: int = 0
     failure: str | None = None
+    #: The classified error when a listener already knows it (a body over the limit), else None.
+    error: FetchError | None = None
     # Set when the main navigation request fails. A body cut short after the response committed never
     # fires "load", so goto() would sit until its timeout; racing it against this event fails fast.
     failed: asyncio.Event = field(default_factory=asyncio.Event)
 
-    def fail(self, failure: str) -> None:
+    def fail(self, failure: str, error: FetchError | None = None) -> None:
         """Record the first failure of the navigation and wake the fetch waiting on it."""
         if self.failure is None:
             self.failure = failure
+            self.error = error
         self.failed.set()
 
 
@@ -368,6 +376,7 @@ class BrowserFetcher:
         cdp = await context.new_cdp_session(page)
         cdp.on("Network.requestWillBeSent", lambda event: self._on_request_sent(slot, event))
         cdp.on("Network.loadingFailed", lambda event: self._on_loading_failed(slot, event))
+        cdp.on("Network.dataReceived", lambda event: self._on_data_received(slot, event))
         tree = await cdp.send("Page.getFrameTree")
         slot.main_frame = str(tree["frameTree"]["frame"]["id"])
         await cdp.send("Network.enable")
@@ -400,6 +409,24 @@ class BrowserFetcher:
             self._counters["blocked_requests"] += 1
         if str(event.get("requestId")) in slot.trace.request_ids:
             slot.trace.fail(str(event.get("errorText") or "navigation request failed"))
+
+    def _on_data_received(self, slot: _Slot, event: dict[str, Any]) -> None:
+        """Count the main navigation's decoded bytes as they arrive; past ``max_body_bytes`` fail the fetch.
+
+        The limit is on the bytes the crawler would store, so it is the decoded ``dataLength`` that counts,
+        not ``encodedDataLength``: a gzip body of 1 MB that inflates to 1 GiB fails near the limit, whatever
+        ``Content-Length`` said, instead of being inflated and parsed until the load times out. The fetch
+        then closes the page, which stops the download.
+        """
+        trace = slot.trace
+        if str(event.get("requestId")) not in trace.request_ids or trace.error is not None:
+            return
+        trace.received += int(event.get("dataLength") or 0)
+        limit = self.settings.max_body_bytes
+        if trace.received > limit:
+            url = trace.navigation_urls[0] if trace.navigation_urls else ""
+            error = too_large_error(url, trace.received, limit)
+            trace.fail(str(error), error)
 
     def _release_count(self) -> None:
         self._inflight -= 1
@@ -532,6 +559,8 @@ class BrowserFetcher:
                 goto.cancel()
                 with contextlib.suppress(BaseException):
                     await goto
+        if trace.error is not None:
+            raise trace.error
         if goto.cancelled():
             raise PlaywrightError(trace.failure or "navigation failed")
         return goto.result()

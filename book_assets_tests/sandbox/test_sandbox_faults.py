@@ -103,6 +103,20 @@ def test_truncated_body_is_reported_incomplete(sandbox_factory: SandboxFactory) 
     assert 0 < len(body) < announced
 
 
+def test_a_bomb_is_a_small_gzip_body_with_an_honest_length_that_inflates_to_bomb_bytes(
+    sandbox_factory: SandboxFactory,
+) -> None:
+    server = sandbox_factory(faults=Faults(scripted={"/index.html": ["bomb"]}, bomb_bytes=64 << 20))
+    with httpx.stream("GET", server.url + "/index.html") as response:
+        assert response.status_code == 200 and response.headers["content-encoding"] == "gzip"
+        wire = int(response.headers["content-length"])
+        inflated = sum(len(chunk) for chunk in response.iter_bytes())
+        assert response.num_bytes_downloaded == wire
+    assert inflated == 64 << 20 and wire < inflated / 500
+    assert httpx.get(server.url + "/index.html").headers.get("content-encoding") is None  # the script is spent
+    assert Faults(bomb_rate=1.0).decide(0, "/index.html", 0).action is Action.BOMB
+
+
 def test_hang_outlasts_the_client_timeout_and_stops_with_the_server(sandbox_factory: SandboxFactory) -> None:
     server = sandbox_factory(faults=Faults(hang_rate=1.0, hang_s=20))
     with pytest.raises(httpx.ReadTimeout):  # the hang outlasted the client's timeout

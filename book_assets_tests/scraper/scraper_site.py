@@ -14,6 +14,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from book_assets.sandbox.bomb import gzip_bomb
+
 POUND_PAGE = (
     "<!DOCTYPE html><html><head><title>ok</title></head>"
     "<body><h1>Price £51.77</h1><img src='/img.png'><link rel='stylesheet' href='/style.css'></body></html>"
@@ -87,6 +89,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._send(302, b"", {"Location": f"/chain/{left - 1}" if left > 0 else "/ok"})
         elif path == "/big":
             self._send(200, b"x" * (2 * 1024 * 1024))
+        elif path == "/bomb":
+            # 1 MB of gzip on the wire (an honest Content-Length) that inflates to 1 GiB of HTML.
+            self._send(200, gzip_bomb(), {"Content-Encoding": "gzip"})
         elif path == "/big-unannounced":
             # No Content-Length: the size is only discovered while streaming.
             self.send_response(200)

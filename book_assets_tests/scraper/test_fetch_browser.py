@@ -7,11 +7,13 @@ import contextlib
 import os
 import re
 import signal
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TypeVar
 
+import psutil
 import pytest
 from scraper_site import POUND_PAGE, LocalSite
 
@@ -253,6 +255,77 @@ def test_browser_timeout_is_retryable(local_site: LocalSite) -> None:
 def test_browser_too_large_is_permanent(local_site: LocalSite) -> None:
     error = fetch_error(local_site.url("/big"), max_body_bytes=1024 * 1024)
     assert (error.kind, error.retryable) == ("too_large", False)
+
+
+@pytest.mark.browser
+@needs_chromium
+@pytest.mark.timeout(120)
+def test_a_decompression_bomb_fails_as_too_large_on_its_decoded_size_before_the_page_loads(
+    local_site: LocalSite,
+) -> None:
+    # 1 MB of gzip, 1 GiB inflated: the limit is on the decoded bytes, so the load is stopped near 10 MB
+    # (the timeout is long enough that a fetch waiting for the load would fail as timeout, not too_large).
+    error = fetch_error(local_site.url("/bomb"), timeout_s=20.0)
+    assert (error.kind, error.retryable) == ("too_large", False), str(error)
+    assert "exceeds limit of 10485760" in str(error)
+
+
+@pytest.mark.browser
+@needs_chromium
+@pytest.mark.timeout(180)
+def test_chromium_memory_stays_bounded_while_a_decompression_bomb_is_refused(local_site: LocalSite) -> None:
+    async def peak_pss(fetcher: BrowserFetcher, path: str, expect: str | None) -> float:
+        sampler = _PssSampler(os.getpid())
+        async with sampler:
+            try:
+                await fetcher.fetch(local_site.url(path))
+            except FetchError as exc:
+                assert exc.kind == expect
+            else:
+                assert expect is None
+        return sampler.peak_mb
+
+    async def action(fetcher: BrowserFetcher) -> tuple[float, float]:
+        await fetcher.fetch(local_site.url("/ok"))  # the browser and its tab are up before either is measured
+        normal = await peak_pss(fetcher, "/ok", None)
+        bomb = await peak_pss(fetcher, "/bomb", "too_large")
+        return normal, bomb
+
+    normal, bomb = run_with(settings(timeout_s=20.0, concurrency=1), action)
+    assert normal > 0
+    assert bomb <= 2 * normal, f"Chromium's peak PSS {bomb:.0f} MB on a bomb vs {normal:.0f} MB on a normal page"
+
+
+class _PssSampler:
+    """The peak PSS (MB) of the Chromium processes under ``root`` (through the Playwright driver), sampled
+    on a thread every 10 ms while the block runs."""
+
+    def __init__(self, root: int) -> None:
+        self.root = psutil.Process(root)
+        self.peak_mb = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _sample(self) -> float:
+        total = 0
+        for process in self.root.children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                if "chrom" in process.name() or "headless" in process.name():
+                    total += process.memory_full_info().pss
+        return total / 1e6
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak_mb = max(self.peak_mb, self._sample())
+            self._stop.wait(0.01)
+
+    async def __aenter__(self) -> None:
+        self._thread.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._stop.set()
+        await asyncio.to_thread(self._thread.join)
+        self.peak_mb = max(self.peak_mb, self._sample())
 
 
 @pytest.mark.browser

@@ -130,6 +130,12 @@ def test_too_large_body_is_permanent(local_site: LocalSite, path: str) -> None:
     assert (error.kind, error.retryable) == ("too_large", False)
 
 
+def test_a_decompression_bomb_fails_as_too_large_on_its_decoded_size(local_site: LocalSite) -> None:
+    error = fetch_error(local_site.url("/bomb"))
+    assert (error.kind, error.retryable) == ("too_large", False)
+    assert "exceeds limit of 10485760" in str(error)
+
+
 def test_concurrent_fetches_share_one_client_and_count_stats(local_site: LocalSite) -> None:
     async def many(fetcher: HttpFetcher) -> dict[str, int]:
         results = await asyncio.gather(*(fetcher.fetch(local_site.url("/ok")) for _ in range(8)))
