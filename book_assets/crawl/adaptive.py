@@ -145,6 +145,11 @@ class AdaptiveState:
             return None
         return known[0]
 
+    def known(self, domain: str, page_type: str) -> Mode | None:
+        """The mode last read or decided for this key, however old (None: never read)."""
+        known = self.modes.get((domain, page_type))
+        return None if known is None else known[0]
+
     def count(
         self, domain: str, page_type: str, *, rendered: int = 0, plain: int = 0, agreed: bool | None = None
     ) -> None:

@@ -403,6 +403,7 @@ class Worker:
         if obeyed is None:
             return
         validators = self._claimed_validators.pop(task.id, None)
+        await self._refresh_adaptive(obeyed)  # before the slot: nothing waits on the database between it and the send
         task = await self.queue.wait_for_slot_async(obeyed, run=self._db)
         try:
             fetched, fallback = await self._fetch_paced(fetcher, task, validators)
@@ -510,13 +511,21 @@ class Worker:
         fetched = await self._browser.fetch(url, javascript=javascript)
         return fetched, ("js" if setting == "auto" and not javascript else None)
 
+    async def _refresh_adaptive(self, task: Task) -> None:
+        """In adaptive mode, bring this page type's shared mode up to date (flushing this worker's counts)."""
+        if self._adaptive is None:
+            return
+        key = (urlsplit(str(task.payload["url"])).hostname or "", task.task_type)
+        if self._adaptive.cached(*key) is None:
+            await self._db(self._adaptive.sync, *key)
+
     async def _fetch_adaptive(
         self, url: str, key: tuple[str, str], validators: Validators | None = None
     ) -> tuple[FetchResult, Literal["js", "adaptive"] | None]:
         """Adaptive mode: the page type's shared mode decides; probes and the sample are fetched both ways,
         by the host's renderer only (see :mod:`book_assets.crawl.adaptive`)."""
         assert self._adaptive is not None and self._http is not None and self._renderer is not None
-        mode = self._adaptive.cached(*key) or await self._db(self._adaptive.sync, *key)
+        mode = self._adaptive.known(*key) or await self._db(self._adaptive.sync, *key)
         if mode == Mode.BROWSER:
             self.stats.rendered += 1
             self._adaptive.count(*key, rendered=1)

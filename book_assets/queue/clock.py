@@ -6,7 +6,9 @@ start every request half a second early. Instead it measures, like an NTP client
 database's clock and its own ``time.monotonic()``: one read-only statement, ``clock_timestamp()`` bracketed
 by two monotonic readings, whose midpoint is off by at most half the round trip; the best of a few samples
 is kept and measured again after :data:`REFRESH_S`. A slot then comes at ``slot_at - offset`` on the
-monotonic clock, which no wall-clock step, skew or libfaketime moves.
+monotonic clock, which no wall-clock step, skew or libfaketime moves, and a worker waits half the round
+trip beyond it (:meth:`DatabaseClock.due`): the latest moment the slot can be, so no request starts before
+its slot however slow the measurement was (a busy host's round trips reach tens of milliseconds).
 
 The claim's own round trip would not do: it commits a write first (a WAL flush of several milliseconds on a
 loaded host), so "seconds until the slot" computed inside it reach the worker late by a varying amount, and
@@ -47,11 +49,14 @@ class DatabaseClock:
         return self._offset
 
     def due(self, at: datetime) -> float:
-        """The ``time.monotonic()`` reading at which the database's clock reads ``at``."""
-        return at.timestamp() - self.offset_s()
+        """The ``time.monotonic()`` reading by which the database's clock reads ``at``, for certain: the
+        offset's estimate plus its error bound, half the measuring round trip."""
+        offset = self.offset_s()
+        assert self.round_trip_s is not None
+        return at.timestamp() - offset + self.round_trip_s / 2
 
     def seconds_until(self, at: datetime) -> float:
-        """How long from now until the database's clock reads ``at`` (negative: it has passed)."""
+        """How long from now until the database's clock surely reads ``at`` (negative: it has passed)."""
         return self.due(at) - time.monotonic()
 
     def _measure(self) -> None:

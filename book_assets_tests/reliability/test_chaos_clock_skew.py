@@ -4,8 +4,9 @@ computes, never on their own wall clock against the database's.
 Two ``book-pipeline work`` processes crawl one category of the sandbox with 0.3 s between request starts;
 one of them runs under libfaketime (Debian's ``faketime``) with its clock 0.5 s ahead. The sandbox, on the
 test's clock, records when each request arrives. The database spaces the slots an interval apart, and no
-request may start before its slot (a worker sleeping on its own clock would start half a second early);
-a request may leave late, which the site sees as a shorter gap to the next one, within ``SEND_JITTER_S``.
+request reaches the site before its slot (a worker sleeping on its own clock would start half a second
+early). A request that leaves late, on a busy machine, comes closer to the next one at the site: that gap is
+measured by ``benchmarks/scale_bench.py`` (``skewed_host_min_spacing_s``), not asserted here.
 """
 
 from __future__ import annotations
@@ -32,12 +33,9 @@ pytestmark = [pytest.mark.chaos, pytest.mark.slow]
 
 INTERVAL_S = 0.3
 SKEW = "+0.5s"
-#: Request starts may come this much closer than the interval: the sandbox timestamps a request when its
-#: head has been read, after the worker's send and the loop's scheduling, which vary by a few milliseconds.
-TOLERANCE_S = 0.03
-#: How much closer than the interval two starts may come at the site: a request that leaves its worker late
-#: (on its slot, then delayed before its bytes are written) shortens the gap to the next one.
-SEND_JITTER_S = 0.1
+#: How far before its slot a request may reach the site: the slot and the site's timestamp are readings of
+#: one clock, and a worker waits for the latest moment its slot can be (``DatabaseClock.due``).
+TOLERANCE_S = 0.005
 LIBFAKETIME = [
     Path(d) / "faketime" / "libfaketimeMT.so.1"
     for d in ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib")
@@ -119,12 +117,3 @@ def test_a_worker_whose_clock_runs_half_a_second_ahead_keeps_the_politeness_spac
         if path in slots and arrived < slots[path] - TOLERANCE_S
     }
     assert early == {}, f"requests that started before their slot (s early): {early}"
-
-    # And so the site sees the interval, less what a request spent between its slot and the wire: up to
-    # about 75 ms measured for the worker under libfaketime, whose clock calls all go through the library.
-    starts = sorted(stats.request_times)
-    gaps = [b - a for a, b in itertools.pairwise(starts)]
-    assert min(gaps) >= INTERVAL_S - SEND_JITTER_S, (
-        f"two request starts {min(gaps):.3f}s apart (interval {INTERVAL_S}s); gaps: "
-        + ", ".join(f"{g:.3f}" for g in gaps)
-    )

@@ -26,6 +26,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from book_assets.crawl.config import TASK_TYPES, CrawlConfig
 from book_assets.crawl.pipeline import Crawl
@@ -98,6 +99,10 @@ class HostRun:
     hits: dict[str, int]
     #: Page requests' starts at the site and the address of the host that sent each, in time order.
     starts: list[tuple[float, str]]
+    #: Each completed page's politeness slot (``tasks.slot_at``, epoch seconds of the database's clock) by path.
+    slots: dict[str, float] = field(default_factory=dict)
+    #: Page requests' (start at the site, path), in time order.
+    paths: list[tuple[float, str]] = field(default_factory=list)
     #: Pages each host's worker fetched, from its own summary line (None: no summary, it did not stop cleanly).
     pages_by_host: list[int | None] = field(default_factory=list)
     logs: list[str] = field(default_factory=list)
@@ -145,6 +150,22 @@ class HostRun:
     @property
     def min_warm_spacing_s(self) -> float:
         return min(self.warm_spacings, default=0.0)
+
+    @property
+    def slot_gaps(self) -> list[float]:
+        """The gaps between consecutive slots the database handed out for the domain."""
+        return [b - a for a, b in itertools.pairwise(sorted(self.slots.values()))]
+
+    def early_starts(self, tolerance_s: float) -> dict[str, float]:
+        """Pages whose request reached the site more than ``tolerance_s`` before their slot: path -> seconds.
+
+        The site and the database read one kernel's clock, whatever namespace each runs in.
+        """
+        return {
+            path: round(self.slots[path] - started, 4)
+            for started, path in self.paths
+            if path in self.slots and started < self.slots[path] - tolerance_s
+        }
 
     def rate_per_s(self, trim: float = 0.1) -> float:
         """Request starts per second over the middle of the run (``trim`` of the starts cut at each end).
@@ -261,10 +282,16 @@ def _run(
             logs = [(logdir / f"{h.name}.log").read_text(errors="replace") for h in hosts]
             shutil.rmtree(logdir, ignore_errors=True)
         stats = make_queue(db, config).stats()
+        slots = {
+            urlsplit(row["url"]).path: row["slot_at"].timestamp()
+            for row in db.query(
+                "SELECT payload->>'url' AS url, slot_at FROM tasks WHERE status = 'completed' AND slot_at IS NOT NULL"
+            )
+        }
         counts = book_counts(db)
         seen = sandbox.stats()
         # robots.txt is one request per origin and crawl, outside the politeness slots: pages only here.
-        starts = [(t, peer) for t, peer, path in sandbox.starts() if path != "/robots.txt"]
+        pages = [(t, peer, path) for t, peer, path in sandbox.starts() if path != "/robots.txt"]
         return HostRun(
             hosts=len(hosts),
             books=counts["total"],
@@ -273,7 +300,9 @@ def _run(
             outstanding=stats.total("pending") + stats.total("in_progress"),
             failed=stats.total("failed"),
             hits=seen.hits,
-            starts=starts,
+            starts=[(t, peer) for t, peer, _ in pages],
+            slots=slots,
+            paths=[(t, path) for t, _, path in pages],
             pages_by_host=[_pages(text) for text in logs],
             logs=logs,
         )
