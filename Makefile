@@ -1,21 +1,29 @@
 # Quick start: `make demo` (the whole pipeline, end to end) and `make test` (every test).
-# Both bootstrap whatever is missing: uv, the locked virtualenv, Chromium, the embedded PostgreSQL.
+# Both bootstrap whatever is missing: uv, the locked virtualenv, Chromium, the embedded PostgreSQL; the tests'
+# own tools (psql, a compose client, PgBouncer, libfaketime, iproute2, stress-ng) only for the test targets.
 SHELL := /bin/bash
 VENV := .venv/bin
 export DAGSTER_HOME ?= $(CURDIR)
 
-.PHONY: setup demo test ui dev chaos lint bench mutants db-up db-down clean
+.PHONY: setup setup-tests demo test test-under-load ui dev chaos lint bench mutants db-up db-down clean
 
 setup:
 	@bash scripts/bootstrap.sh
 
+setup-tests:
+	@bash scripts/bootstrap.sh --tests
+
 demo: setup
 	$(VENV)/book-pipeline demo
 
-test: setup
+test: setup-tests
 	$(VENV)/pytest
 
-chaos: setup
+# The whole suite from a fresh clone while the machine is busy, three times (scripts/test_under_load.sh).
+test-under-load: setup-tests
+	bash scripts/test_under_load.sh $(ARGS)
+
+chaos: setup-tests
 	$(VENV)/pytest -m chaos
 
 ui: setup
@@ -34,7 +42,7 @@ bench: setup
 	$(VENV)/python benchmarks/crawl_bench.py
 
 # Every critical mutant in scripts/mutants.yaml must be killed by its tests (JSON report; exit 1 otherwise).
-mutants: setup
+mutants: setup-tests
 	$(VENV)/python scripts/mutants.py
 
 db-up: setup

@@ -1,9 +1,18 @@
 #!/usr/bin/env bash
-# Idempotent set-up for `make demo` / `make test`: uv, the locked virtualenv, and a Chromium.
+# Idempotent set-up. `bootstrap.sh` (for `make demo`): uv, the locked virtualenv and a Chromium, which a user
+# without root can have too (an existing Chromium, or BOOK_PIPELINE_CHROMIUM). `bootstrap.sh --tests` (for
+# `make test`): also the tools only the tests use, from Debian: psql, a compose client, PgBouncer,
+# libfaketime, iproute2 and stress-ng.
 # The database is brought up by the commands themselves (embedded PostgreSQL unless DATABASE_URL is set).
 # A second run does no work beyond a few existence checks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+TESTS=0
+case "${1:-}" in
+  --tests) TESTS=1 ;;
+  "") ;;
+  *) echo "usage: bootstrap.sh [--tests]" >&2; exit 2 ;;
+esac
 
 UV_VERSION=0.13.8
 say() { printf 'bootstrap: %s\n' "$*" >&2; }
@@ -63,6 +72,8 @@ if [ -z "${BOOK_PIPELINE_CHROMIUM:-}" ] && ! chromium_ok; then
   chromium_ok || { say "no Chromium: install one (apt-get install -y chromium-headless-shell) or set BOOK_PIPELINE_CHROMIUM=/path/to/chrome"; exit 1; }
 fi
 
+[ "$TESTS" = 1 ] || exit 0
+
 # 4. psql: the tests log in to the embedded server as another local user, with and without its password.
 if ! command -v psql >/dev/null 2>&1; then
   say "installing the PostgreSQL client (psql)"
@@ -87,9 +98,9 @@ if ! { command -v docker >/dev/null 2>&1 && docker compose version >/dev/null 2>
 fi
 
 # 6. Scale-out test tools from Debian: PgBouncer (a crawl through transaction pooling), libfaketime (a host
-#    whose clock is skewed) and iproute2 (network namespaces as hosts). Tests that need one skip, naming it,
-#    on a machine where none can be installed.
-for tool in pgbouncer:pgbouncer faketime:faketime ip:iproute2; do
+#    whose clock is skewed), iproute2 (network namespaces as hosts) and stress-ng (the suite under load,
+#    scripts/test_under_load.sh). Tests that need one skip, naming it, on a machine where none can be installed.
+for tool in pgbouncer:pgbouncer faketime:faketime ip:iproute2 stress-ng:stress-ng; do
   command -v "${tool%%:*}" >/dev/null 2>&1 && continue
   say "installing ${tool#*:} for the scale-out tests"
   apt_install "${tool#*:}" || say "could not install ${tool#*:}: the tests that need it will skip"

@@ -71,16 +71,18 @@ def claim_and_hang(database_url: str, n: int, lease_s: float, conn: object) -> N
 
 
 def polite_worker(database_url: str, worker_id: str, run_s: float, barrier: object, results: object) -> None:
-    """Claim one task at a time, sleep until its slot, record the request start, complete; for run_s.
+    """Claim one task at a time, sleep until its slot, record (slot, request start), complete; for run_s.
 
-    All workers pass the barrier first, so they run over the same window (process start-up is slow).
+    The slot is ``slot_at`` in epoch seconds of the database's clock (None: started unthrottled), the start
+    ``time.time()`` once :meth:`TaskQueue.wait_for_slot` let the request go. All workers pass the barrier
+    first, so they run over the same window (process start-up is slow).
     """
     import time
 
     db = Database(database_url, application_name=f"queue-test-{worker_id}")
     queue = make_queue(db, default_interval_s=0.2)
     db.connection()
-    starts: list[float] = []
+    starts: list[tuple[float | None, float]] = []
     barrier.wait(60)  # type: ignore[attr-defined]
     deadline = time.time() + run_s
     try:
@@ -90,7 +92,7 @@ def polite_worker(database_url: str, worker_id: str, run_s: float, barrier: obje
                 queue.wait_for_work(min(result.retry_in_s or 0.05, max(0.0, deadline - time.time())))
                 continue
             task = queue.wait_for_slot(result.tasks[0])
-            starts.append(time.time())
+            starts.append((None if task.slot_at is None else task.slot_at.timestamp(), time.time()))
             queue.complete(task)
     finally:
         db.close()

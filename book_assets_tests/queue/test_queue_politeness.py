@@ -14,7 +14,8 @@ from book_assets_tests.queue.helpers import make_queue, polite_worker, url
 
 SPAWN = multiprocessing.get_context("spawn")
 INTERVAL = 0.2
-SLACK = 0.005
+#: A start read on this host's wall clock against a slot on the database's, both the one kernel's clock.
+EARLY = 0.005
 
 
 @pytest.mark.slow
@@ -30,11 +31,18 @@ def test_four_processes_on_one_domain_keep_the_interval_and_use_the_slots(db: Da
     per_worker = [results.get(timeout=90) for _ in workers]
     for worker in workers:
         worker.join(10)
-    starts = sorted(t for worker in per_worker for t in worker)
+    started = [pair for worker in per_worker for pair in worker]
     assert sum(1 for worker in per_worker if worker) >= 3, "the slots were not shared between processes"
-    gaps = [b - a for a, b in itertools.pairwise(starts)]
-    assert min(gaps) >= INTERVAL - SLACK, f"two request starts {min(gaps):.4f}s apart"
-    # How many of the slots get used is a throughput figure, not a promise: benchmarks/queue_bench.py.
+    # The database hands the domain's slots out an interval apart across the processes ...
+    slots = sorted(slot for slot, _ in started if slot is not None)
+    assert len(slots) == len(started), "a request started without a slot"
+    gaps = [b - a for a, b in itertools.pairwise(slots)]
+    assert min(gaps) >= INTERVAL - 1e-6, f"two slots {min(gaps):.4f}s apart"
+    # ... and no request starts before its slot. How late one starts after it is the machine's doing (a
+    # loaded host descheduling the process), which brings it closer to the next; like how many of the slots
+    # get used, that is a figure, not a promise: benchmarks/queue_bench.py.
+    early = [round(slot - start, 4) for slot, start in started if slot is not None and start < slot - EARLY]
+    assert early == [], f"requests that started before their slot (s early): {early}"
 
 
 def test_claim_reserves_spaced_slots_within_the_horizon(db: Database) -> None:
