@@ -206,7 +206,20 @@ class Settings(BaseSettings):
         description="Where the queue jobs' drain steps (one per worker) run: multiprocess (a process each on "
         "this host), in_process (one after the other), k8s (a Kubernetes Job each), docker (a container each).",
     )
-    failed_tasks_threshold: int = Field(default=10, ge=1, description="Failed tasks that trigger a requeue run.")
+    failed_tasks_threshold: int = Field(
+        default=10, ge=1, description="Pages failing now and due for a requeue that trigger a requeue run."
+    )
+    requeue_max: int = Field(
+        default=3, ge=0, description="Requeues of one failed page (transient failures only) before it is left."
+    )
+    requeue_backoff_s: float = Field(
+        default=3600.0,
+        ge=0,
+        description="Delay before a failed page's first requeue; each further requeue waits four times longer.",
+    )
+    task_retention_days: float = Field(
+        default=14.0, ge=0, description="Finished tasks older than this are pruned when a crawl reports; 0: keep all."
+    )
     snapshot_start_date: str = Field(
         default="2026-01-01", pattern=r"^\d{4}-\d{2}-\d{2}$", description="First day of the daily snapshot (UTC)."
     )

@@ -9,7 +9,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from book_assets.categories import KNOWN_CATEGORIES, slugify
+from book_assets.queue import LEASE_EXPIRED
+from book_assets.queue.failures import RequeuePolicy
 from book_assets.scheduling.weights import CategoryWeights
+from book_assets.scraper.errors import ErrorKind
 from book_assets.scraper.fetching import FetchSettings
 from book_assets.scraper.targets import with_start_port
 from book_assets.settings import ConfigError, Settings, load_settings
@@ -78,6 +81,14 @@ class CrawlConfig:
     conditional_requests: bool
     #: Where workers archive what they fetch (WARC, :mod:`book_assets.archive`); None: the ``warc`` setting is off.
     archive_dir: Path | None
+    requeue_max: int
+    requeue_backoff_s: float
+    task_retention_days: float
+
+    @property
+    def requeue_policy(self) -> RequeuePolicy:
+        """Which failed pages a requeue moves back (:func:`requeue_policy`)."""
+        return requeue_policy(self.requeue_max, self.requeue_backoff_s)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> CrawlConfig:
@@ -146,3 +157,11 @@ def _fetch_settings(settings: Settings, domains: frozenset[str]) -> FetchSetting
         # The fetchers compare ports too: the start host only at the start URL's port.
         allowed_domains=with_start_port(domains, settings.base_url),
     )
+
+
+def requeue_policy(requeue_max: int, requeue_backoff_s: float) -> RequeuePolicy:
+    """The failed pages a requeue moves back: those whose error kind can change (``ErrorKind.retryable``, and a
+    lost worker's expired lease), at most ``requeue_max`` times each, the n-th ``requeue_backoff_s * 4 ** n``
+    after the page's last attempt. A 404, a robots.txt refusal or a page that is not a book page never."""
+    kinds = {kind.value for kind in ErrorKind if kind.retryable} | {LEASE_EXPIRED}
+    return RequeuePolicy.of(kinds, requeue_max, requeue_backoff_s)

@@ -29,6 +29,7 @@ from book_assets.crawl.worker import WorkerStats, make_queue
 from book_assets.db.connection import Database
 from book_assets.db.migrations import migrate
 from book_assets.queue import AutoThrottle, GroupBudget, TaskQueue, domain_of
+from book_assets.queue.failures import requeue_due
 from book_assets.scraper.errors import ErrorKind
 
 
@@ -110,6 +111,8 @@ class CrawlReport:
     robots: list[RobotsRecord] = field(default_factory=list)
     #: Each allowed domain's stored politeness at the end (its autothrottled interval among it).
     politeness: list[dict[str, Any]] = field(default_factory=list)
+    #: Finished tasks older than ``task_retention_days`` deleted when the crawl reported.
+    tasks_pruned: int = 0
 
     @property
     def failure(self) -> str | None:
@@ -158,6 +161,10 @@ class CrawlReport:
             lines += [f"  {decision.line()}" for decision in self.decisions]
         lines += [summary.line() for summary in self.archive]
         lines += self.politeness_lines()
+        if self.tasks_pruned:
+            lines.append(
+                f"queue: {self.tasks_pruned} finished tasks older than {self.config.task_retention_days:g} days pruned"
+            )
         if self.failure:
             lines.append(f"RUN FAILED: {self.failure}")
         if show_config:
@@ -398,7 +405,14 @@ class Crawl:
                 removals=self._settle(db, queue),
                 robots=list_robots(db, sorted(self.config.allowed_domains)),
                 politeness=[p for d in politeness_domains(self.config) if (p := queue.domain_policy(d))],
+                tasks_pruned=self._prune(queue),
             )
+
+    def _prune(self, queue: TaskQueue) -> int:
+        """Delete the finished tasks older than the retention (none when it is 0), in short batches; the books,
+        their versions, the pages and the archive are data and stay."""
+        days = self.config.task_retention_days
+        return queue.prune(days * 86400) if days > 0 else 0
 
     def _settle(self, db: Database, queue: TaskQueue) -> Removals:
         """Decide removals from what this run's crawl's listing pages showed (:mod:`book_assets.crawl.removals`).
@@ -421,16 +435,22 @@ class Crawl:
         self.start()
         return self.report(self.work(progress=progress))
 
-    def retry_failed(self) -> CrawlReport:
-        """Move every failed task back to pending and work until drained (no new seed), then report.
+    def retry_failed(self, *, include_permanent: bool = False) -> CrawlReport:
+        """Move the failed pages that can succeed back to pending and work until drained (no new seed), then report.
 
-        The crawl's policies are stored first, as :meth:`start` does: the retry follows this run's politeness.
+        Those are the pages failing now whose error kind can change and whose requeue is due
+        (:attr:`CrawlConfig.requeue_policy`); ``include_permanent`` moves every failed task back instead (an
+        operator's choice: a 404 that a site fixed). The crawl's policies are stored first, as :meth:`start`
+        does: the retry follows this run's politeness.
         """
         with Database(self.database_url) as db:
             prepare(db, self.config)
             self._mark_start(db)
             self._retrying = True
-            self.requeued = make_queue(db, self.config).requeue()
+            if include_permanent:
+                self.requeued = make_queue(db, self.config).requeue()
+            else:
+                self.requeued = requeue_due(db, self.config.requeue_policy)
         return self.report(self.work())
 
 

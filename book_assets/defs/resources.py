@@ -67,7 +67,13 @@ class CrawlRunConfig(dg.Config):
     max_pages: int | None = Field(default=None, description=describe("max_pages"))
     requeue_failed: bool = Field(
         default=False,
-        description="Move the failed tasks back to pending and drain them (no new seed): a retry of the failures.",
+        description="Move the failed pages that can succeed (transient failures due for a requeue) back to "
+        "pending and drain them (no new seed): a retry of the failures.",
+    )
+    include_permanent: bool = Field(
+        default=False,
+        description="With requeue_failed: move every failed task back, permanent failures (404, robots, not a "
+        "book page) and pages past their requeues included.",
     )
 
 

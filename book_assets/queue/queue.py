@@ -93,6 +93,8 @@ CHANNEL: Final = "book_pipeline_tasks"
 ENQUEUE_CHUNK: Final = 10_000
 #: How late after its politeness slot a request may still start (see TaskQueue.slot_wait_s).
 SLOT_TOLERANCE_S: Final = 0.005
+#: Rows one statement of :meth:`TaskQueue.prune` deletes at most (per status).
+PRUNE_BATCH: Final = 5000
 #: The shortest idle sleep: an idle loop never spins, whatever the clocks say.
 MIN_IDLE_WAIT_S: Final = 0.01
 #: The longest idle sleep through a pooler in transaction mode, where LISTEN cannot hold: idle workers poll.
@@ -934,20 +936,25 @@ class TaskQueue:
             retries += int(r["retries"])
         return Activity(completed=completed, created=dict(created), failed=dict(failed), retries=retries)
 
-    def failed_watermark(self) -> dict[str, Any]:
-        """The dead letters' ``failed`` count, ``max_id`` and ``last_claimed_at``: new with every new failure."""
-        return self.db.query(_q()["failed_watermark"])[0]
+    def prune(self, older_than_s: float, *, archive: bool = False, batch: int = PRUNE_BATCH) -> int:
+        """Delete (or move to ``tasks_archive``) finished tasks that ended more than ``older_than_s`` ago.
 
-    def prune(self, older_than_s: float, *, archive: bool = False) -> int:
-        """Delete (or move to ``tasks_archive``) completed tasks finished more than ``older_than_s`` ago."""
-        params = {"older_than_s": _check_number("older_than_s", older_than_s)}
-        name = "prune_archive" if archive else "prune"
+        Completed tasks count from their completion, failed ones from the claim of their last attempt;
+        pending and leased tasks are never pruned. One short statement per ``batch`` rows, each skipping
+        rows another transaction holds, so a prune of a large table runs beside the workers; returns how
+        many went.
+        """
+        params = {"older_than_s": _check_number("older_than_s", older_than_s), "batch": batch}
+        name = "prune_archive" if archive else "prune_finished"
 
         def _prune(cur: Cursor) -> int:
             cur.execute(_q()[name], params)
             return int(cur.rowcount)
 
-        return self.db.run(_prune)
+        total = 0
+        while (pruned := self.db.run(_prune)) > 0:
+            total += pruned
+        return total
 
 
 async def _sleep_unless(stop: asyncio.Event | None, seconds: float) -> None:

@@ -44,6 +44,28 @@ class ErrorKind(StrEnum):
     NOT_A_LISTING_PAGE = "not_a_listing_page"
     ROBOTS_DISALLOWED = "robots_disallowed"  # the site's robots.txt disallows the URL: it is never requested
 
+    @property
+    def retryable(self) -> bool:
+        """Whether trying the page again later can succeed: the kinds above the "permanent" line."""
+        return self in _RETRYABLE
+
+
+_RETRYABLE: frozenset[ErrorKind] = frozenset(
+    {
+        ErrorKind.TIMEOUT,
+        ErrorKind.CONNECTION,
+        ErrorKind.HTTP_5XX,
+        ErrorKind.HTTP_429,
+        ErrorKind.HTTP_408,
+        ErrorKind.TRUNCATED,
+        ErrorKind.BROWSER_CRASHED,
+        ErrorKind.BROWSER_ERROR,
+        ErrorKind.INTERNAL,
+        ErrorKind.STALE_COPY,
+        ErrorKind.ROBOTS_UNREACHABLE,
+    }
+)
+
 
 class ParseError(ValueError):
     """A page could not be parsed into the expected model; the message is one line naming what was missing."""

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 from book_assets.scraper.blocking import blocked_url_patterns
 from book_assets.scraper.charset import decode_html
-from book_assets.scraper.errors import FetchError
+from book_assets.scraper.errors import ErrorKind, FetchError
 from book_assets.scraper.targets import target_allowed
 from book_assets.settings import LIVE_SITE_URL, default
 
@@ -42,36 +42,10 @@ __all__ = [
     "validators_of",
 ]
 
-# Kinds after which trying again later can succeed (the server or network was having a bad moment).
-RETRYABLE_KINDS: frozenset[str] = frozenset(
-    {
-        "timeout",
-        "connection",
-        "http_5xx",
-        "http_429",
-        "http_408",
-        "truncated",
-        "browser_crashed",
-        "browser_error",
-        "stale_copy",
-    }
-)
-# Kinds that will fail the same way every time; retrying only wastes the site's capacity.
-PERMANENT_KINDS: frozenset[str] = frozenset(
-    {
-        "http_404",
-        "http_4xx",
-        "http_3xx",
-        "http_other",
-        "offsite",
-        "offsite_redirect",
-        "redirect_loop",
-        "too_large",
-        "bad_url",
-        "download",
-        "not_modified_unasked",
-    }
-)
+# Kinds after which trying again later can succeed (the server or network was having a bad moment), and
+# kinds that will fail the same way every time (retrying only wastes the site's capacity): ErrorKind's.
+RETRYABLE_KINDS: frozenset[str] = frozenset(kind.value for kind in ErrorKind if kind.retryable)
+PERMANENT_KINDS: frozenset[str] = frozenset(kind.value for kind in ErrorKind if not kind.retryable)
 REDIRECT_STATUSES: frozenset[int] = frozenset({301, 302, 303, 307, 308})
 NOT_MODIFIED = 304
 FetchMode = Literal["browser", "http", "adaptive"]

@@ -296,15 +296,16 @@ WHERE status = 'failed' GROUP BY left(error, 200) ORDER BY n DESC, error LIMIT %
 SELECT task_type, coalesce(error_kind, 'unknown') AS kind, count(*) AS n FROM tasks
 WHERE status = 'failed' GROUP BY task_type, coalesce(error_kind, 'unknown') ORDER BY task_type, n DESC, kind;
 
--- prune --
--- Delete completed tasks finished more than older_than_s ago.
-DELETE FROM tasks WHERE status = 'completed' AND completed_at < now() - make_interval(secs => %(older_than_s)s);
+-- prune_finished --
+-- Delete one batch of finished tasks that ended more than older_than_s ago (queue_finished_before_v1).
+DELETE FROM tasks WHERE id IN (
+    SELECT queue_finished_before_v1(now() - make_interval(secs => %(older_than_s)s), %(batch)s));
 
 -- prune_archive --
--- Move completed tasks finished more than older_than_s ago to tasks_archive.
+-- Move one batch of finished tasks that ended more than older_than_s ago to tasks_archive.
 WITH moved AS (
     DELETE FROM tasks
-    WHERE status = 'completed' AND completed_at < now() - make_interval(secs => %(older_than_s)s)
+    WHERE id IN (SELECT queue_finished_before_v1(now() - make_interval(secs => %(older_than_s)s), %(batch)s))
     RETURNING *
 )
 INSERT INTO tasks_archive
@@ -349,11 +350,27 @@ RETURNING t.slot_at, t.lease_expires_at;
 SELECT task_group AS grp, count(*) AS n FROM tasks
 WHERE status = 'pending' AND task_type = %(task_type)s GROUP BY task_group;
 
--- failed_watermark --
--- The dead letters at a glance: how many, the newest id, and the latest claim among them (a requeued task
--- that fails again keeps its id but not its claim time, so the triple changes).
-SELECT count(*) AS failed, max(id) AS max_id, max(started_at) AS last_claimed_at
-FROM tasks WHERE status = 'failed';
+-- failing_now --
+-- Pages failing now (queue_failing_v1): how many, how many may be requeued, how many are due, and the due
+-- ones' newest id and last claim, which change with every new due failure.
+SELECT count(*) AS failing, count(*) FILTER (WHERE f.requeueable) AS requeueable,
+       count(*) FILTER (WHERE f.due) AS due, max(f.id) FILTER (WHERE f.due) AS due_max_id,
+       max(f.started_at) FILTER (WHERE f.due) AS due_last_claimed_at
+FROM queue_failing_v1(%(kinds)s::TEXT[], %(max_requeues)s, %(backoff_s)s, %(growth)s) f;
+
+-- requeue_due --
+-- Move the due failures (queue_failing_v1) back to pending, attempts reset and one more requeue counted.
+WITH moved AS (
+    UPDATE tasks t
+    SET status = 'pending', attempts = 0, run_at = now(), error = NULL, completed_at = NULL, started_at = NULL,
+        requeues = t.requeues + 1
+    FROM queue_failing_v1(%(kinds)s::TEXT[], %(max_requeues)s, %(backoff_s)s, %(growth)s) f
+    WHERE f.due AND t.id = f.id AND t.status = 'failed'
+    RETURNING t.id
+), wake AS (
+    SELECT pg_notify('book_pipeline_tasks', '') AS sent FROM (SELECT 1 FROM moved LIMIT 1) AS any_moved
+)
+SELECT (SELECT count(*) FROM moved) AS requeued FROM (SELECT 1) AS one LEFT JOIN wake ON true;
 
 -- database_now --
 -- The database's clock: the moment a run starts, on the clock every host's tasks are stamped with.

@@ -943,6 +943,25 @@ CREATE FUNCTION public.queue_claim_wake_members(p_scopes text[], p_now timestamp
                              ELSE t.task_type = substr(m.scope, 8) AND t.task_group = m.member END)
 $$;
 
+CREATE FUNCTION public.queue_failing_v1(p_kinds text[], p_max_requeues integer, p_backoff_s double precision, p_growth double precision) RETURNS TABLE(id bigint, started_at timestamp with time zone, requeueable boolean, due boolean)
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT n.id, n.started_at, n.requeueable,
+           n.requeueable AND coalesce(n.started_at, '-infinity') <= now() - make_interval(
+               secs => p_backoff_s * power(p_growth, n.requeues))
+    FROM (
+        -- Each failed URL's newest task: a page fetched again since (a later crawl, a requeue) is not failing.
+        SELECT DISTINCT ON (t.payload->>'url') t.id, t.status, t.started_at, t.requeues,
+               t.error_kind = ANY(p_kinds) AND t.requeues < p_max_requeues AS requeueable
+        FROM tasks t
+        WHERE t.payload->>'url' IN (SELECT f.payload->>'url' FROM tasks f WHERE f.status = 'failed')
+        ORDER BY t.payload->>'url', t.id DESC
+    ) n
+    WHERE n.status = 'failed'
+$$;
+
+COMMENT ON FUNCTION public.queue_failing_v1(p_kinds text[], p_max_requeues integer, p_backoff_s double precision, p_growth double precision) IS 'Pages failing now: each URL whose newest task is failed (a page fetched again since is not failing). requeueable: its error kind is one of p_kinds and it was requeued fewer than p_max_requeues times; due: requeueable, and its last attempt was claimed at least p_backoff_s * p_growth ^ requeues ago, so each requeue of a page waits longer than the one before.';
+
 CREATE FUNCTION public.queue_fair_integral_v1(p_weight double precision[], p_cur double precision[], p_live boolean[], p_lo integer, p_hi integer) RETURNS boolean
     LANGUAGE sql IMMUTABLE
     AS $$
@@ -1116,6 +1135,19 @@ BEGIN
         END IF;
     END LOOP;
 END $$;
+
+CREATE FUNCTION public.queue_finished_before_v1(p_cutoff timestamp with time zone, p_batch integer) RETURNS SETOF bigint
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    RETURN QUERY SELECT t.id FROM tasks t WHERE t.status = 'completed' AND t.completed_at < p_cutoff
+                 LIMIT p_batch FOR UPDATE SKIP LOCKED;
+    RETURN QUERY SELECT t.id FROM tasks t
+                 WHERE t.status = 'failed' AND coalesce(t.started_at, t.created_at) < p_cutoff
+                 LIMIT p_batch FOR UPDATE SKIP LOCKED;
+END $$;
+
+COMMENT ON FUNCTION public.queue_finished_before_v1(p_cutoff timestamp with time zone, p_batch integer) IS 'Up to p_batch completed and p_batch failed tasks that ended before p_cutoff (failed ones by the claim of their last attempt), locked with SKIP LOCKED: one short batch of a retention prune, which waits for no worker and holds no lock for long.';
 
 CREATE FUNCTION public.queue_first_slot_v1(p_next_slot_at timestamp with time zone, p_interval_s double precision, p_now timestamp with time zone) RETURNS timestamp with time zone
     LANGUAGE sql STABLE
@@ -1416,6 +1448,7 @@ CREATE TABLE public.tasks (
     error_kind text,
     claim_request uuid,
     budget_key text,
+    requeues integer DEFAULT 0 NOT NULL,
     CONSTRAINT tasks_max_attempts_positive CHECK ((max_attempts >= 1)),
     CONSTRAINT tasks_priority_not_negative CHECK ((priority >= 0)),
     CONSTRAINT tasks_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'in_progress'::text, 'completed'::text, 'failed'::text])))
@@ -1452,7 +1485,8 @@ CREATE TABLE public.tasks_archive (
     archived_at timestamp with time zone DEFAULT now() NOT NULL,
     error_kind text,
     claim_request uuid,
-    budget_key text
+    budget_key text,
+    requeues integer DEFAULT 0 NOT NULL
 );
 
 CREATE SEQUENCE public.tasks_lease_token_seq
@@ -1536,6 +1570,8 @@ CREATE INDEX idx_tasks_completed_at ON public.tasks USING btree (completed_at) W
 
 CREATE INDEX idx_tasks_failed_kind ON public.tasks USING btree (task_type, error_kind) WHERE (status = 'failed'::text);
 
+CREATE INDEX idx_tasks_failed_started ON public.tasks USING btree (started_at) WHERE (status = 'failed'::text);
+
 CREATE INDEX idx_tasks_in_flight ON public.tasks USING btree (domain) WHERE (status = 'in_progress'::text);
 
 CREATE INDEX idx_tasks_leases ON public.tasks USING btree (lease_expires_at) WHERE (status = 'in_progress'::text);
@@ -1549,6 +1585,8 @@ CREATE INDEX idx_tasks_pending_group ON public.tasks USING btree (task_type, tas
 CREATE INDEX idx_tasks_pending_type ON public.tasks USING btree (task_type, priority DESC, id) WHERE (status = 'pending'::text);
 
 CREATE INDEX idx_tasks_queue ON public.tasks USING btree (status, priority DESC, created_at);
+
+CREATE INDEX idx_tasks_url_id ON public.tasks USING btree (((payload ->> 'url'::text)), id);
 
 ALTER TABLE ONLY public.book_presence
     ADD CONSTRAINT book_presence_book_id_fkey FOREIGN KEY (book_id) REFERENCES public.books(id) ON DELETE CASCADE;

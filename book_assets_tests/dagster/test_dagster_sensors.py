@@ -1,4 +1,5 @@
-"""failed_tasks_sensor: fires at the threshold, not below, once per batch of failures; the requeue job works.
+"""failed_tasks_sensor: fires when enough pages failing now are due for a requeue (transient failures, their
+delay passed, requeues left), once per batch, never for permanent failures; the requeue job works.
 run_failure_alert: posts a failed run to a real local HTTP receiver (webhook or Slack API), silent unconfigured.
 """
 
@@ -20,21 +21,51 @@ from book_assets.defs.crawl.jobs import requeue_failed_tasks
 from book_assets.defs.crawl.sensors import build_failed_tasks_sensor, run_failure_alert, run_failure_summary
 from book_assets.defs.resources import DatabaseResource
 from book_assets.queue import TaskQueue
+from book_assets.queue.failures import RequeuePolicy, failing_now, requeue_due
 
 THRESHOLD = 3
+#: The sensor's policy in these tests: 5xx and timeouts can change, two requeues a page, the first an hour
+#: after the last attempt (the second four hours).
+POLICY = RequeuePolicy.of({"http_5xx", "timeout"}, max_requeues=2, backoff_s=3600)
+
+
+def url(i: int) -> str:
+    return f"http://sandbox.test/catalogue/book_{i}/index.html"
 
 
 def fail_tasks(
-    db: Database, n: int, *, task_type: str = DETAIL, error: str = "http_404: not found", start: int = 0
+    db: Database,
+    n: int,
+    *,
+    task_type: str = DETAIL,
+    kind: str = "http_5xx",
+    start: int = 0,
+    hours_ago: float = 2.0,
 ) -> None:
-    """Enqueue ``n`` tasks and dead-letter them through the queue's own API."""
+    """Enqueue ``n`` tasks of one attempt each and fail them for good with ``kind`` through the queue's own
+    API (retryable when the kind can change: its attempts run out), their last attempt ``hours_ago``."""
     queue = TaskQueue(db, task_types=TASK_TYPES, default_interval_s=0)
     for i in range(start, start + n):
-        queue.enqueue(task_type, {"url": f"http://sandbox.test/catalogue/book_{i}/index.html"})
+        queue.enqueue(task_type, {"url": url(i)}, max_attempts=1)
     claimed = queue.claim("test-worker", n, task_types=[task_type])
     assert len(claimed) == n
     for task in claimed.tasks:
-        assert queue.fail(task, error, retryable=False) == "dead"
+        assert queue.fail(task, f"{kind}: failed", kind=kind, retryable=kind in POLICY.kinds) == "dead"
+    attempted_ago(db, [t.id for t in claimed.tasks], hours_ago)
+
+
+def attempted_ago(db: Database, ids: list[int], hours: float) -> None:
+    """Move the tasks' last claim ``hours`` into the past: the time the requeue delay counts from."""
+    db.query("UPDATE tasks SET started_at = now() - make_interval(secs => %s) WHERE id = ANY(%s)", (hours * 3600, ids))
+
+
+def fail_again(db: Database, n: int) -> list[int]:
+    """Claim the pending (requeued) tasks and fail them again with a 5xx; their ids."""
+    queue = TaskQueue(db, task_types=TASK_TYPES, default_interval_s=0)
+    tasks = queue.claim("test-worker", n, task_types=[DETAIL]).tasks
+    for task in tasks:
+        queue.fail(task, "http_5xx: failed", kind="http_5xx", retryable=True)
+    return [t.id for t in tasks]
 
 
 def failed_count(db: Database) -> int:
@@ -48,7 +79,7 @@ def instance() -> dg.DagsterInstance:
 
 
 def evaluate(database_url: str, instance: dg.DagsterInstance, cursor: str | None) -> dg.SensorResult:
-    sensor = build_failed_tasks_sensor(THRESHOLD)
+    sensor = build_failed_tasks_sensor(THRESHOLD, POLICY)
     context = dg.build_sensor_context(
         cursor=cursor, instance=instance, resources={"database": DatabaseResource(url=database_url)}
     )
@@ -57,55 +88,90 @@ def evaluate(database_url: str, instance: dg.DagsterInstance, cursor: str | None
     return result
 
 
-def test_below_threshold_skips_with_the_reason(db: Database, database_url: str, instance: dg.DagsterInstance) -> None:
+def skipped(result: dg.SensorResult) -> str:
+    assert not result.run_requests and result.skip_reason is not None
+    return result.skip_reason.skip_message or ""
+
+
+def test_below_threshold_skips_with_the_pages_failing_now(
+    db: Database, database_url: str, instance: dg.DagsterInstance
+) -> None:
     fail_tasks(db, THRESHOLD - 1)
-    result = evaluate(database_url, instance, None)
-    assert not result.run_requests
-    assert result.skip_reason is not None and "below the threshold" in result.skip_reason.skip_message
+    assert "2 page(s) failing now: 2 due for a requeue" in skipped(evaluate(database_url, instance, None))
 
 
-def test_at_threshold_requests_a_requeue_run_once(
+def test_permanent_failures_never_request_a_requeue(
+    db: Database, database_url: str, instance: dg.DagsterInstance
+) -> None:
+    fail_tasks(db, 10, kind="http_404", hours_ago=100)
+    fail_tasks(db, 5, kind="not_a_book_page", start=50, hours_ago=100)
+    assert "15 page(s) failing now: 0 due for a requeue, 0 waiting for their next, 15 permanent" in skipped(
+        evaluate(database_url, instance, None)
+    )
+
+
+def test_due_transient_failures_request_one_requeue_run(
     db: Database, database_url: str, instance: dg.DagsterInstance
 ) -> None:
     fail_tasks(db, THRESHOLD)
+    fail_tasks(db, 10, kind="http_404", start=50)  # alongside, and left alone
     first = evaluate(database_url, instance, None)
     assert first.run_requests and len(first.run_requests) == 1
     run_key = first.run_requests[0].run_key
-    assert run_key and json.loads(first.cursor)["failed"] == THRESHOLD
+    assert run_key and first.run_requests[0].tags["book-pipeline/failing-pages"] == str(THRESHOLD)
 
-    again = evaluate(database_url, instance, first.cursor)
-    assert not again.run_requests, "the same failures must not fire twice"
-    assert "unchanged" in again.skip_reason.skip_message
-
+    assert "already requested" in skipped(evaluate(database_url, instance, first.cursor))
     # A lost cursor still yields the same run key, so Dagster deduplicates the run.
     assert evaluate(database_url, instance, None).run_requests[0].run_key == run_key
 
 
-def test_more_failures_fire_again_with_a_new_run_key(
+def test_a_failure_inside_its_requeue_delay_waits(
+    db: Database, database_url: str, instance: dg.DagsterInstance
+) -> None:
+    fail_tasks(db, THRESHOLD, hours_ago=0.5)  # the first requeue comes an hour after the last attempt
+    assert "3 page(s) failing now: 0 due for a requeue, 3 waiting for their next" in skipped(
+        evaluate(database_url, instance, None)
+    )
+
+
+def test_a_page_that_fails_again_is_requeued_later_each_time_and_then_left(
     db: Database, database_url: str, instance: dg.DagsterInstance
 ) -> None:
     fail_tasks(db, THRESHOLD)
-    first = evaluate(database_url, instance, None)
-    fail_tasks(db, 1, start=100)
-    second = evaluate(database_url, instance, first.cursor)
-    assert second.run_requests and second.run_requests[0].run_key != first.run_requests[0].run_key
+    assert requeue_due(db, POLICY) == THRESHOLD
+    ids = fail_again(db, THRESHOLD)
+    attempted_ago(db, ids, 2)  # past the first delay (1 h), not the second (4 h)
+    assert "0 due for a requeue, 3 waiting" in skipped(evaluate(database_url, instance, None))
+    assert requeue_due(db, POLICY) == 0
+
+    attempted_ago(db, ids, 5)
+    second = evaluate(database_url, instance, None)
+    assert second.run_requests
+    assert requeue_due(db, POLICY) == THRESHOLD
+    attempted_ago(db, fail_again(db, THRESHOLD), 1000)
+    # Two requeues were the policy's: the pages stay failed, for an operator (requeue_failed_tasks).
+    assert "3 page(s) failing now: 0 due for a requeue, 0 waiting for their next, 3 permanent or out of requeues" in (
+        skipped(evaluate(database_url, instance, None))
+    )
+    assert requeue_due(db, POLICY) == 0
 
 
-def test_requeued_tasks_failing_again_fire_again(db: Database, database_url: str, instance: dg.DagsterInstance) -> None:
+def test_a_page_stored_by_a_later_crawl_is_not_failing(
+    db: Database, database_url: str, instance: dg.DagsterInstance
+) -> None:
     fail_tasks(db, THRESHOLD)
-    first = evaluate(database_url, instance, None)
-    TaskQueue(db, task_types=TASK_TYPES).requeue()
-    # The same tasks (same ids) are claimed and fail again before the sensor's next tick.
     queue = TaskQueue(db, task_types=TASK_TYPES, default_interval_s=0)
-    for task in queue.claim("test-worker", THRESHOLD, task_types=[DETAIL]).tasks:
-        queue.fail(task, "http_404: not found", retryable=False)
-    second = evaluate(database_url, instance, first.cursor)
-    assert second.run_requests and second.run_requests[0].run_key != first.run_requests[0].run_key
+    for i in range(THRESHOLD):  # the next day's crawl enqueues the same pages and stores them
+        queue.enqueue(DETAIL, {"url": url(i)})
+    queue.complete_many(queue.claim("test-worker", THRESHOLD, task_types=[DETAIL]).tasks)
+    assert failing_now(db, POLICY).failing == 0
+    assert "0 page(s) failing now" in skipped(evaluate(database_url, instance, None))
+    assert failed_count(db) == THRESHOLD  # the old rows are history until the retention prunes them
 
 
 def test_requeue_job_moves_failed_tasks_back_to_pending(db: Database, database_url: str) -> None:
-    fail_tasks(db, 2, task_type=DETAIL, error="timeout: page took too long")
-    fail_tasks(db, 1, task_type=LISTING, error="http_404: gone", start=50)
+    fail_tasks(db, 2, task_type=DETAIL, kind="timeout")
+    fail_tasks(db, 1, task_type=LISTING, kind="http_404", start=50)
     result = requeue_failed_tasks.execute_in_process(
         run_config={"ops": {"requeue_failed": {"config": {"error_like": "timeout%"}}}},
         resources={"database": DatabaseResource(url=database_url)},
@@ -117,22 +183,6 @@ def test_requeue_job_moves_failed_tasks_back_to_pending(db: Database, database_u
     everything = requeue_failed_tasks.execute_in_process(resources={"database": DatabaseResource(url=database_url)})
     assert everything.output_for_node("requeue_failed") == 1
     assert failed_count(db) == 0
-
-
-def test_sensor_run_request_launches_a_requeue_that_clears_the_failures(
-    db: Database, database_url: str, instance: dg.DagsterInstance
-) -> None:
-    fail_tasks(db, THRESHOLD + 1)
-    request = evaluate(database_url, instance, None).run_requests[0]
-    result = requeue_failed_tasks.execute_in_process(
-        run_config=request.run_config,
-        tags=request.tags,
-        instance=instance,
-        resources={"database": DatabaseResource(url=database_url)},
-    )
-    assert result.success and result.output_for_node("requeue_failed") == THRESHOLD + 1
-    assert failed_count(db) == 0
-    assert evaluate(database_url, instance, None).run_requests == []
 
 
 def failed_run_context(instance: dg.DagsterInstance, sensor_name: str) -> dg.RunFailureSensorContext:

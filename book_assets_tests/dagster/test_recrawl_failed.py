@@ -8,6 +8,7 @@ from typing import Any
 import dagster as dg
 import pytest
 
+from book_assets.crawl.config import requeue_policy
 from book_assets.crawl.storage import book_counts
 from book_assets.db.connection import Database
 from book_assets.defs.crawl.assets import crawl
@@ -25,6 +26,7 @@ def test_the_sensors_requeue_run_fetches_the_failed_books_and_materializes_book_
 ) -> None:
     monkeypatch.setenv("BOOK_PIPELINE_MAX_ATTEMPTS", "2")
     monkeypatch.setenv("BOOK_PIPELINE_BACKOFF_BASE_S", "0.01")
+    monkeypatch.setenv("BOOK_PIPELINE_REQUEUE_BACKOFF_S", "0")  # a failed page's first requeue is due at once
     probe = sandbox_factory()
     travel = sorted(p for p, book in probe.catalogue.ground_truth().items() if book.category == "Travel")
     # Three Travel books answer 500 twice: the first crawl fails them for good, a later fetch succeeds.
@@ -39,7 +41,7 @@ def test_the_sensors_requeue_run_fetches_the_failed_books_and_materializes_book_
         first = dg.materialize([crawl], instance=instance, resources=resources)
         assert first.success and book_counts(db)["total"] == len(travel) - 3
 
-        sensor = build_failed_tasks_sensor(3)
+        sensor = build_failed_tasks_sensor(3, requeue_policy(3, 0))
         request = sensor(dg.build_sensor_context(instance=instance, resources={"database": resources["database"]}))
         assert [r.job_name or sensor.job_name for r in request.run_requests] == ["recrawl_failed_job"]
 

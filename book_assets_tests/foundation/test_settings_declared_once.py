@@ -37,7 +37,7 @@ NOT_SETTINGS = {
     ("scheduling/weights.py", "weights"),  # the entries of a weights value
 }
 #: Run config fields that are what one run does, not settings.
-RUN_ONLY = {"requeue_failed"}
+RUN_ONLY = {"requeue_failed", "include_permanent"}
 #: What reads a setting's declared default instead of declaring one.
 READS = {"default", "describe", "LIVE_SITE_URL"}
 

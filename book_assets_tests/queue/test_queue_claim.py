@@ -213,7 +213,7 @@ def test_stats_count_by_type_and_status_and_measure_throughput(queue: TaskQueue)
     assert stats.oldest_pending_s is not None and stats.oldest_pending_s >= 0
 
 
-def test_prune_deletes_or_archives_old_completed_tasks_only(queue: TaskQueue, db: Database) -> None:
+def test_prune_deletes_or_archives_old_finished_tasks_only(queue: TaskQueue, db: Database) -> None:
     queue.enqueue_many(NewTask("detail", {"url": url(i)}) for i in range(3))
     queue.complete_many(queue.claim("w", 2).tasks)
     db.query("UPDATE tasks SET completed_at = now() - interval '2 hours' WHERE id = 1")
@@ -221,6 +221,19 @@ def test_prune_deletes_or_archives_old_completed_tasks_only(queue: TaskQueue, db
     assert db.query("SELECT id FROM tasks_archive") == [{"id": 1}]
     assert queue.prune(0) == 1
     assert db.query("SELECT status FROM tasks") == [{"status": "pending"}]
+
+
+def test_prune_takes_finished_tasks_in_short_batches_and_never_live_ones(queue: TaskQueue, db: Database) -> None:
+    queue.enqueue_many(NewTask("detail", {"url": url(i)}) for i in range(14))
+    done, dead, leased = queue.claim("w", 7).tasks, queue.claim("w", 4).tasks, queue.claim("w", 2).tasks
+    queue.complete_many(done)
+    for task in dead:
+        queue.fail(task, "http_404: gone", kind="http_404", retryable=False)
+    db.query("UPDATE tasks SET completed_at = now() - interval '3 days', started_at = now() - interval '3 days'")
+    db.query("UPDATE tasks SET lease_expires_at = now() + interval '1 hour' WHERE status = 'in_progress'")
+    assert [t.id for t in leased] and queue.prune(86400, batch=2) == 7 + 4
+    left = db.query("SELECT status, count(*) AS n FROM tasks GROUP BY status ORDER BY status")
+    assert left == [{"status": "in_progress", "n": 2}, {"status": "pending", "n": 1}]
 
 
 def test_queue_rejects_bad_construction_arguments(db: Database) -> None:

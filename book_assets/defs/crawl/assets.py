@@ -105,6 +105,7 @@ def details_metadata(report: CrawlReport) -> dict[str, object]:
         "with_raw_html": counts["with_html"],
         "book_versions": counts.get("versions", 0),
         "books_by_category": count_table(run.by_category, "category", "books stored this run"),
+        "tasks_pruned": report.tasks_pruned,
         **_run_metadata(report),
     }
     if report.removals is not None:
@@ -173,7 +174,10 @@ def crawl(
         resolved = crawl_config(site, fetcher, scheduling, config)
         context.log.info(f"crawling {resolved.base_url} into {database.masked_url()}")
         this_crawl = Crawl(database.resolved_url(), resolved)
-        report = this_crawl.retry_failed() if config.requeue_failed else this_crawl.run()
+        if config.requeue_failed:
+            report = this_crawl.retry_failed(include_permanent=config.include_permanent)
+        else:
+            report = this_crawl.run()
     for line in report.summary_lines():
         context.log.info(line)
     yield from materializations(report, discovered=not config.requeue_failed)

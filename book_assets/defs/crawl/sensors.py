@@ -1,86 +1,61 @@
-"""Sensors: requeue dead-lettered tasks when too many pile up, summarize failed runs, and alert on them.
+"""Sensors: requeue failed pages that can succeed when enough are due, summarize failed runs, alert on them.
 
-``failed_tasks_sensor`` reads the queue's failed count (``TaskQueue.stats()``) and a watermark of the failed
-tasks (count, newest id, latest claim time). At or above the threshold it requests ``recrawl_failed_job``
-once per distinct watermark: the cursor holds the last watermark seen, and the run key is derived from it, so
-neither a second tick nor a lost cursor can launch the same requeue twice. A requeued task that fails again
-has a newer claim time, so a fresh pile of failures fires again.
+``failed_tasks_sensor`` reads the pages failing now (:func:`book_assets.queue.failures.failing_now`: each
+URL whose newest task failed, not every failed row ever written) under the settings' requeue policy. When at
+least the threshold of them are *due* (a transient kind, requeues left, their delay passed) it requests
+``recrawl_failed_job``, keyed by the due failures' watermark: a second tick, a lost cursor or a run still
+queued cannot launch the same requeue twice. Permanent failures (404, robots.txt, not a book page) are never
+due, and a page that fails again after a requeue is due again only after a longer delay, at most
+``requeue_max`` times: no requeue storm.
 
 ``run_failure_alert`` posts one message per failed run to the destinations :mod:`book_assets.alerts` reads
 from the environment (a webhook, Slack), and does nothing when none is configured.
 
-The threshold is a setting, read (and validated) each time the code location loads.
+The threshold and the policy are settings, read (and validated) each time the code location loads.
 """
-
-import json
-from typing import Any
 
 import dagster as dg
 
 from book_assets.alerts import AlertDestinations, RunFailureAlert, send_alert
-from book_assets.crawl.config import TASK_TYPES
+from book_assets.crawl.config import requeue_policy
 from book_assets.defs.crawl.jobs import recrawl_failed_job
 from book_assets.defs.resources import DatabaseResource
-from book_assets.queue import TaskQueue
+from book_assets.queue.failures import RequeuePolicy, failing_now
 from book_assets.settings import load_settings
 
 
-def _watermark(database: DatabaseResource) -> tuple[int, dict[str, Any], list[tuple[str, int]]]:
-    with database.open(application_name="book-pipeline sensor") as db:
-        queue = TaskQueue(db, task_types=TASK_TYPES)
-        stats = queue.stats(top_failures=3)
-        row = queue.failed_watermark()
-    last = row["last_claimed_at"]
-    mark = {
-        "failed": int(row["failed"]),
-        "max_id": int(row["max_id"] or 0),
-        "last_claimed_at": last.isoformat() if last is not None else None,
-    }
-    return stats.total("failed"), mark, stats.top_failures
-
-
-def run_key_for(mark: dict[str, Any]) -> str:
-    """The requeue run's key: the same failures always give the same key."""
-    return f"requeue-failed-{mark['failed']}-{mark['max_id']}-{mark['last_claimed_at'] or 'never'}"
-
-
-def build_failed_tasks_sensor(threshold: int, *, minimum_interval_seconds: int = 60) -> dg.SensorDefinition:
-    """``failed_tasks_sensor``: requeue when at least ``threshold`` tasks are failed."""
+def build_failed_tasks_sensor(
+    threshold: int, policy: RequeuePolicy, *, minimum_interval_seconds: int = 60
+) -> dg.SensorDefinition:
+    """``failed_tasks_sensor``: requeue when at least ``threshold`` failing pages are due under ``policy``."""
 
     @dg.sensor(
         name="failed_tasks_sensor",
         job=recrawl_failed_job,
         minimum_interval_seconds=minimum_interval_seconds,
         default_status=dg.DefaultSensorStatus.RUNNING,
-        description=f"Requeue failed tasks when {threshold} or more have piled up (once per batch of failures).",
+        description=f"Requeue failed pages that can succeed when {threshold} or more are due "
+        f"(transient failures, at most {policy.max_requeues} requeues a page, ever further apart).",
     )
     def failed_tasks_sensor(context: dg.SensorEvaluationContext, database: DatabaseResource) -> dg.SensorResult:
-        failed, mark, top = _watermark(database)
-        previous = json.loads(context.cursor) if context.cursor else None
-        cursor = json.dumps(mark, sort_keys=True)
-        if failed < threshold:
-            return dg.SensorResult(
-                skip_reason=dg.SkipReason(f"{failed} failed task(s), below the threshold of {threshold}"),
-                cursor=cursor,
-            )
-        if previous == mark:
-            return dg.SensorResult(
-                skip_reason=dg.SkipReason(f"{failed} failed task(s), unchanged since the requeue already requested"),
-                cursor=cursor,
-            )
-        errors = "; ".join(f"{n}x {error[:80]}" for error, n in top)
-        context.log.info(
-            f"{failed} failed task(s) reached the threshold of {threshold}: requesting recrawl_failed_job "
-            f"(top errors: {errors or '-'})"
+        with database.open(application_name="book-pipeline sensor") as db:
+            failing = failing_now(db, policy)
+        figure = (
+            f"{failing.failing} page(s) failing now: {failing.due} due for a requeue, "
+            f"{failing.requeueable - failing.due} waiting for their next, {failing.permanent} permanent "
+            "or out of requeues"
         )
+        run_key = f"requeue-failed-{failing.watermark()}"
+        if failing.due < threshold:
+            return dg.SensorResult(skip_reason=dg.SkipReason(f"{figure}; threshold {threshold}"), cursor=run_key)
+        if context.cursor == run_key:
+            return dg.SensorResult(
+                skip_reason=dg.SkipReason(f"{figure}; their requeue was already requested"), cursor=run_key
+            )
+        context.log.info(f"{figure}: requesting recrawl_failed_job")
         return dg.SensorResult(
-            run_requests=[
-                dg.RunRequest(
-                    run_key=run_key_for(mark),
-                    tags={"book-pipeline/failed-tasks": str(failed)},
-                )
-            ],
-            cursor=cursor,
+            run_requests=[dg.RunRequest(run_key=run_key, tags={"book-pipeline/failing-pages": str(failing.due)})],
+            cursor=run_key,
         )
 
     return failed_tasks_sensor
@@ -137,5 +112,7 @@ def run_failure_alert(context: dg.RunFailureSensorContext) -> None:
 @dg.definitions
 def sensors() -> dg.Definitions:
     """The sensors, with the threshold of the settings at load time (a bad value fails the load)."""
-    threshold = load_settings().failed_tasks_threshold
-    return dg.Definitions(sensors=[build_failed_tasks_sensor(threshold), run_failure_summary, run_failure_alert])
+    settings = load_settings()
+    policy = requeue_policy(settings.requeue_max, settings.requeue_backoff_s)
+    failed_tasks = build_failed_tasks_sensor(settings.failed_tasks_threshold, policy)
+    return dg.Definitions(sensors=[failed_tasks, run_failure_summary, run_failure_alert])
