@@ -13,6 +13,8 @@ Both may be set; neither set means no alert (and no error).
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 import httpx
@@ -26,10 +28,21 @@ SLACK_CHANNEL_ENV = "BOOK_PIPELINE_SLACK_CHANNEL"
 SLACK_API_ENV = "BOOK_PIPELINE_SLACK_API_URL"
 #: Seconds to wait for the receiver; a slow receiver must not hold the daemon's sensor thread for long.
 POST_TIMEOUT_S = 10.0
+#: Deliveries tried per destination within one sensor tick, the n-th retry ``RETRY_BACKOFF_S * 2 ** n`` after
+#: the one before (0.5, 1, 2 s): a receiver that refuses for a moment still gets the alert, and the tick
+#: stays well inside Dagster's sensor timeout. A run-status sensor's cursor moves past the run whatever the
+#: tick did, so an alert that is not delivered within the tick is lost: it fails the tick, visibly.
+DELIVERY_ATTEMPTS = 4
+RETRY_BACKOFF_S = 0.5
 
 
 class AlertNotDelivered(RuntimeError):
     """The receiver refused the alert or could not be reached; the message says which and why."""
+
+    def __init__(self, message: str, *, retryable: bool = True) -> None:
+        super().__init__(message)
+        #: Whether trying again can succeed (unreachable, 5xx, 408, 429), or the refusal is final (other 4xx).
+        self.retryable = retryable
 
 
 @dataclass(frozen=True)
@@ -41,11 +54,16 @@ class RunFailureAlert:
     steps: list[str]
     error: str
     tags: dict[str, str] = field(default_factory=dict)
+    #: The run's page in the Dagster UI (``webserver_url``/runs/<id>).
+    run_url: str | None = None
 
     @property
     def text(self) -> str:
         where = f" in {', '.join(self.steps)}" if self.steps else ""
-        return f"book-pipeline: run {self.run_id[:8]} of {self.job_name} failed{where}: {self.error or 'no message'}"
+        link = f" ({self.run_url})" if self.run_url else ""
+        return (
+            f"book-pipeline: run {self.run_id[:8]} of {self.job_name} failed{where}: {self.error or 'no message'}{link}"
+        )
 
 
 @dataclass(frozen=True)
@@ -86,16 +104,38 @@ class AlertDestinations:
         return ", ".join(found) or "nowhere (no alert destination configured)"
 
 
-def send_alert(alert: RunFailureAlert, destinations: AlertDestinations) -> list[str]:
-    """Post ``alert`` to every configured destination; returns where it went (empty: none configured)."""
+def run_url(webserver_url: str, run_id: str) -> str:
+    """The run's page in the Dagster UI."""
+    return f"{webserver_url.rstrip('/')}/runs/{run_id}"
+
+
+def send_alert(
+    alert: RunFailureAlert, destinations: AlertDestinations, *, backoff_s: float = RETRY_BACKOFF_S
+) -> list[str]:
+    """Post ``alert`` to every configured destination, each retried (:data:`DELIVERY_ATTEMPTS`); returns where
+    it went (empty: none configured). Raises :class:`AlertNotDelivered` when a destination never took it."""
     sent = []
     if destinations.webhook_url:
-        post_webhook(destinations.webhook_url, alert)
+        url = destinations.webhook_url
+        _deliver(lambda: post_webhook(url, alert), backoff_s)
         sent.append("webhook")
     if destinations.slack:
-        post_slack(destinations, alert)
+        _deliver(lambda: post_slack(destinations, alert), backoff_s)
         sent.append("slack")
     return sent
+
+
+def _deliver(post: Callable[[], None], backoff_s: float) -> None:
+    """``post`` until it succeeds, :data:`DELIVERY_ATTEMPTS` times at most; a refusal that no retry changes
+    (a 4xx other than 408 and 429: a wrong URL or token) is not retried."""
+    for attempt in range(DELIVERY_ATTEMPTS):
+        try:
+            post()
+            return
+        except AlertNotDelivered as exc:
+            if not exc.retryable or attempt == DELIVERY_ATTEMPTS - 1:
+                raise
+        time.sleep(backoff_s * 2**attempt)
 
 
 def post_webhook(url: str, alert: RunFailureAlert) -> None:
@@ -103,8 +143,10 @@ def post_webhook(url: str, alert: RunFailureAlert) -> None:
         response = httpx.post(url, json={"text": alert.text, **asdict(alert)}, timeout=POST_TIMEOUT_S)
     except httpx.HTTPError as exc:
         raise AlertNotDelivered(f"alert webhook {httpx.URL(url).host} unreachable: {exc}") from exc
-    if response.status_code >= 300:
-        raise AlertNotDelivered(f"alert webhook {httpx.URL(url).host} answered HTTP {response.status_code}")
+    status = response.status_code
+    if status >= 300:
+        retryable = status >= 500 or status in (408, 429)
+        raise AlertNotDelivered(f"alert webhook {httpx.URL(url).host} answered HTTP {status}", retryable=retryable)
 
 
 def post_slack(destinations: AlertDestinations, alert: RunFailureAlert) -> None:

@@ -231,6 +231,9 @@ class Settings(BaseSettings):
     slack_token: str | None = Field(default=None, repr=False, description="Slack bot token for run-failure alerts.")
     slack_channel: str | None = Field(default=None, description="Slack channel of run-failure alerts.")
     slack_api_url: str | None = Field(default=None, description="Another Slack-compatible API (tests, proxies).")
+    webserver_url: str = Field(
+        default="http://127.0.0.1:3000", description="Base URL of the Dagster UI, for the run links in alerts."
+    )
 
     @field_validator("categories", "allowed_domains", "block_resource_types", "block_url_patterns", mode="before")
     @classmethod

@@ -21,6 +21,7 @@ from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 
 from book_assets.crawl.config import TASK_TYPES, CrawlConfig
+from book_assets.crawl.lifeline import follow_parent
 from book_assets.crawl.worker import Worker, WorkerStats
 
 #: How often the supervisor wakes to report progress while it waits for its workers.
@@ -56,6 +57,7 @@ def run_worker(
 
 
 def _child(conn: Connection, database_url: str, config: CrawlConfig, task_types: tuple[str, ...]) -> None:
+    follow_parent()  # a drain that dies without a word leaves no worker crawling on (lifeline.py)
     conn.send(run_worker(database_url, config, None, task_types))
     conn.close()
 
@@ -134,12 +136,16 @@ class Drain:
             )
 
     def _stop_all(self) -> None:
-        """After an interruption: let workers release their leases, then end whatever is still running."""
+        """After an interruption: tell the workers to stop (SIGTERM: in-flight pages finish or are released
+        within their grace period), wait for them, then end whatever is still running."""
+        for r in self.running:
+            if r.process.is_alive():
+                r.process.terminate()
         deadline = time.monotonic() + STOP_GRACE_S
         for r in self.running:
             r.process.join(timeout=max(0.0, deadline - time.monotonic()))
             if r.process.is_alive():
-                r.process.terminate()
+                r.process.kill()
                 r.process.join(timeout=5)
             r.results.close()
         self.running.clear()
@@ -157,6 +163,7 @@ def drain(
 
     One worker and nobody watching: it runs in this process (no spawn, no second browser start).
     """
+    follow_parent()  # in a Dagster step: a run worker that dies leaves no drain (and no worker of it) behind
     n = workers or config.workers
     if n == 1 and on_tick is None:
         total = WorkerStats(worker_id="all")

@@ -14,7 +14,14 @@ from urllib.parse import parse_qs
 import dagster as dg
 import pytest
 
-from book_assets.alerts import SLACK_API_ENV, SLACK_CHANNEL_ENV, SLACK_TOKEN_ENV, WEBHOOK_ENV, AlertNotDelivered
+from book_assets.alerts import (
+    DELIVERY_ATTEMPTS,
+    SLACK_API_ENV,
+    SLACK_CHANNEL_ENV,
+    SLACK_TOKEN_ENV,
+    WEBHOOK_ENV,
+    AlertNotDelivered,
+)
 from book_assets.crawl.config import DETAIL, LISTING, TASK_TYPES
 from book_assets.db.connection import Database
 from book_assets.defs.crawl.jobs import requeue_failed_tasks
@@ -220,7 +227,8 @@ def test_run_failure_summary_logs_the_job_step_and_error(
 class Receiver:
     """A real HTTP server on 127.0.0.1 that records every POST (path, headers, body) and answers ``status``."""
 
-    def __init__(self, status: int = 200, reply: bytes = b"ok") -> None:
+    def __init__(self, status: int = 200, reply: bytes = b"ok", *, refuse_first: int = 0) -> None:
+        """``refuse_first``: answer that many POSTs 503 before answering ``status``."""
         self.requests: list[dict[str, object]] = []
         receiver = self
 
@@ -228,7 +236,7 @@ class Receiver:
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 receiver.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
-                self.send_response(status)
+                self.send_response(503 if len(receiver.requests) <= refuse_first else status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(reply)))
                 self.end_headers()
@@ -279,6 +287,26 @@ def test_alert_posts_the_failed_run_to_the_webhook(
         payload["text"].startswith("book-pipeline: run ") and "doomed_job failed in fetch_everything" in payload["text"]
     )
     assert payload["tags"]["book-pipeline/crawl"] == "true"
+    link = f"http://127.0.0.1:3000/runs/{context.dagster_run.run_id}"  # the webserver_url default
+    assert payload["run_url"] == link and payload["text"].endswith(f"({link})")
+
+
+@pytest.mark.usefixtures("no_alert_destination")
+def test_an_alert_refused_twice_is_delivered_within_the_tick_with_a_link_to_the_run(
+    instance: dg.DagsterInstance, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    flaky = Receiver(refuse_first=2)
+    try:
+        monkeypatch.setenv(WEBHOOK_ENV, f"{flaky.url}/hook")
+        monkeypatch.setenv("BOOK_PIPELINE_WEBSERVER_URL", "https://dagster.example.org/")
+        context = failed_run_context(instance, "run_failure_alert")
+        run_failure_alert(context)  # the tick succeeds: the third delivery was taken
+    finally:
+        flaky.close()
+    assert len(flaky.requests) == 3
+    payloads = [json.loads(r["body"]) for r in flaky.requests]  # type: ignore[arg-type]
+    assert all(p == payloads[0] for p in payloads)  # the same alert each time
+    assert payloads[0]["run_url"] == f"https://dagster.example.org/runs/{context.dagster_run.run_id}"
 
 
 @pytest.mark.usefixtures("no_alert_destination")
@@ -317,4 +345,18 @@ def test_alert_refused_by_the_receiver_fails_the_tick(
             run_failure_alert(failed_run_context(instance, "run_failure_alert"))
     finally:
         refusing.close()
-    assert len(refusing.requests) == 1
+    assert len(refusing.requests) == DELIVERY_ATTEMPTS
+
+
+@pytest.mark.usefixtures("no_alert_destination")
+def test_an_alert_the_receiver_rejects_for_good_is_not_retried(
+    instance: dg.DagsterInstance, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    wrong = Receiver(status=404)
+    try:
+        monkeypatch.setenv(WEBHOOK_ENV, f"{wrong.url}/no-such-hook")
+        with pytest.raises(AlertNotDelivered, match="HTTP 404"):
+            run_failure_alert(failed_run_context(instance, "run_failure_alert"))
+    finally:
+        wrong.close()
+    assert len(wrong.requests) == 1

@@ -34,7 +34,9 @@ from book_assets.defs.retries import TRANSIENT_RETRY, transient_only
 GROUP = "crawl"
 #: Run tag of every run that drains the crawl queue.
 CRAWL_TAG = "book-pipeline/crawl"
-CRAWL_RUN_TAGS = {CRAWL_TAG: "true"}
+#: A crawl run that outlives most of a day is stuck (a daily job's next run is due): run monitoring cancels it.
+CRAWL_MAX_RUNTIME_S = 20 * 3600
+CRAWL_RUN_TAGS = {CRAWL_TAG: "true", "dagster/max_runtime": str(CRAWL_MAX_RUNTIME_S)}
 LISTING_DISCOVERY = dg.AssetKey("listing_discovery")
 BOOK_DETAILS = dg.AssetKey("book_details")
 

@@ -16,7 +16,7 @@ The threshold and the policy are settings, read (and validated) each time the co
 
 import dagster as dg
 
-from book_assets.alerts import AlertDestinations, RunFailureAlert, send_alert
+from book_assets.alerts import AlertDestinations, RunFailureAlert, run_url, send_alert
 from book_assets.crawl.config import requeue_policy
 from book_assets.defs.crawl.jobs import recrawl_failed_job
 from book_assets.defs.resources import DatabaseResource
@@ -79,6 +79,7 @@ def failure_of(context: dg.RunFailureSensorContext) -> RunFailureAlert:
         steps=steps,
         error=message[0] if message else "",
         tags={k: v for k, v in sorted(run.tags.items()) if not k.startswith(".dagster")},
+        run_url=run_url(load_settings().webserver_url, run.run_id),
     )
 
 
@@ -104,7 +105,7 @@ def run_failure_alert(context: dg.RunFailureSensorContext) -> None:
     destinations = AlertDestinations.from_environment()
     if not destinations.configured:
         return
-    # An undelivered alert raises: the tick fails visibly and the sensor tries the same run again next tick.
+    # Delivery is retried within the tick; an alert still undelivered raises, so the tick fails visibly.
     sent = send_alert(failure_of(context), destinations)
     context.log.info(f"alert for run {context.dagster_run.run_id[:8]} sent to {', '.join(sent)}")
 
