@@ -1,4 +1,4 @@
-"""Run-failure alerts: one short message to a webhook or to a Slack channel, or nowhere when none is set.
+"""Alerts of failed runs and failed checks: one short message to a webhook or to a Slack channel, or nowhere.
 
 Where the alert goes is read from the settings when an alert is sent, so the daemon's environment decides
 and a token never enters a Dagster run or snapshot:
@@ -67,6 +67,30 @@ class RunFailureAlert:
 
 
 @dataclass(frozen=True)
+class CheckFailureAlert:
+    """A failed asset check of severity ERROR (a blocking check stops what depends on its asset)."""
+
+    run_id: str
+    job_name: str
+    asset: str
+    check: str
+    error: str
+    run_url: str | None = None
+
+    @property
+    def text(self) -> str:
+        link = f" ({self.run_url})" if self.run_url else ""
+        return (
+            f"book-pipeline: check {self.check} on {self.asset} failed in run {self.run_id[:8]} of "
+            f"{self.job_name}: {self.error or 'no description'}{link}"
+        )
+
+
+#: What an alert says; each kind has its ``text`` and its fields, all of which a webhook receives.
+Alert = RunFailureAlert | CheckFailureAlert
+
+
+@dataclass(frozen=True)
 class AlertDestinations:
     """Where alerts go; empty when nothing is configured."""
 
@@ -109,9 +133,7 @@ def run_url(webserver_url: str, run_id: str) -> str:
     return f"{webserver_url.rstrip('/')}/runs/{run_id}"
 
 
-def send_alert(
-    alert: RunFailureAlert, destinations: AlertDestinations, *, backoff_s: float = RETRY_BACKOFF_S
-) -> list[str]:
+def send_alert(alert: Alert, destinations: AlertDestinations, *, backoff_s: float = RETRY_BACKOFF_S) -> list[str]:
     """Post ``alert`` to every configured destination, each retried (:data:`DELIVERY_ATTEMPTS`); returns where
     it went (empty: none configured). Raises :class:`AlertNotDelivered` when a destination never took it."""
     sent = []
@@ -138,7 +160,7 @@ def _deliver(post: Callable[[], None], backoff_s: float) -> None:
         time.sleep(backoff_s * 2**attempt)
 
 
-def post_webhook(url: str, alert: RunFailureAlert) -> None:
+def post_webhook(url: str, alert: Alert) -> None:
     try:
         response = httpx.post(url, json={"text": alert.text, **asdict(alert)}, timeout=POST_TIMEOUT_S)
     except httpx.HTTPError as exc:
@@ -149,7 +171,7 @@ def post_webhook(url: str, alert: RunFailureAlert) -> None:
         raise AlertNotDelivered(f"alert webhook {httpx.URL(url).host} answered HTTP {status}", retryable=retryable)
 
 
-def post_slack(destinations: AlertDestinations, alert: RunFailureAlert) -> None:
+def post_slack(destinations: AlertDestinations, alert: Alert) -> None:
     from dagster_slack import SlackResource
     from slack_sdk.errors import SlackApiError
 

@@ -9,6 +9,7 @@ import json
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from urllib.parse import parse_qs
 
 import dagster as dg
@@ -25,7 +26,12 @@ from book_assets.alerts import (
 from book_assets.crawl.config import DETAIL, LISTING, TASK_TYPES
 from book_assets.db.connection import Database
 from book_assets.defs.crawl.jobs import requeue_failed_tasks
-from book_assets.defs.crawl.sensors import build_failed_tasks_sensor, run_failure_alert, run_failure_summary
+from book_assets.defs.crawl.sensors import (
+    build_failed_tasks_sensor,
+    check_failure_alert,
+    run_failure_alert,
+    run_failure_summary,
+)
 from book_assets.defs.resources import DatabaseResource
 from book_assets.queue import TaskQueue
 from book_assets.queue.failures import RequeuePolicy, failing_now, requeue_due
@@ -360,3 +366,87 @@ def test_an_alert_the_receiver_rejects_for_good_is_not_retried(
     finally:
         wrong.close()
     assert len(wrong.requests) == 1
+
+
+def failed_check_run(instance: dg.DagsterInstance, *, blocking: bool = False) -> dg.ExecuteInProcessResult:
+    """A real run of an asset whose check fails (severity ERROR): the run succeeds unless the check blocks."""
+
+    @dg.asset
+    def shelf() -> int:
+        return 3
+
+    @dg.asset_check(asset=shelf, blocking=blocking)
+    def shelf_is_full() -> dg.AssetCheckResult:
+        return dg.AssetCheckResult(passed=False, description="3 books on a shelf of 10\nmore detail")
+
+    result = dg.materialize([shelf, shelf_is_full], instance=instance, raise_on_error=False)
+    assert result.success is not blocking
+    return result
+
+
+@pytest.fixture
+def event_instance(tmp_path: Path) -> Iterator[dg.DagsterInstance]:
+    """An instance whose event log is one store, as the project's PostgreSQL one is (the test default shards
+    it by run, which cursors over all runs' events cannot read)."""
+    storage = {
+        "module": "dagster._core.storage.event_log",
+        "class": "ConsolidatedSqliteEventLogStorage",
+        "config": {"base_dir": str(tmp_path / "events")},
+    }
+    with dg.instance_for_test(overrides={"event_log_storage": storage}) as inst:
+        yield inst
+
+
+def evaluate_checks(instance: dg.DagsterInstance, cursor: str | None) -> dg.SensorResult:
+    result = check_failure_alert(dg.build_sensor_context(instance=instance, cursor=cursor))
+    assert isinstance(result, dg.SensorResult)
+    return result
+
+
+@pytest.mark.usefixtures("no_alert_destination")
+def test_a_failed_check_is_alerted_once_and_an_undelivered_alert_waits_for_the_next_tick(
+    event_instance: dg.DagsterInstance, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    start = evaluate_checks(event_instance, None)  # a first tick watches from now on: no history replayed
+    down = Receiver(status=500)
+    try:
+        monkeypatch.setenv(WEBHOOK_ENV, f"{down.url}/hook")
+        run_id = failed_check_run(event_instance).run_id  # the run succeeds: run_failure_alert never sees it
+        refused = evaluate_checks(event_instance, start.cursor)
+    finally:
+        down.close()
+    assert len(down.requests) == DELIVERY_ATTEMPTS and refused.cursor == start.cursor  # not past the failure
+
+    receiver = Receiver()
+    try:
+        monkeypatch.setenv(WEBHOOK_ENV, f"{receiver.url}/hook")
+        delivered = evaluate_checks(event_instance, refused.cursor)
+        again = evaluate_checks(event_instance, delivered.cursor)
+    finally:
+        receiver.close()
+    assert len(receiver.requests) == 1 and delivered.cursor != refused.cursor
+    payload = json.loads(receiver.requests[0]["body"])  # type: ignore[arg-type]
+    assert (payload["asset"], payload["check"], payload["run_id"]) == ("shelf", "shelf_is_full", run_id)
+    assert payload["text"].startswith("book-pipeline: check shelf_is_full on shelf failed in run ")
+    assert "3 books on a shelf of 10" in payload["text"] and payload["run_url"].endswith(f"/runs/{run_id}")
+    assert again.cursor == delivered.cursor and "0 failed check(s) alerted" in (again.skip_reason.skip_message or "")
+
+
+@pytest.mark.usefixtures("no_alert_destination")
+def test_a_failed_blocking_check_is_alerted_once_as_the_failed_run_that_names_it(
+    event_instance: dg.DagsterInstance, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(WEBHOOK_ENV, f"{receiver.url}/hook")
+    start = evaluate_checks(event_instance, None)
+    result = failed_check_run(event_instance, blocking=True)
+    assert "0 failed check(s) alerted" in (evaluate_checks(event_instance, start.cursor).skip_reason.skip_message or "")
+    run_failure_alert(
+        dg.build_run_status_sensor_context(
+            sensor_name="run_failure_alert",
+            dagster_instance=event_instance,
+            dagster_run=result.dagster_run,
+            dagster_event=result.get_run_failure_event(),
+        ).for_run_failure()
+    )
+    [alert] = [json.loads(r["body"]) for r in receiver.requests]  # type: ignore[arg-type]
+    assert "shelf_is_full" in alert["text"] and alert["run_id"] == result.run_id

@@ -9,14 +9,23 @@ due, and a page that fails again after a requeue is due again only after a longe
 ``requeue_max`` times: no requeue storm.
 
 ``run_failure_alert`` posts one message per failed run to the destinations :mod:`book_assets.alerts` reads
-from the environment (a webhook, Slack), and does nothing when none is configured.
+from the environment (a webhook, Slack), and does nothing when none is configured; ``check_failure_alert``
+does the same for every failed non-blocking asset check of severity ERROR, whose run succeeds all the same
+(a failed blocking check fails its run, which ``run_failure_alert`` posts, naming the check).
 
 The threshold and the policy are settings, read (and validated) each time the code location loads.
 """
 
 import dagster as dg
 
-from book_assets.alerts import AlertDestinations, RunFailureAlert, run_url, send_alert
+from book_assets.alerts import (
+    AlertDestinations,
+    AlertNotDelivered,
+    CheckFailureAlert,
+    RunFailureAlert,
+    run_url,
+    send_alert,
+)
 from book_assets.crawl.config import requeue_policy
 from book_assets.defs.crawl.jobs import recrawl_failed_job
 from book_assets.defs.resources import DatabaseResource
@@ -110,10 +119,70 @@ def run_failure_alert(context: dg.RunFailureSensorContext) -> None:
     context.log.info(f"alert for run {context.dagster_run.run_id[:8]} sent to {', '.join(sent)}")
 
 
+@dg.sensor(
+    name="check_failure_alert",
+    minimum_interval_seconds=60,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Post every failed non-blocking asset check of severity ERROR to the alert destinations (a failed "
+    "blocking check fails its run, which run_failure_alert posts); silent when none is set.",
+)
+def check_failure_alert(context: dg.SensorEvaluationContext) -> dg.SensorResult:
+    """Alerts for the check evaluations recorded since the cursor (an event-log storage id), oldest first.
+
+    The cursor moves past an evaluation only once its alert was delivered (or none was due), so an alert the
+    receiver refused is sent again next tick instead of being lost. A first tick starts from the newest
+    evaluation: turning the sensor on does not replay the instance's history.
+    """
+    destinations = AlertDestinations.from_environment()
+    newest_first = context.instance.event_log_storage.get_event_records(
+        dg.EventRecordsFilter(event_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION), limit=1, ascending=False
+    )
+    if context.cursor is None:
+        start = str(newest_first[0].storage_id) if newest_first else "0"
+        return dg.SensorResult(skip_reason="watching check evaluations from now on", cursor=start)
+    records = context.instance.event_log_storage.get_event_records(
+        dg.EventRecordsFilter(event_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION, after_cursor=int(context.cursor)),
+        limit=100,
+        ascending=True,
+    )
+    cursor, sent = int(context.cursor), 0
+    for record in records:
+        alert = check_failure_of(record)
+        if alert is not None and destinations.configured:
+            try:
+                send_alert(alert, destinations)
+            except AlertNotDelivered as exc:  # the cursor stays before it: sent again next tick
+                context.log.error(f"alert not delivered, retried next tick: {exc}")
+                return dg.SensorResult(skip_reason=f"{sent} alerted; then not delivered: {exc}", cursor=str(cursor))
+            sent += 1
+        cursor = record.storage_id
+    return dg.SensorResult(skip_reason=f"{sent} failed check(s) alerted", cursor=str(cursor))
+
+
+def check_failure_of(record: dg.EventLogRecord) -> CheckFailureAlert | None:
+    """The alert of a failed ERROR-severity check that does not block (its run succeeds nevertheless); None
+    for a passed check, a warning, or a blocking check (its run fails, and that is alerted)."""
+    entry = record.event_log_entry
+    event = entry.dagster_event
+    evaluation = event.event_specific_data if event is not None else None
+    if not isinstance(evaluation, dg.AssetCheckEvaluation):
+        return None
+    if evaluation.passed or evaluation.severity != dg.AssetCheckSeverity.ERROR or evaluation.blocking:
+        return None  # a failed blocking check fails its step and run: run_failure_alert posts that
+    return CheckFailureAlert(
+        run_id=entry.run_id,
+        job_name=entry.job_name or "",
+        asset=evaluation.asset_key.to_user_string(),
+        check=evaluation.check_name,
+        error=(evaluation.description or "").strip().splitlines()[0] if evaluation.description else "",
+        run_url=run_url(load_settings().webserver_url, entry.run_id),
+    )
+
+
 @dg.definitions
 def sensors() -> dg.Definitions:
     """The sensors, with the threshold of the settings at load time (a bad value fails the load)."""
     settings = load_settings()
     policy = requeue_policy(settings.requeue_max, settings.requeue_backoff_s)
     failed_tasks = build_failed_tasks_sensor(settings.failed_tasks_threshold, policy)
-    return dg.Definitions(sensors=[failed_tasks, run_failure_summary, run_failure_alert])
+    return dg.Definitions(sensors=[failed_tasks, run_failure_summary, run_failure_alert, check_failure_alert])
