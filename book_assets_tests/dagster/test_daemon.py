@@ -1,5 +1,6 @@
 """The daily pipeline as the real Dagster daemon runs it: ``book-pipeline daemon`` on the project's
-``dagster.yaml`` (PostgreSQL storage, the run queue, pools, run retries, run monitoring), a one-minute cron.
+``dagster.yaml`` (PostgreSQL storage, the run queue, pools, run retries, run monitoring with its timers cut
+to seconds), a one-minute cron.
 
 One daemon, three things an operator relies on, in the order a day brings them:
 
@@ -20,7 +21,6 @@ import contextlib
 import json
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -33,6 +33,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import psutil
 import pytest
+import yaml
 
 from book_assets.crawl.config import DETAIL, TASK_TYPES
 from book_assets.db.connection import Database
@@ -105,7 +106,11 @@ def daemon_env(database_url: str, tmp_path: Path, site: SandboxServer) -> Iterat
     the instance in a fresh ``<test database>_dagster`` database."""
     home = tmp_path / "dagster_home"
     home.mkdir()
-    shutil.copy(PROJECT_ROOT / "dagster.yaml", home / "dagster.yaml")
+    # The project's instance settings, with run monitoring's timers shortened from minutes to seconds.
+    config = yaml.safe_load((PROJECT_ROOT / "dagster.yaml").read_text(encoding="utf-8"))
+    assert config["run_monitoring"]["enabled"] and config["run_monitoring"]["free_slots_after_run_end_seconds"]
+    config["run_monitoring"].update(poll_interval_seconds=5, free_slots_after_run_end_seconds=5)
+    (home / "dagster.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
     env = child_env(
         DATABASE_URL=database_url,
         DAGSTER_HOME=str(home),
