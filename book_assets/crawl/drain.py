@@ -11,6 +11,7 @@ ends the drain with :class:`WorkersLost` instead of restarting forever.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import multiprocessing
 import signal
 import socket
@@ -58,7 +59,9 @@ def run_worker(
 
 def _child(conn: Connection, database_url: str, config: CrawlConfig, task_types: tuple[str, ...]) -> None:
     follow_parent()  # a drain that dies without a word leaves no worker crawling on (lifeline.py)
-    conn.send(run_worker(database_url, config, None, task_types))
+    stats = run_worker(database_url, config, None, task_types)
+    with contextlib.suppress(BrokenPipeError):  # the drain is gone: nobody is left to tell
+        conn.send(stats)
     conn.close()
 
 

@@ -32,13 +32,15 @@ def test_the_workers_of_a_sigkilled_crawl_stop_and_release_their_leases(
     sandbox = sandbox_factory(faults=Faults(latency_s=0.25))
     env = child_env(DATABASE_URL=database_url, BOOK_PIPELINE_MIN_INTERVAL_S="0", BOOK_PIPELINE_LEASE_S="120")
     command = [sys.executable, "-m", "book_assets.cli", "crawl", "--base-url", sandbox.url + "/", "--fetch", "http"]
-    crawl = subprocess.Popen(
-        [*command, "--workers", "2", "--concurrency", "4", "--no-progress"],
-        env=env,
-        cwd=tmp_path,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    log = tmp_path / "crawl.log"  # the CLI's output, and its workers' after it died
+    with log.open("wb") as out:
+        crawl = subprocess.Popen(
+            [*command, "--workers", "2", "--concurrency", "4", "--no-progress"],
+            env=env,
+            cwd=tmp_path,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     workers: list[psutil.Process] = []
     try:
 
@@ -58,6 +60,7 @@ def test_the_workers_of_a_sigkilled_crawl_stop_and_release_their_leases(
         for process in workers:
             with contextlib.suppress(psutil.NoSuchProcess):
                 process.kill()
+    assert "Traceback" not in log.read_text(errors="replace"), log.read_text(errors="replace")[-3000:]
     counts = task_counts(db)
     assert counts.get("in_progress", 0) == 0, counts  # every lease released, none left to expire
     assert counts.get("pending", 0) > 0, counts  # they stopped: the rest waits for the next run
