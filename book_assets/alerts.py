@@ -1,4 +1,5 @@
-"""Alerts of failed runs and failed checks: one short message to a webhook or to a Slack channel, or nowhere.
+"""Alerts of failed runs, failed checks and overdue assets: one short message to a webhook or to a Slack
+channel, or nowhere.
 
 Where the alert goes is read from the settings when an alert is sent, so the daemon's environment decides
 and a token never enters a Dagster run or snapshot:
@@ -86,8 +87,22 @@ class CheckFailureAlert:
         )
 
 
+@dataclass(frozen=True)
+class FreshnessAlert:
+    """An asset whose freshness policy failed: it was not materialized within the policy's window."""
+
+    asset: str
+    previous_state: str
+    asset_url: str | None = None
+
+    @property
+    def text(self) -> str:
+        link = f" ({self.asset_url})" if self.asset_url else ""
+        return f"book-pipeline: {self.asset} is overdue: its freshness policy failed (was {self.previous_state}){link}"
+
+
 #: What an alert says; each kind has its ``text`` and its fields, all of which a webhook receives.
-Alert = RunFailureAlert | CheckFailureAlert
+Alert = RunFailureAlert | CheckFailureAlert | FreshnessAlert
 
 
 @dataclass(frozen=True)
@@ -131,6 +146,11 @@ class AlertDestinations:
 def run_url(webserver_url: str, run_id: str) -> str:
     """The run's page in the Dagster UI."""
     return f"{webserver_url.rstrip('/')}/runs/{run_id}"
+
+
+def asset_url(webserver_url: str, asset: str) -> str:
+    """The asset's page in the Dagster UI (``asset``: its key as a user string, ``a/b``)."""
+    return f"{webserver_url.rstrip('/')}/assets/{asset}"
 
 
 def send_alert(alert: Alert, destinations: AlertDestinations, *, backoff_s: float = RETRY_BACKOFF_S) -> list[str]:

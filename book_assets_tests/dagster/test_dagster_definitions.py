@@ -124,7 +124,7 @@ def test_definitions_snapshot(repo: dg.RepositoryDefinition) -> None:
     ]
     assert [s.name for s in repo.schedule_defs] == ["daily_full_refresh"]
     assert sorted(s.name for s in repo.sensor_defs) == [
-        "check_failure_alert",
+        "asset_alert",
         "failed_tasks_sensor",
         "run_failure_alert",
         "run_failure_summary",

@@ -14,6 +14,7 @@ from urllib.parse import parse_qs
 
 import dagster as dg
 import pytest
+from dagster._core.definitions.freshness import FreshnessState, FreshnessStateChange
 
 from book_assets.alerts import (
     DELIVERY_ATTEMPTS,
@@ -27,8 +28,8 @@ from book_assets.crawl.config import DETAIL, LISTING, TASK_TYPES
 from book_assets.db.connection import Database
 from book_assets.defs.crawl.jobs import requeue_failed_tasks
 from book_assets.defs.crawl.sensors import (
+    asset_alert,
     build_failed_tasks_sensor,
-    check_failure_alert,
     run_failure_alert,
     run_failure_summary,
 )
@@ -388,7 +389,7 @@ def event_instance(tmp_path: Path) -> Iterator[dg.DagsterInstance]:
 
 
 def evaluate_checks(instance: dg.DagsterInstance, cursor: str | None) -> dg.SensorResult:
-    result = check_failure_alert(dg.build_sensor_context(instance=instance, cursor=cursor))
+    result = asset_alert(dg.build_sensor_context(instance=instance, cursor=cursor))
     assert isinstance(result, dg.SensorResult)
     return result
 
@@ -419,7 +420,7 @@ def test_a_failed_check_is_alerted_once_and_an_undelivered_alert_waits_for_the_n
     assert (payload["asset"], payload["check"], payload["run_id"]) == ("shelf", "shelf_is_full", run_id)
     assert payload["text"].startswith("book-pipeline: check shelf_is_full on shelf failed in run ")
     assert "3 books on a shelf of 10" in payload["text"] and payload["run_url"].endswith(f"/runs/{run_id}")
-    assert again.cursor == delivered.cursor and "0 failed check(s) alerted" in (again.skip_reason.skip_message or "")
+    assert again.cursor == delivered.cursor and "0 asset alert(s) sent" in (again.skip_reason.skip_message or "")
 
 
 @pytest.mark.usefixtures("no_alert_destination")
@@ -429,7 +430,7 @@ def test_a_failed_blocking_check_is_alerted_once_as_the_failed_run_that_names_it
     monkeypatch.setenv(WEBHOOK_ENV, f"{receiver.url}/hook")
     start = evaluate_checks(event_instance, None)
     result = failed_check_run(event_instance, blocking=True)
-    assert "0 failed check(s) alerted" in (evaluate_checks(event_instance, start.cursor).skip_reason.skip_message or "")
+    assert "0 asset alert(s) sent" in (evaluate_checks(event_instance, start.cursor).skip_reason.skip_message or "")
     run_failure_alert(
         dg.build_run_status_sensor_context(
             sensor_name="run_failure_alert",
@@ -440,3 +441,25 @@ def test_a_failed_blocking_check_is_alerted_once_as_the_failed_run_that_names_it
     )
     [alert] = [json.loads(r["body"]) for r in receiver.requests]  # type: ignore[arg-type]
     assert "shelf_is_full" in alert["text"] and alert["run_id"] == result.run_id
+
+
+@pytest.mark.usefixtures("no_alert_destination")
+def test_an_asset_whose_freshness_policy_fails_is_alerted_once_with_a_link_to_it(
+    event_instance: dg.DagsterInstance, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(WEBHOOK_ENV, f"{receiver.url}/hook")
+    start = evaluate_checks(event_instance, None)
+    # What the daemon's freshness evaluation records when book_details goes past its window, and back.
+    for previous, new in ((FreshnessState.PASS, FreshnessState.WARN), (FreshnessState.WARN, FreshnessState.FAIL)):
+        event_instance._report_runless_asset_event(
+            FreshnessStateChange(
+                key=dg.AssetKey("book_details"), previous_state=previous, new_state=new, state_change_timestamp=0.0
+            )
+        )
+    first = evaluate_checks(event_instance, start.cursor)
+    again = evaluate_checks(event_instance, first.cursor)
+    [alert] = [json.loads(r["body"]) for r in receiver.requests]  # type: ignore[arg-type]
+    assert alert["asset"] == "book_details" and alert["previous_state"] == "WARN"
+    assert alert["text"].startswith("book-pipeline: book_details is overdue: its freshness policy failed")
+    assert alert["asset_url"] == "http://127.0.0.1:3000/assets/book_details"
+    assert "0 asset alert(s) sent" in (again.skip_reason.skip_message or "")

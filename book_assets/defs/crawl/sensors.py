@@ -9,20 +9,26 @@ due, and a page that fails again after a requeue is due again only after a longe
 ``requeue_max`` times: no requeue storm.
 
 ``run_failure_alert`` posts one message per failed run to the destinations :mod:`book_assets.alerts` reads
-from the environment (a webhook, Slack), and does nothing when none is configured; ``check_failure_alert``
-does the same for every failed non-blocking asset check of severity ERROR, whose run succeeds all the same
-(a failed blocking check fails its run, which ``run_failure_alert`` posts, naming the check).
+from the environment (a webhook, Slack), and does nothing when none is configured; ``asset_alert`` does the
+same for every failed non-blocking asset check of severity ERROR, whose run succeeds all the same (a failed
+blocking check fails its run, which ``run_failure_alert`` posts, naming the check), and for every asset whose
+freshness policy the daemon finds failing.
 
 The threshold and the policy are settings, read (and validated) each time the code location loads.
 """
 
 import dagster as dg
 
+# The freshness daemon's events (one per change of an asset's freshness state) are not exported by dagster.
+from dagster._core.definitions.freshness import FreshnessState, FreshnessStateChange
+
 from book_assets.alerts import (
     AlertDestinations,
     AlertNotDelivered,
     CheckFailureAlert,
+    FreshnessAlert,
     RunFailureAlert,
+    asset_url,
     run_url,
     send_alert,
 )
@@ -119,35 +125,52 @@ def run_failure_alert(context: dg.RunFailureSensorContext) -> None:
     context.log.info(f"alert for run {context.dagster_run.run_id[:8]} sent to {', '.join(sent)}")
 
 
+#: The asset events that may need an alert: check evaluations and freshness state changes.
+ASSET_ALERT_EVENTS = (dg.DagsterEventType.ASSET_CHECK_EVALUATION, dg.DagsterEventType.FRESHNESS_STATE_CHANGE)
+#: Events read per tick, at most.
+ASSET_ALERT_BATCH = 100
+
+
 @dg.sensor(
-    name="check_failure_alert",
+    name="asset_alert",
     minimum_interval_seconds=60,
     default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Post every failed non-blocking asset check of severity ERROR to the alert destinations (a failed "
-    "blocking check fails its run, which run_failure_alert posts); silent when none is set.",
+    description="Post every failed non-blocking asset check of severity ERROR and every asset whose freshness "
+    "policy fails to the alert destinations (a failed blocking check fails its run, which run_failure_alert "
+    "posts); silent when none is set.",
 )
-def check_failure_alert(context: dg.SensorEvaluationContext) -> dg.SensorResult:
-    """Alerts for the check evaluations recorded since the cursor (an event-log storage id), oldest first.
+def asset_alert(context: dg.SensorEvaluationContext) -> dg.SensorResult:
+    """Alerts for the asset events recorded since the cursor (an event-log storage id), oldest first.
 
-    The cursor moves past an evaluation only once its alert was delivered (or none was due), so an alert the
-    receiver refused is sent again next tick instead of being lost. A first tick starts from the newest
-    evaluation: turning the sensor on does not replay the instance's history.
+    The events are check evaluations and the freshness daemon's state changes. The cursor moves past an event
+    only once its alert was delivered (or none was due), so an alert the receiver refused is sent again next
+    tick instead of being lost. A first tick starts from the newest event: turning the sensor on does not
+    replay the instance's history.
     """
-    destinations = AlertDestinations.from_environment()
-    newest_first = context.instance.event_log_storage.get_event_records(
-        dg.EventRecordsFilter(event_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION), limit=1, ascending=False
-    )
+    storage = context.instance.event_log_storage
     if context.cursor is None:
-        start = str(newest_first[0].storage_id) if newest_first else "0"
-        return dg.SensorResult(skip_reason="watching check evaluations from now on", cursor=start)
-    records = context.instance.event_log_storage.get_event_records(
-        dg.EventRecordsFilter(event_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION, after_cursor=int(context.cursor)),
-        limit=100,
-        ascending=True,
-    )
-    cursor, sent = int(context.cursor), 0
+        newest = [
+            r.storage_id
+            for event_type in ASSET_ALERT_EVENTS
+            for r in storage.get_event_records(dg.EventRecordsFilter(event_type=event_type), limit=1, ascending=False)
+        ]
+        return dg.SensorResult(skip_reason="watching asset events from now on", cursor=str(max(newest, default=0)))
+    cursor = int(context.cursor)
+    records = sorted(
+        (
+            record
+            for event_type in ASSET_ALERT_EVENTS
+            for record in storage.get_event_records(
+                dg.EventRecordsFilter(event_type=event_type, after_cursor=cursor),
+                limit=ASSET_ALERT_BATCH,
+                ascending=True,
+            )
+        ),
+        key=lambda record: record.storage_id,
+    )[:ASSET_ALERT_BATCH]  # the first of each type's batch: none of a type is passed over
+    destinations, webserver, sent = AlertDestinations.from_environment(), load_settings().webserver_url, 0
     for record in records:
-        alert = check_failure_of(record)
+        alert = asset_alert_of(record, webserver)
         if alert is not None and destinations.configured:
             try:
                 send_alert(alert, destinations)
@@ -156,26 +179,31 @@ def check_failure_alert(context: dg.SensorEvaluationContext) -> dg.SensorResult:
                 return dg.SensorResult(skip_reason=f"{sent} alerted; then not delivered: {exc}", cursor=str(cursor))
             sent += 1
         cursor = record.storage_id
-    return dg.SensorResult(skip_reason=f"{sent} failed check(s) alerted", cursor=str(cursor))
+    return dg.SensorResult(skip_reason=f"{sent} asset alert(s) sent", cursor=str(cursor))
 
 
-def check_failure_of(record: dg.EventLogRecord) -> CheckFailureAlert | None:
-    """The alert of a failed ERROR-severity check that does not block (its run succeeds nevertheless); None
-    for a passed check, a warning, or a blocking check (its run fails, and that is alerted)."""
+def asset_alert_of(record: dg.EventLogRecord, webserver_url: str) -> CheckFailureAlert | FreshnessAlert | None:
+    """The alert an asset event calls for: a failed ERROR-severity check that does not block (its run succeeds
+    nevertheless), or a freshness policy that now fails; None for anything else (a passed check, a warning,
+    a blocking check, whose run fails and is alerted, a freshness state other than FAIL)."""
     entry = record.event_log_entry
-    event = entry.dagster_event
-    evaluation = event.event_specific_data if event is not None else None
-    if not isinstance(evaluation, dg.AssetCheckEvaluation):
+    data = entry.dagster_event.event_specific_data if entry.dagster_event is not None else None
+    if isinstance(data, FreshnessStateChange):
+        if data.new_state != FreshnessState.FAIL:
+            return None
+        asset = data.key.to_user_string()
+        return FreshnessAlert(asset, data.previous_state.value, asset_url(webserver_url, asset))
+    if not isinstance(data, dg.AssetCheckEvaluation):
         return None
-    if evaluation.passed or evaluation.severity != dg.AssetCheckSeverity.ERROR or evaluation.blocking:
-        return None  # a failed blocking check fails its step and run: run_failure_alert posts that
+    if data.passed or data.severity != dg.AssetCheckSeverity.ERROR or data.blocking:
+        return None
     return CheckFailureAlert(
         run_id=entry.run_id,
         job_name=entry.job_name or "",
-        asset=evaluation.asset_key.to_user_string(),
-        check=evaluation.check_name,
-        error=(evaluation.description or "").strip().splitlines()[0] if evaluation.description else "",
-        run_url=run_url(load_settings().webserver_url, entry.run_id),
+        asset=data.asset_key.to_user_string(),
+        check=data.check_name,
+        error=(data.description or "").strip().splitlines()[0] if data.description else "",
+        run_url=run_url(webserver_url, entry.run_id),
     )
 
 
@@ -185,4 +213,4 @@ def sensors() -> dg.Definitions:
     settings = load_settings()
     policy = requeue_policy(settings.requeue_max, settings.requeue_backoff_s)
     failed_tasks = build_failed_tasks_sensor(settings.failed_tasks_threshold, policy)
-    return dg.Definitions(sensors=[failed_tasks, run_failure_summary, run_failure_alert, check_failure_alert])
+    return dg.Definitions(sensors=[failed_tasks, run_failure_summary, run_failure_alert, asset_alert])
