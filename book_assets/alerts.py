@@ -69,7 +69,7 @@ class RunFailureAlert:
 
 @dataclass(frozen=True)
 class CheckFailureAlert:
-    """A failed asset check of severity ERROR (a blocking check stops what depends on its asset)."""
+    """A failed non-blocking asset check of severity ERROR: its run succeeds, so no run alert reports it."""
 
     run_id: str
     job_name: str

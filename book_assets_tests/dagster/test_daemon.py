@@ -174,7 +174,7 @@ def _fail(db: Database, urls: list[str], kind: str) -> None:
     """Tasks for ``urls`` failed for good with ``kind`` through the queue's API, as a crawl's workers would."""
     queue = TaskQueue(db, task_types=TASK_TYPES, default_interval_s=0)
     for url in urls:
-        queue.enqueue(DETAIL, {"url": url, "category": "Travel"}, group="Travel", max_attempts=1)
+        queue.enqueue(DETAIL, {"url": url, "category": "Fantasy"}, group="Fantasy", max_attempts=1)
     for task in queue.claim("daemon-test", len(urls), task_types=[DETAIL]).tasks:
         queue.fail(task, f"{kind}: injected", kind=kind, retryable=kind == "http_5xx")
 

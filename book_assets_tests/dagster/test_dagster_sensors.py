@@ -212,6 +212,13 @@ def failed_run_context(instance: dg.DagsterInstance, sensor_name: str) -> dg.Run
 
     result = doomed_job.execute_in_process(instance=instance, raise_on_error=False)
     assert not result.success
+    return failure_context(instance, result, sensor_name)
+
+
+def failure_context(
+    instance: dg.DagsterInstance, result: dg.ExecuteInProcessResult, sensor_name: str
+) -> dg.RunFailureSensorContext:
+    """The context a run-failure sensor gets for the failed run ``result``."""
     return dg.build_run_status_sensor_context(
         sensor_name=sensor_name,
         dagster_instance=instance,
@@ -388,7 +395,7 @@ def event_instance(tmp_path: Path) -> Iterator[dg.DagsterInstance]:
         yield inst
 
 
-def evaluate_checks(instance: dg.DagsterInstance, cursor: str | None) -> dg.SensorResult:
+def evaluate_asset_alert(instance: dg.DagsterInstance, cursor: str | None) -> dg.SensorResult:
     result = asset_alert(dg.build_sensor_context(instance=instance, cursor=cursor))
     assert isinstance(result, dg.SensorResult)
     return result
@@ -398,12 +405,12 @@ def evaluate_checks(instance: dg.DagsterInstance, cursor: str | None) -> dg.Sens
 def test_a_failed_check_is_alerted_once_and_an_undelivered_alert_waits_for_the_next_tick(
     event_instance: dg.DagsterInstance, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    start = evaluate_checks(event_instance, None)  # a first tick watches from now on: no history replayed
+    start = evaluate_asset_alert(event_instance, None)  # a first tick watches from now on: no history replayed
     down = Receiver(status=500)
     try:
         monkeypatch.setenv(WEBHOOK_ENV, f"{down.url}/hook")
         run_id = failed_check_run(event_instance).run_id  # the run succeeds: run_failure_alert never sees it
-        refused = evaluate_checks(event_instance, start.cursor)
+        refused = evaluate_asset_alert(event_instance, start.cursor)
     finally:
         down.close()
     assert len(down.requests) == DELIVERY_ATTEMPTS and refused.cursor == start.cursor  # not past the failure
@@ -411,8 +418,8 @@ def test_a_failed_check_is_alerted_once_and_an_undelivered_alert_waits_for_the_n
     receiver = Receiver()
     try:
         monkeypatch.setenv(WEBHOOK_ENV, f"{receiver.url}/hook")
-        delivered = evaluate_checks(event_instance, refused.cursor)
-        again = evaluate_checks(event_instance, delivered.cursor)
+        delivered = evaluate_asset_alert(event_instance, refused.cursor)
+        again = evaluate_asset_alert(event_instance, delivered.cursor)
     finally:
         receiver.close()
     assert len(receiver.requests) == 1 and delivered.cursor != refused.cursor
@@ -428,17 +435,12 @@ def test_a_failed_blocking_check_is_alerted_once_as_the_failed_run_that_names_it
     event_instance: dg.DagsterInstance, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(WEBHOOK_ENV, f"{receiver.url}/hook")
-    start = evaluate_checks(event_instance, None)
+    start = evaluate_asset_alert(event_instance, None)
     result = failed_check_run(event_instance, blocking=True)
-    assert "0 asset alert(s) sent" in (evaluate_checks(event_instance, start.cursor).skip_reason.skip_message or "")
-    run_failure_alert(
-        dg.build_run_status_sensor_context(
-            sensor_name="run_failure_alert",
-            dagster_instance=event_instance,
-            dagster_run=result.dagster_run,
-            dagster_event=result.get_run_failure_event(),
-        ).for_run_failure()
+    assert "0 asset alert(s) sent" in (
+        evaluate_asset_alert(event_instance, start.cursor).skip_reason.skip_message or ""
     )
+    run_failure_alert(failure_context(event_instance, result, "run_failure_alert"))
     [alert] = [json.loads(r["body"]) for r in receiver.requests]  # type: ignore[arg-type]
     assert "shelf_is_full" in alert["text"] and alert["run_id"] == result.run_id
 
@@ -448,16 +450,16 @@ def test_an_asset_whose_freshness_policy_fails_is_alerted_once_with_a_link_to_it
     event_instance: dg.DagsterInstance, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(WEBHOOK_ENV, f"{receiver.url}/hook")
-    start = evaluate_checks(event_instance, None)
-    # What the daemon's freshness evaluation records when book_details goes past its window, and back.
+    start = evaluate_asset_alert(event_instance, None)
+    # What the daemon's freshness evaluation records as book_details nears, then passes, its window.
     for previous, new in ((FreshnessState.PASS, FreshnessState.WARN), (FreshnessState.WARN, FreshnessState.FAIL)):
         event_instance._report_runless_asset_event(
             FreshnessStateChange(
                 key=dg.AssetKey("book_details"), previous_state=previous, new_state=new, state_change_timestamp=0.0
             )
         )
-    first = evaluate_checks(event_instance, start.cursor)
-    again = evaluate_checks(event_instance, first.cursor)
+    first = evaluate_asset_alert(event_instance, start.cursor)
+    again = evaluate_asset_alert(event_instance, first.cursor)
     [alert] = [json.loads(r["body"]) for r in receiver.requests]  # type: ignore[arg-type]
     assert alert["asset"] == "book_details" and alert["previous_state"] == "WARN"
     assert alert["text"].startswith("book-pipeline: book_details is overdue: its freshness policy failed")
