@@ -137,7 +137,9 @@ def _serve_until_stopped(server: SandboxServer) -> None:
     previous = signal.signal(signal.SIGTERM, on_signal)
     seed, day = server.catalogue.seed, server.catalogue.day
     click.echo(f"Sandbox serving {len(server.catalogue)} books (seed {seed}, day {day}) at {server.url}/", err=False)
-    click.echo(f"Stats: {server.url}/__sandbox__/stats  Reset: {server.url}/__sandbox__/reset", err=True)
+    control = f"{server.url}/__sandbox__/"
+    click.echo(f"Stats: {control}stats  Reset: {control}reset", err=True)
+    click.echo(f"Next day: POST {control}day  Fault burst: POST {control}faults?error_rate=0.3&seconds=60", err=True)
     try:
         while not stopping.wait(0.5):
             pass

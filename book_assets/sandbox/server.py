@@ -24,10 +24,11 @@ import struct
 import threading
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from email.utils import formatdate, parsedate_to_datetime
 from types import TracebackType
 from typing import Any
+from urllib.parse import parse_qs
 
 from book_assets.sandbox.bomb import gzip_bomb
 from book_assets.sandbox.catalogue import Catalogue
@@ -35,6 +36,11 @@ from book_assets.sandbox.faults import NO_FAULTS, Action, Faults
 from book_assets.sandbox.pages import Site, error_html
 
 CONTROL_PREFIX = "/__sandbox__/"
+#: The faults an operator may switch on for a while (``POST /__sandbox__/faults``): the per-request rates and
+#: delays. Bombs are left out (their body is assembled at start-up), and so are scripts and connection caps.
+BURST_FIELDS = frozenset(
+    ("latency_s", "jitter_s", "error_rate", "rate_limit_rate", "reset_rate", "hang_rate", "hang_s", "truncate_rate")
+)
 SERVER_HEADER = "nginx/1.21.6"
 MAX_HEAD_BYTES = 64 * 1024
 _SERVER_LINE = f"Server: {SERVER_HEADER}\r\nDate: ".encode()
@@ -203,7 +209,10 @@ class SandboxApp:
     ) -> None:
         self.catalogue = catalogue
         self.site = Site(catalogue, js_mode=js_mode)
-        self.faults = faults
+        #: The faults the server started with; a burst (``start_burst``) stands in for them for a while.
+        self.base_faults = faults
+        self._burst: Faults | None = None
+        self._burst_until = 0.0
         self.seed = catalogue.seed if seed is None else seed
         self.keepalive_timeout_s = keepalive_timeout_s
         self.recorder = _Recorder()
@@ -223,6 +232,31 @@ class SandboxApp:
         if previous.catalogue.seed == catalogue.seed and previous.catalogue.day == catalogue.day - 1:
             self.site._day_before = previous  # its rendered pages tell which pages changed today
         self.catalogue = catalogue
+
+    def set_day(self, day: int) -> None:
+        """Serve simulated day ``day`` of the same catalogue from the next request on."""
+        self.set_catalogue(Catalogue(seed=self.catalogue.seed, day=day))
+
+    @property
+    def faults(self) -> Faults:
+        """The faults in force: the burst's until its end, else the base faults."""
+        if self._burst is not None and time.time() < self._burst_until:
+            return self._burst
+        return self.base_faults
+
+    def start_burst(self, overrides: dict[str, float], seconds: float) -> None:
+        """Serve with ``overrides`` applied to the base faults for ``seconds``, then with the base faults again.
+
+        A burst replaces the one before it; ``seconds=0`` ends the current one. Raises ``ValueError`` for a
+        field outside ``BURST_FIELDS`` or a value ``Faults`` rejects, and then changes nothing.
+        """
+        unknown = set(overrides) - BURST_FIELDS
+        if unknown:
+            raise ValueError(f"unknown fault {sorted(unknown)[0]!r}; use one of: {', '.join(sorted(BURST_FIELDS))}")
+        if seconds < 0:
+            raise ValueError("seconds must not be negative")
+        burst = replace(self.base_faults, **overrides) if seconds else None
+        self._burst, self._burst_until = burst, time.time() + seconds
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> None:
         if self.faults.max_connections is not None:
@@ -296,10 +330,11 @@ class SandboxApp:
             keep_alive = connection != "close" if version == "HTTP/1.1" else connection == "keep-alive"
             if "://" in target:  # absolute-form request target (proxy style)
                 target = "/" + target.split("://", 1)[1].partition("/")[2]
-            path = target.split("?", 1)[0].split("#", 1)[0] or "/"
+            path, _, query = target.split("#", 1)[0].partition("?")
+            path = path or "/"
 
             if path.startswith(CONTROL_PREFIX):
-                self._control(writer, method, path, keep_alive)
+                self._control(writer, method, path, query, keep_alive)
             else:
                 keep_alive = await self._site_request(writer, method, path, started, headers) and keep_alive
             if writer.transport.is_closing():
@@ -323,8 +358,9 @@ class SandboxApp:
             writer.write(data)
 
         n = recorder.begin(path, started)
+        faults = self.faults  # one burst or none for the whole request
         try:
-            decision = self.faults.decide(self.seed, path, n)
+            decision = faults.decide(self.seed, path, n)
             recorder.outcome(decision.action)
             if decision.delay_s:
                 await asyncio.sleep(decision.delay_s)
@@ -333,7 +369,7 @@ class SandboxApp:
                 _abort_with_reset(writer)
                 return False
             if action is Action.HANG:
-                await asyncio.sleep(self.faults.hang_s)
+                await asyncio.sleep(faults.hang_s)
                 writer.transport.abort()
                 return False
             if action is Action.NOT_FOUND:
@@ -344,7 +380,7 @@ class SandboxApp:
                 respond(status, error_html(status, _REASONS[status]), head_only=method == "HEAD")
                 return True
             if action is Action.RATE_LIMIT:
-                extra = f"Retry-After: {self.faults.retry_after_s}\r\n".encode()
+                extra = f"Retry-After: {faults.retry_after_s}\r\n".encode()
                 body = error_html(429, _REASONS[429])
                 respond(429, body, head_only=method == "HEAD", extra=extra)
                 return True
@@ -363,7 +399,7 @@ class SandboxApp:
                 respond(304, b"", extra=validators, not_modified=True)
                 return True
             if action is Action.TRUNCATE and method == "GET":
-                cut = int(len(body) * self.faults.truncate_fraction)
+                cut = int(len(body) * faults.truncate_fraction)
                 respond(status, body, content_type=content_type, send_bytes=cut, extra=validators)
                 await writer.drain()
                 writer.transport.close()
@@ -390,25 +426,52 @@ class SandboxApp:
             return 404, self.site.not_found, b"text/html"
         return 200, body, b"text/html"
 
-    def _control(self, writer: asyncio.StreamWriter, method: str, path: str, keep_alive: bool) -> None:
-        """The observability endpoint: never counted, never faulted."""
-        if path == CONTROL_PREFIX + "stats" and method in ("GET", "HEAD"):
-            payload: dict[str, Any] = self.recorder.snapshot().to_json()
-        elif path == CONTROL_PREFIX + "reset" and method in ("GET", "POST"):
-            self.recorder.reset()
-            payload = {"reset": True}
-        else:
-            self._respond(writer, 404, error_html(404, "Not Found"), keep_alive=keep_alive)
-            return
+    def _control(self, writer: asyncio.StreamWriter, method: str, path: str, query: str, keep_alive: bool) -> None:
+        """The operator's endpoints: never counted, never faulted.
+
+        ``GET stats``, ``GET|POST reset``; ``GET day``, ``POST day?to=N`` (no ``to``: the next day);
+        ``GET faults``, ``POST faults?error_rate=0.3&seconds=60`` (a burst; ``seconds=0`` ends it).
+        """
+        params = {name: values[-1] for name, values in parse_qs(query).items()}
+        name = path.removeprefix(CONTROL_PREFIX)
+        status = 200
+        try:
+            if name == "stats" and method in ("GET", "HEAD"):
+                payload: dict[str, Any] = self.recorder.snapshot().to_json()
+            elif name == "reset" and method in ("GET", "POST"):
+                self.recorder.reset()
+                payload = {"reset": True}
+            elif name == "day" and method in ("GET", "HEAD", "POST"):
+                if method == "POST":
+                    self.set_day(int(params["to"]) if "to" in params else self.catalogue.day + 1)
+                payload = {"seed": self.catalogue.seed, "day": self.catalogue.day, "books": len(self.catalogue)}
+            elif name == "faults" and method in ("GET", "HEAD", "POST"):
+                if method == "POST":
+                    seconds = float(params.pop("seconds", "60"))
+                    self.start_burst({field: float(value) for field, value in params.items()}, seconds)
+                payload = self._faults_json()
+            else:
+                self._respond(writer, 404, error_html(404, "Not Found"), keep_alive=keep_alive)
+                return
+        except ValueError as exc:  # a bad number, a day below 0, an unknown or invalid fault
+            status, payload = 400, {"error": str(exc)}
         body = json.dumps(payload).encode()
+        head_only = method == "HEAD"
         self._respond(
-            writer,
-            200,
-            body,
-            content_type=b"application/json",
-            head_only=method == "HEAD",
-            keep_alive=keep_alive,
+            writer, status, body, content_type=b"application/json", head_only=head_only, keep_alive=keep_alive
         )
+
+    def _faults_json(self) -> dict[str, Any]:
+        """The burst in force (the fields it changes and when it ends, in Unix time), or none."""
+        faults = self.faults
+        if faults is self.base_faults:
+            return {"burst": {}, "until": None}
+        changed = {
+            field: getattr(faults, field)
+            for field in sorted(BURST_FIELDS)
+            if getattr(faults, field) != getattr(self.base_faults, field)
+        }
+        return {"burst": changed, "until": self._burst_until}
 
     def _respond(self, writer: asyncio.StreamWriter, status: int, body: bytes, **options: Any) -> None:
         """Write one response (the options of :meth:`_response`)."""
@@ -477,9 +540,8 @@ class SandboxServer:
         port: int = 0,
         keepalive_timeout_s: float = 5.0,
     ) -> None:
-        self.catalogue = catalogue if catalogue is not None else Catalogue(seed=seed, day=day)
         self.app = SandboxApp(
-            self.catalogue,
+            catalogue if catalogue is not None else Catalogue(seed=seed, day=day),
             faults=faults or NO_FAULTS,
             js_mode=js_mode,
             seed=seed,
@@ -490,6 +552,11 @@ class SandboxServer:
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
         self._error: BaseException | None = None
+
+    @property
+    def catalogue(self) -> Catalogue:
+        """The catalogue served now (its day moves with ``set_day`` and ``POST /__sandbox__/day``)."""
+        return self.app.catalogue
 
     @property
     def faults(self) -> Faults:
@@ -559,9 +626,7 @@ class SandboxServer:
 
     def set_day(self, day: int) -> None:
         """Serve simulated day ``day`` of the same catalogue from now on, on the same port."""
-        catalogue = Catalogue(seed=self.catalogue.seed, day=day)
-        self.catalogue = catalogue
-        self.app.set_catalogue(catalogue)
+        self.app.set_day(day)
 
     def reset_stats(self) -> None:
         """Clear hit counts, concurrency peak and times; scripted failures start over."""
