@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from decimal import Decimal
 from typing import Any
 
 import pytest
 
 from book_assets.crawl.config import CrawlConfig
+from book_assets.sandbox.truth import stored_vs_truth
 from book_assets.settings import load_settings
+
+__all__ = ["books_rows", "sandbox_config", "stored_vs_truth"]
 
 
 def sandbox_config(base_url: str, **overrides: Any) -> CrawlConfig:
@@ -27,44 +29,6 @@ def sandbox_config(base_url: str, **overrides: Any) -> CrawlConfig:
         "lease_s": 30.0,
     }
     return CrawlConfig.from_settings(load_settings(**{**settings, **overrides}))
-
-
-def stored_vs_truth(rows: list[dict[str, Any]], truth: dict[str, Any], base_url: str) -> list[str]:
-    """Every difference between stored rows and the sandbox's ground truth, as readable lines."""
-    problems: list[str] = []
-    by_url = {r["url"]: r for r in rows}
-    expected_urls = {base_url.rstrip("/") + "/" + path.lstrip("/") for path in truth}
-    for missing in sorted(expected_urls - set(by_url))[:10]:
-        problems.append(f"missing {missing}")
-    for extra in sorted(set(by_url) - expected_urls)[:10]:
-        problems.append(f"unexpected {extra}")
-    for path, book in truth.items():
-        row = by_url.get(base_url.rstrip("/") + "/" + path.lstrip("/"))
-        if row is None:
-            continue
-        expected = {
-            "title": book.title,
-            "category": book.category,
-            "price_amount": book.price,
-            "price_excl_tax": book.price_excl_tax,
-            "price_incl_tax": book.price_incl_tax,
-            "tax": book.tax,
-            "rating_value": book.rating,
-            "upc": book.upc,
-            "product_type": book.product_type,
-            "availability": book.availability,
-            "stock": book.stock,
-            "num_reviews": book.num_reviews,
-            "description": book.description,
-            "price": f"£{book.price:.2f}",
-        }
-        for key, value in expected.items():
-            got = row[key]
-            if isinstance(value, Decimal):
-                got = Decimal(str(got)) if got is not None else None
-            if got != value:
-                problems.append(f"{path} {key}: stored {got!r}, served {value!r}")
-    return problems
 
 
 @pytest.fixture
