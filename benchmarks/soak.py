@@ -61,6 +61,7 @@ from book_assets.db import embedded
 from book_assets.db.connection import Database, resolve_database_url
 from book_assets.db.migrations import migrate
 from book_assets.queue import TaskQueue
+from book_assets.queue.failures import RequeuePolicy, failing_now
 from book_assets.sandbox.catalogue import Catalogue
 from book_assets.sandbox.truth import changes_by_day, stored_vs_truth
 from book_assets.settings import PROJECT_ROOT, load_settings
@@ -208,8 +209,11 @@ class Soak:
         self.pg_dir = pg_dir
         self.runs = Runs()
         self.day = 0
-        #: Days a successful run crawled whole: it started after the day was served and ended before the next.
+        #: Days the pipeline saw whole: with nothing running, a successful crawl started after the day was
+        #: served and no page is failing now (a page that failed in the crawl was stored by a later requeue),
+        #: so every change of the day had its chance to become a version before the next day was served.
         self.crawled_days: set[int] = set()
+        self.crawled_since_day = False
         self.day_set_at = time.time()
         self.faults: list[dict[str, Any]] = []
         self.pending_faults = {
@@ -270,25 +274,36 @@ class Soak:
     # --- the day -------------------------------------------------------------------------------------------
 
     def _after_success(self, runs: list[Any]) -> None:
-        """Count what the newest successes crawled, then move the sandbox to its next day when all is quiet."""
+        """Note the newest successful crawls, and the queue's rows after each."""
         for run in runs:
             if run.job_name != JOB or run.status != "SUCCESS" or run.run_id in self.counted:
                 continue
             self.counted.add(run.run_id)
             if run.started is not None and run.started >= self.day_set_at:
-                self.crawled_days.add(self.day)
+                self.crawled_since_day = True
             with contextlib.suppress(psycopg2.Error), Database(self.env["DATABASE_URL"], application_name="soak") as db:
                 queue = TaskQueue(db, task_types=TASK_TYPES, default_interval_s=0)
                 counts = queue.stats(top_failures=0).counts
                 self.tasks_after_run.append(sum(sum(by_status.values()) for by_status in counts.values()))
 
+    def _day_seen_whole(self, runs: list[Any]) -> bool:
+        if not self.crawled_since_day or any(run.status in UNFINISHED for run in runs):
+            return False
+        try:
+            with Database(self.env["DATABASE_URL"], application_name="soak") as db:
+                failing = failing_now(db, RequeuePolicy.of((), 0, 0)).failing
+        except psycopg2.Error:
+            return False
+        if failing == 0:
+            self.crawled_days.add(self.day)
+        return failing == 0
+
     def _next_day_if_quiet(self, runs: list[Any], ticks_left: bool) -> None:
-        if not ticks_left or self.day not in self.crawled_days:
-            return
-        if any(run.status in UNFINISHED for run in runs):
+        """Serve the next day once the pipeline saw this one whole, while ticks are left to crawl it."""
+        if not ticks_left or not self._day_seen_whole(runs):
             return
         answer = httpx.post(self.site + "__sandbox__/day", timeout=10).json()
-        self.day, self.day_set_at = answer["day"], time.time()
+        self.day, self.day_set_at, self.crawled_since_day = answer["day"], time.time(), False
         _say(f"sandbox: day {self.day} ({answer['books']} books)")
 
     # --- the loop ------------------------------------------------------------------------------------------
@@ -313,6 +328,7 @@ class Soak:
                 scheduling = False
                 _say("schedule stopped; waiting for every run to end")
             if not scheduling and self._quiet_for(90):
+                self._day_seen_whole(self.runs.all())
                 break
             time.sleep(POLL_S)
         return {"elapsed_s": round(time.monotonic() - started, 1)}
