@@ -1,9 +1,9 @@
 """Adaptive fetching: render in the browser only the page types whose records rendering changes.
 
-Why: on this 2-core machine plain HTTP crawls the sandbox at 88-154 pages/s and the browser at 8-11 (issue
-14), yet books.toscrape.com serves all its data in the HTML. Crawlee's ``AdaptivePlaywrightCrawler`` answers
-the same question per page by rendering a sample; here the answer is kept per (domain, page type) in
-PostgreSQL (``adaptive_decisions``), so every worker on every host shares it:
+Why: plain HTTP crawls the sandbox several times faster than the browser (``benchmarks/browser_bench.py``,
+``docs/benchmarks.md``), yet books.toscrape.com serves all its data in the HTML. Crawlee's
+``AdaptivePlaywrightCrawler`` answers the same question per page by rendering a sample; here the answer is
+kept per (domain, page type) in PostgreSQL (``adaptive_decisions``), so every worker on every host shares it:
 
 - ``probe``: a page is fetched both ways; its HTTP body and the browser's rendered DOM are parsed and the
   records compared. ``adaptive_probe_pages`` agreements switch the page type to ``http``. A worker renders
@@ -17,9 +17,9 @@ PostgreSQL (``adaptive_decisions``), so every worker on every host shares it:
   of the crawl (modes only move forward).
 
 Probes and sampled re-checks are rendered by one worker per host, its *renderer* (:class:`RendererRole`, a
-lock file every worker of the crawl on the host tries): a browser costs about 1.2 s of CPU to start and each
-render 45-90 ms, which on a 2-core machine cost the adaptive crawl a third of plain HTTP's speed when every
-worker started its own browser for a handful of renders (``benchmarks/browser_bench.py``). The other workers
+lock file every worker of the crawl on the host tries): starting a browser costs far more CPU than a render,
+so a browser in every worker for a handful of renders would cost the adaptive crawl a large share of plain
+HTTP's speed (``benchmarks/browser_bench.py``). The other workers
 fetch plain and check nothing; the renderer samples its own pages at the rate times the crawl's workers, so
 the crawl's share of re-checked pages stays near the rate. A worker starts a browser only when a render is
 due: as the renderer, or for a page type switched to the browser, or for a plain page that does not parse.

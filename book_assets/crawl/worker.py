@@ -62,10 +62,10 @@ THROTTLED_STATUSES = frozenset({429, 503})
 def refill_batch(capacity: int) -> int:
     """Free page slots the loop waits for before it claims again: half of them, at least one.
 
-    A claim is the queue's dearest statement and costs nearly as much for one task as for many (measured:
-    3.6 ms of server time for one, 6.3 ms for sixteen), so refilling each slot as its page finished made
-    claims most of the database's work per page. Claiming for half the slots at once cut the database's
-    CPU per page of an http crawl by a third; the autoscaler adds slots where waiting for half costs
+    A claim is the queue's dearest statement and costs nearly as much for one task as for many
+    (``benchmarks/queue_bench.py``), so refilling each slot as its page finishes would make claims most of
+    the database's work per page; claiming for half the slots at once spends a third less of the
+    database's CPU per page of an http crawl; the autoscaler adds slots where waiting for half costs
     throughput (a slow site, CPU to spare).
     """
     return max(1, capacity // 2)

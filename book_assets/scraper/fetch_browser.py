@@ -437,7 +437,7 @@ class BrowserFetcher:
         self._release_count()
         slot.uses += 1
         current = self._alive and slot.generation == self._generation
-        # A renderer that navigated many times holds on to garbage (V8 collects lazily): measured here, one
+        # A renderer that navigated many times holds on to garbage (V8 collects lazily): one
         # page's renderer grows from ~60 MB to ~500 MB over 300 book pages. A fresh page every
         # ``recycle_page_after`` fetches keeps each renderer small for the cost of a new tab (milliseconds).
         worn_out = slot.uses >= self.settings.recycle_page_after

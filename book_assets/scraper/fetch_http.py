@@ -1,8 +1,9 @@
 """Plain-HTTP fetcher on aiohttp: fast, keep-alive, no JavaScript.
 
-aiohttp rather than httpx: measured on the sandbox, 1000 book pages over 8 connections cost 0.1-0.3 ms of
-client CPU per page with aiohttp and 1.4-2.4 ms with httpx (whose connection pool checks every pooled
-socket on each request), and on two cores the client's CPU is taken from the crawl's parsing and storing.
+aiohttp rather than httpx: over sandbox book pages on 8 connections, httpx (whose connection pool checks
+every pooled socket on each request) spends several times aiohttp's client CPU per page
+(``benchmarks/browser_cpu.py --runs http``), and the client's CPU is taken from the crawl's parsing and
+storing.
 
 Redirects are followed by hand, one hop at a time, so each target's host is checked against
 ``allowed_domains`` *before* it is requested (automatic redirects would fetch it first).
