@@ -391,7 +391,7 @@ class Worker:
             log.exception("task %s (%s) failed unexpectedly", task.id, task.payload.get("url"))
             with contextlib.suppress(Exception):
                 current = self._in_flight.get(task.id, task)
-                await self._fail(current, ErrorKind.INTERNAL, f"{type(exc).__name__}: {exc}", retryable=True)
+                await self._fail(current, ErrorKind.INTERNAL, f"{type(exc).__name__}: {exc}")
         finally:
             self._in_flight.pop(task.id, None)
             self._jobs.pop(task.id, None)
@@ -408,7 +408,7 @@ class Worker:
         try:
             fetched, fallback = await self._fetch_paced(fetcher, task, validators)
         except FetchError as exc:
-            await self._fail(task, exc.kind, str(exc), retryable=exc.retryable, retry_after_s=exc.retry_after)
+            await self._fail(task, exc.kind, str(exc), retry_after_s=exc.retry_after)
             return
         self.stats.pages += 1
         if fetched.not_modified and validators is not None:
@@ -427,13 +427,13 @@ class Worker:
                 try:
                     rendered = await self._render(task)
                 except FetchError as exc:
-                    await self._fail(task, exc.kind, str(exc), retryable=exc.retryable, retry_after_s=exc.retry_after)
+                    await self._fail(task, exc.kind, str(exc), retry_after_s=exc.retry_after)
                     return
                 await self._handle(task, rendered)
                 self._learn_rendering_needed(task, fallback)
         except ParseError as exc:
             kind = ErrorKind.NOT_A_LISTING_PAGE if task.task_type == LISTING else exc.kind
-            await self._fail(task, kind, f"{kind}: {exc}", retryable=False)
+            await self._fail(task, kind, f"{kind}: {exc}")
 
     async def _obey_robots(self, task: Task) -> Task | None:
         """The task to fetch once robots.txt is consulted; None when it was failed instead, unrequested."""
@@ -443,11 +443,11 @@ class Worker:
         check = await self._robots.check(url, claimed_at=self._claimed_at.get(task.id, 0.0))
         if check.verdict is Verdict.DISALLOWED:
             kind = ErrorKind.ROBOTS_DISALLOWED
-            await self._fail(task, kind, f"{kind}: {check.reason}", retryable=False)
+            await self._fail(task, kind, f"{kind}: {check.reason}")
             return None
         if check.verdict is Verdict.UNREACHABLE:
             kind = ErrorKind.ROBOTS_UNREACHABLE
-            await self._fail(task, kind, f"{kind}: {check.reason}", retryable=True, retry_after_s=check.retry_in_s)
+            await self._fail(task, kind, f"{kind}: {check.reason}", retry_after_s=check.retry_in_s)
             return None
         return await self._db(self.queue.reslot, task) if check.reslot else task
 
@@ -583,12 +583,11 @@ class Worker:
             self.stats.disagreements += 1
             self._adaptive.count(*key, rendered=1, agreed=False)
 
-    async def _fail(
-        self, task: Task, kind: str, error: str, *, retryable: bool, retry_after_s: float | None = None
-    ) -> None:
+    async def _fail(self, task: Task, kind: ErrorKind, error: str, *, retry_after_s: float | None = None) -> None:
+        """Fail ``task`` as ``kind``: retried later when the kind is retryable, failed for good otherwise."""
         self.stats.errors[str(kind)] += 1
         outcome = await self._db(
-            self.queue.fail, task, error[:2000], kind=kind, retryable=retryable, retry_after_s=retry_after_s
+            self.queue.fail, task, error[:2000], kind=kind, retryable=kind.retryable, retry_after_s=retry_after_s
         )
         if outcome is FailOutcome.RETRY:
             self.stats.retried += 1
@@ -659,7 +658,7 @@ class Worker:
                 try:
                     await self._handle_listing(task, stored, validated_at=response.fetched_at)
                 except ParseError as exc:
-                    await self._fail(task, ErrorKind.NOT_A_LISTING_PAGE, f"stored copy: {exc}", retryable=False)
+                    await self._fail(task, ErrorKind.NOT_A_LISTING_PAGE, f"stored copy: {exc}")
                 return
 
             def _revalidate(cur: Any) -> tuple[StoredBook, str]:
@@ -668,7 +667,7 @@ class Worker:
             _book, category = await self._commits.complete_with(self._in_flight.get(task.id, task), _revalidate)
         except StaleCopy as exc:
             await self._db(forget_page, self.db, url)
-            await self._fail(task, exc.kind, str(exc), retryable=True)
+            await self._fail(task, exc.kind, str(exc))
             return
         self.stats.books_unchanged += 1
         self.stats.by_category[category] += 1

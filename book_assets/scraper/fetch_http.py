@@ -24,7 +24,7 @@ from urllib.parse import urljoin
 import aiohttp
 from yarl import URL
 
-from book_assets.scraper.errors import FetchError
+from book_assets.scraper.errors import ErrorKind, FetchError
 from book_assets.scraper.fetching import (
     NOT_MODIFIED,
     REDIRECT_STATUSES,
@@ -108,7 +108,7 @@ class HttpFetcher:
         try:
             if not host_allowed(url, self.settings.allowed_domains):
                 self._counters["offsite_blocked"] += 1
-                raise fetch_error("offsite", "host not in allowed_domains", url=url)
+                raise fetch_error(ErrorKind.OFFSITE, "host not in allowed_domains", url=url)
             async with self._semaphore:
                 started, fetched_at = time.monotonic(), utc_now()
                 try:
@@ -116,7 +116,7 @@ class HttpFetcher:
                         result = await self._follow(url, started, fetched_at, validators)
                 except TimeoutError as exc:
                     raise fetch_error(
-                        "timeout", f"no complete response in {self.settings.timeout_s}s", url=url
+                        ErrorKind.TIMEOUT, f"no complete response in {self.settings.timeout_s}s", url=url
                     ) from exc
         except FetchError:
             self._counters["errors"] += 1
@@ -139,7 +139,10 @@ class HttpFetcher:
                 if not host_allowed(target, self.settings.allowed_domains):
                     self._counters["offsite_blocked"] += 1
                     raise fetch_error(
-                        "offsite_redirect", f"redirect to {target} outside allowed_domains", url=url, status=status
+                        ErrorKind.OFFSITE_REDIRECT,
+                        f"redirect to {target} outside allowed_domains",
+                        url=url,
+                        status=status,
                     )
                 self._counters["redirects_followed"] += 1
                 current = target
@@ -168,7 +171,7 @@ class HttpFetcher:
                 elapsed_s=time.monotonic() - started,
                 request_headers=sent,
             )
-        raise fetch_error("redirect_loop", f"more than {self.settings.max_redirects} redirects", url=url)
+        raise fetch_error(ErrorKind.REDIRECT_LOOP, f"more than {self.settings.max_redirects} redirects", url=url)
 
     async def _get(
         self, url: str, extra_headers: dict[str, str] | None = None
@@ -202,7 +205,9 @@ class HttpFetcher:
                         chunks.append(chunk)
                 except aiohttp.ClientError as exc:
                     # The peer closed (or reset) before Content-Length or the last chunk arrived.
-                    raise fetch_error("truncated", f"body cut short: {_describe(exc)}", url=url, status=status) from exc
+                    raise fetch_error(
+                        ErrorKind.TRUNCATED, f"body cut short: {_describe(exc)}", url=url, status=status
+                    ) from exc
                 truncated = truncation_error(url, headers, size)
                 if truncated is not None:
                     raise truncated
@@ -210,11 +215,11 @@ class HttpFetcher:
         except FetchError:
             raise
         except (aiohttp.ServerTimeoutError, aiohttp.ConnectionTimeoutError, aiohttp.SocketTimeoutError) as exc:
-            raise fetch_error("timeout", _describe(exc), url=url) from exc
+            raise fetch_error(ErrorKind.TIMEOUT, _describe(exc), url=url) from exc
         except (aiohttp.InvalidURL, aiohttp.NonHttpUrlClientError, ValueError) as exc:
-            raise fetch_error("bad_url", _describe(exc), url=url) from exc
+            raise fetch_error(ErrorKind.BAD_URL, _describe(exc), url=url) from exc
         except aiohttp.ClientError as exc:
-            raise fetch_error("connection", _describe(exc), url=url) from exc
+            raise fetch_error(ErrorKind.CONNECTION, _describe(exc), url=url) from exc
 
 
 def _request_url(url: str) -> URL:
