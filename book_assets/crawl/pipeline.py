@@ -24,8 +24,9 @@ from book_assets.crawl.drain import drain as run_drain
 from book_assets.crawl.pages import revalidated_since
 from book_assets.crawl.removals import OpenCrawl, Removals, open_crawl, settle
 from book_assets.crawl.robots import RobotsRecord, forget_robots, list_robots
+from book_assets.crawl.stats import WorkerStats
 from book_assets.crawl.storage import book_counts, versions_since
-from book_assets.crawl.worker import WorkerStats, make_queue
+from book_assets.crawl.worker import make_queue
 from book_assets.db.connection import Database
 from book_assets.db.migrations import migrate
 from book_assets.queue import AutoThrottle, GroupBudget, TaskQueue, domain_of
