@@ -85,13 +85,13 @@ class FetchStrategy:
     def rendering_needed(self, task: Task) -> None:
         """A page parsed only once rendered (called after :meth:`render`)."""
 
-    def fetcher_stats(self) -> dict[str, int]:
+    def fetcher_stats(self) -> Counter[str]:
         """The fetchers' counters, summed."""
         total: Counter[str] = Counter()
         for fetcher in (self._http, self._browser):
             if fetcher is not None:
                 total.update(fetcher.stats())
-        return dict(total)
+        return total
 
     @property
     def browsers(self) -> int:

@@ -40,7 +40,7 @@ from book_assets.crawl.robots import RobotsGate, Verdict
 from book_assets.crawl.stats import WorkerStats
 from book_assets.crawl.storage import StoredBook, parse_served_or_rendered, write_book
 from book_assets.db.connection import Database
-from book_assets.queue import ClaimResult, FailOutcome, GroupCommit, LeaseLost, NewTask, Task, TaskQueue
+from book_assets.queue import ClaimResult, FailOutcome, GroupCommit, LeaseLost, Task, TaskQueue
 from book_assets.scraper.errors import ErrorKind, FetchError, ParseError
 from book_assets.scraper.fetching import FetchResult, Validators
 from book_assets.scraper.parsers import parse_listing
@@ -232,7 +232,6 @@ class Worker:
             job = self._jobs.get(task_id)
             if job is not None and not job.done():
                 job.cancel()
-                self.stats.lost_leases += 1
             self._in_flight.pop(task_id, None)
 
     async def _wait_for_work(self, retry_in_s: float | None) -> None:
@@ -262,7 +261,7 @@ class Worker:
         except asyncio.CancelledError:
             raise
         except LeaseLost:  # another worker owns the task now; it will finish it
-            self.stats.lost_leases += 1
+            pass
         except Exception as exc:  # a bug or an outage: record it on the task, keep the worker alive
             log.exception("task %s (%s) failed unexpectedly", task.id, task.payload.get("url"))
             with contextlib.suppress(Exception):
@@ -368,19 +367,15 @@ class Worker:
         )
         if outcome is FailOutcome.RETRY:
             self.stats.retried += 1
-        else:
-            self.stats.failed += 1
 
     async def _handle_listing(self, task: Task, fetched: FetchResult, validated_at: datetime | None = None) -> None:
         """Enqueue what the listing page links to; store the page (its copy answers a later 304) and
         complete the task in one transaction, under the task's lease."""
         page = parse_listing(fetched.html, fetched.final_url)
         outcome = listing_tasks(task.payload, page, self.config)
-        self.stats.listing_pages += 1
         self.stats.books_found += outcome.cards
         if outcome.tasks:
-            created = await self._db(self._enqueue, outcome.tasks)
-            self.stats.new_detail_tasks += created
+            await self._db(self.queue.enqueue_many, outcome.tasks)
         url = str(task.payload["url"])
         record = listing_record(task.payload, page, outcome)
 
@@ -390,10 +385,6 @@ class Worker:
                 record_listing(cur, record)
 
         await self._commits.complete_with(self._in_flight.get(task.id, task), _store)
-
-    def _enqueue(self, tasks: list[NewTask]) -> int:
-        results = self.queue.enqueue_many(tasks)
-        return sum(1 for t, r in zip(tasks, results, strict=True) if r.created and t.task_type == DETAIL)
 
     async def _handle_detail(self, task: Task, fetched: FetchResult) -> None:
         """Store the book and complete its task in one transaction, under the task's lease.
