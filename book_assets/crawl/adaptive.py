@@ -8,7 +8,7 @@ kept per (domain, page type) in PostgreSQL (``adaptive_decisions``), so every wo
 - ``probe``: a page is fetched both ways; its HTTP body and the browser's rendered DOM are parsed and the
   records compared. ``adaptive_probe_pages`` agreements switch the page type to ``http``. A worker renders
   one probe per page type at a time and fetches the rest plain meanwhile: storage prefers the served HTML
-  whenever it is a complete page (``storage.parse_served_or_rendered``), so a plain page stores exactly
+  whenever it is a complete page (``store.books.parse_served_or_rendered``), so a plain page stores exactly
   what the browser would, and one that does not parse is rendered anyway (see ``http``).
 - ``http``: pages are fetched plain; a sample (``adaptive_sample_rate``, chosen by a hash of the URL so a
   retry samples the same pages) is re-checked in the browser, and a page whose plain HTML does not parse is

@@ -2,7 +2,7 @@
 
 Each task goes claim → politeness slot → fetch → handle → complete. The fetch is the fetch mode's strategy
 (:mod:`book_assets.crawl.fetch_modes`: http, browser, adaptive). Plain fetches of pages fetched before are
-conditional (``conditional_requests``, :mod:`book_assets.crawl.pages`): a 304 keeps a book as stored and parses
+conditional (``conditional_requests``, :mod:`book_assets.store.pages`): a 304 keeps a book as stored and parses
 a listing page's stored copy again. Browser fetches are not.
 
 The loop claims as many tasks as it has free page slots (fairly scheduled by the queue) once half of them are
@@ -32,18 +32,18 @@ from typing import Any, TypeVar
 from book_assets.archive.writer import ArchiveWriter
 from book_assets.crawl.autoscale import Autoscaler, LoadMonitor
 from book_assets.crawl.config import DETAIL, LISTING, TASK_TYPES, CrawlConfig
-from book_assets.crawl.discovery import listing_tasks
+from book_assets.crawl.discovery import listing_record, listing_tasks
 from book_assets.crawl.fetch_modes import Fetched, fetch_strategy
-from book_assets.crawl.pages import StaleCopy, forget_page, page_validators, revalidate_book, stored_copy, write_page
-from book_assets.crawl.removals import listing_record, record_listing
 from book_assets.crawl.robots import RobotsGate, Verdict
 from book_assets.crawl.stats import WorkerStats
-from book_assets.crawl.storage import StoredBook, parse_served_or_rendered, write_book
 from book_assets.db.connection import Database
 from book_assets.queue import ClaimResult, FailOutcome, GroupCommit, LeaseLost, Task, TaskQueue
 from book_assets.scraper.errors import ErrorKind, FetchError, ParseError
 from book_assets.scraper.fetching import FetchResult, Validators
 from book_assets.scraper.parsers import parse_listing
+from book_assets.store.books import StoredBook, parse_served_or_rendered, write_book
+from book_assets.store.pages import StaleCopy, forget_page, page_validators, revalidate_book, stored_copy, write_page
+from book_assets.store.removals import record_listing
 from book_assets.urls import canonical_url
 
 log = logging.getLogger(__name__)

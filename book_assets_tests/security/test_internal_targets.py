@@ -13,7 +13,6 @@ from collections.abc import Iterator
 import pytest
 
 from book_assets.crawl.pipeline import crawl
-from book_assets.crawl.storage import book_counts
 from book_assets.db.connection import Database
 from book_assets.sandbox.catalogue import Catalogue
 from book_assets.sandbox.pages import Site
@@ -22,6 +21,7 @@ from book_assets.scraper.fetch_browser import BrowserFetcher
 from book_assets.scraper.fetch_http import HttpFetcher
 from book_assets.scraper.fetching import Fetcher, FetchSettings
 from book_assets.scraper.targets import with_start_port
+from book_assets.store.books import book_counts
 from book_assets_tests.crawl.conftest import sandbox_config
 from book_assets_tests.reliability.conftest import task_counts
 from book_assets_tests.reliability.stub_site import Page, StubSite

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from book_assets.scheduling.snapshot.files import atomic_write
+from book_assets.publish.files import atomic_write
 
 if TYPE_CHECKING:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
