@@ -151,51 +151,62 @@ def settle(db: Database, crawl: OpenCrawl | None, *, undecided: str | None = Non
     not_crawled = len(linked - set(verdicts))
     if undecided is None and not complete:
         undecided = "no category's listing pages all completed in this crawl"
+    verdict = _Verdict(tuple(h for h, _ in complete), tuple(c for _, c in complete), incomplete, not_crawled)
+    return db.run(lambda cur: _close(cur, crawl, verdict, undecided))
+
+
+@dataclass(frozen=True)
+class _Verdict:
+    """What the listing pages decided: the complete (host, category) pairs as two parallel tuples."""
+
+    hosts: tuple[str, ...]
+    categories: tuple[str, ...]
+    incomplete: tuple[str, ...]
+    not_crawled: int
+
+
+def _close(cur: Cursor, crawl: OpenCrawl, verdict: _Verdict, undecided: str | None) -> Removals:
+    """Mark back the books listed again, mark removed (unless ``undecided``) and close ``crawl``, under its lock."""
     params = {"since": crawl.started_at, "crawl_id": crawl.id}
-
-    def _settle(cur: Cursor) -> Removals:
-        cur.execute(Q["lock_crawl"], {"id": crawl.id})
-        row = cur.fetchone()
-        if row is not None and row["outcome"] == "abandoned":
-            return Removals(decided=False, reason=row["note"] or "abandoned")
-        if row is not None and row["outcome"] in ("decided", "undecided"):
-            return Removals(
-                decided=row["outcome"] == "decided",
-                removed=row["removed"] or 0,
-                returned=row["returned"] or 0,
-                reason=row["note"] or "",
-            )
-        cur.execute(Q["mark_returned"], params)
-        returned = len(cur.fetchall())
-        removed = 0
-        if undecided is None:
-            hosts, categories = [h for h, _ in complete], [c for _, c in complete]
-            cur.execute(Q["mark_removed"], {**params, "hosts": hosts, "categories": categories})
-            removed = len(cur.fetchall())
-        cur.execute(
-            Q["close_crawl"],
-            {
-                "id": crawl.id,
-                "outcome": "decided" if undecided is None else "undecided",
-                "complete": len(complete),
-                "incomplete": len(incomplete),
-                "removed": removed,
-                "returned": returned,
-                "note": undecided,
-            },
-        )
-        if undecided is not None:
-            return Removals(decided=False, returned=returned, reason=undecided)
+    cur.execute(Q["lock_crawl"], {"id": crawl.id})
+    row = cur.fetchone()
+    if row is not None and row["outcome"] == "abandoned":
+        return Removals(decided=False, reason=row["note"] or "abandoned")
+    if row is not None and row["outcome"] in ("decided", "undecided"):
         return Removals(
-            decided=True,
-            removed=removed,
-            returned=returned,
-            complete=len(complete),
-            incomplete=incomplete,
-            not_crawled=not_crawled,
+            decided=row["outcome"] == "decided",
+            removed=row["removed"] or 0,
+            returned=row["returned"] or 0,
+            reason=row["note"] or "",
         )
-
-    return db.run(_settle)
+    cur.execute(Q["mark_returned"], params)
+    returned = len(cur.fetchall())
+    removed = 0
+    if undecided is None:
+        cur.execute(Q["mark_removed"], {**params, "hosts": list(verdict.hosts), "categories": list(verdict.categories)})
+        removed = len(cur.fetchall())
+    cur.execute(
+        Q["close_crawl"],
+        {
+            "id": crawl.id,
+            "outcome": "decided" if undecided is None else "undecided",
+            "complete": len(verdict.categories),
+            "incomplete": len(verdict.incomplete),
+            "removed": removed,
+            "returned": returned,
+            "note": undecided,
+        },
+    )
+    if undecided is not None:
+        return Removals(decided=False, returned=returned, reason=undecided)
+    return Removals(
+        decided=True,
+        removed=removed,
+        returned=returned,
+        complete=len(verdict.categories),
+        incomplete=verdict.incomplete,
+        not_crawled=verdict.not_crawled,
+    )
 
 
 def _listed_page(row: dict[str, Any]) -> ListedPage:
