@@ -133,6 +133,8 @@ def _read_cache(folder: Path) -> dict[str, Any]:
 def _cached(known: dict[str, Any], path: Path) -> tuple[FileScan | None, list[str] | None]:
     """The cached scan and lines of ``path`` if it has the size and time it had when read, else (None, None)."""
     entry = known.get(path.name)
+    if entry is None:
+        return None, None
     try:
         stat = path.stat()
         if entry["size"] != stat.st_size or entry["mtime_ns"] != stat.st_mtime_ns:

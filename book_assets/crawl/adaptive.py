@@ -44,11 +44,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
 
 from book_assets.crawl.config import LISTING
 from book_assets.db.connection import Database
 from book_assets.scraper.errors import ParseError
+from book_assets.scraper.models import BookDetail, ListingPage
 from book_assets.scraper.parsers import parse_book, parse_listing
 from book_assets.sql import load_queries
 
@@ -94,7 +94,7 @@ def sampled(url: str, rate: float) -> bool:
     return digest / 2**64 < rate
 
 
-def _parse(page_type: str, html: str, url: str) -> Any:
+def _parse(page_type: str, html: str, url: str) -> ListingPage | BookDetail:
     return parse_listing(html, url) if page_type == LISTING else parse_book(html, url)
 
 
@@ -108,7 +108,7 @@ def records_agree(page_type: str, plain_html: str, rendered_html: str | None, ur
     except ParseError:
         return True
     try:
-        return _parse(page_type, plain_html, url) == rendered
+        return bool(_parse(page_type, plain_html, url) == rendered)
     except ParseError:
         return False
 

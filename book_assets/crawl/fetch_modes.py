@@ -17,14 +17,14 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections import Counter
-from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 from urllib.parse import urlsplit
 
 from book_assets.crawl.adaptive import AdaptiveState, Mode, RendererRole, records_agree, sampled
 from book_assets.crawl.config import CrawlConfig
+from book_assets.crawl.dbthread import DbRunner
 from book_assets.crawl.stats import WorkerStats
 from book_assets.db.connection import Database
 from book_assets.queue import Task
@@ -36,8 +36,6 @@ if TYPE_CHECKING:  # imported when a browser is needed: Playwright costs ~0.4 s 
     from book_assets.scraper.fetch_browser import BrowserFetcher
 
 log = logging.getLogger(__name__)
-#: Runs a blocking database call on the worker's database thread.
-DbRunner = Callable[..., Awaitable[Any]]
 
 
 @dataclass(frozen=True, slots=True)

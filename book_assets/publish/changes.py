@@ -112,7 +112,7 @@ def write_chart(counts: dict[date, dict[str, int]], path: Path) -> Path:
     ax.legend(loc="upper left", fontsize=8)
     ax.grid(axis="y", alpha=0.3)
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, lambda p: canvas.print_png(str(p)))
+    atomic_write(path, lambda p: canvas.print_png(str(p)))  # type: ignore[no-untyped-call]  # matplotlib: unannotated
     return path
 
 

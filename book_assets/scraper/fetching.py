@@ -84,7 +84,7 @@ class FetchSettings:
     timeout_s: float = default("timeout_s")
     block_resource_types: frozenset[str] = frozenset(default("block_resource_types"))
     block_url_patterns: tuple[str, ...] = default("block_url_patterns")
-    allowed_domains: frozenset[str] = field(default_factory=lambda: frozenset({urlsplit(LIVE_SITE_URL).hostname}))
+    allowed_domains: frozenset[str] = field(default_factory=lambda: frozenset({urlsplit(LIVE_SITE_URL).hostname or ""}))
     max_body_bytes: int = default("max_body_bytes")
     max_redirects: int = default("max_redirects")
     relaunch_after_pages: int = default("relaunch_after_pages")
@@ -399,7 +399,7 @@ def meta_refresh_target(body: bytes, base_url: str) -> str | None:
         if _REFRESH.search(tag):
             match = _REFRESH_URL.search(tag)
             if match:
-                return urljoin(base_url, match.group(1).decode("utf-8", "replace"))
+                return urljoin(base_url, bytes(match.group(1)).decode("utf-8", "replace"))
     return None
 
 

@@ -46,5 +46,5 @@ def share_chart(summary: pd.DataFrame) -> FigureCanvasAgg:
 
 
 def write_chart(summary: pd.DataFrame, path: Path) -> Path:
-    atomic_write(path, lambda p: share_chart(summary).print_png(str(p)))
+    atomic_write(path, lambda p: share_chart(summary).print_png(str(p)))  # type: ignore[no-untyped-call]  # matplotlib: unannotated
     return path
