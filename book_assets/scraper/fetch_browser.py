@@ -61,6 +61,7 @@ from book_assets.scraper.fetching import (
     fetch_error,
     host_allowed,
     meta_refresh_target,
+    refuse_offsite,
     too_large_error,
     truncation_error,
     utc_now,
@@ -461,9 +462,7 @@ class BrowserFetcher:
             FetchError: classified as in ``fetching`` plus "browser_crashed" (retryable).
         """
         try:
-            if not host_allowed(url, self.settings.allowed_domains):
-                self._counters["offsite_blocked"] += 1
-                raise fetch_error(ErrorKind.OFFSITE, "host not in allowed_domains", url=url)
+            refuse_offsite(url, self.settings.allowed_domains, self._counters)
             async with self._semaphore:
                 slot = await self._open_slot(
                     url, self.settings.javascript != "off" if javascript is None else javascript

@@ -37,6 +37,7 @@ from book_assets.scraper.fetching import (
     error_for_status,
     fetch_error,
     host_allowed,
+    refuse_offsite,
     too_large_error,
     truncation_error,
     utc_now,
@@ -106,9 +107,7 @@ class HttpFetcher:
         a result whose ``not_modified`` is set; without them a 304 is a ``not_modified_unasked`` error.
         """
         try:
-            if not host_allowed(url, self.settings.allowed_domains):
-                self._counters["offsite_blocked"] += 1
-                raise fetch_error(ErrorKind.OFFSITE, "host not in allowed_domains", url=url)
+            refuse_offsite(url, self.settings.allowed_domains, self._counters)
             async with self._semaphore:
                 started, fetched_at = time.monotonic(), utc_now()
                 try:

@@ -36,6 +36,7 @@ __all__ = [
     "host_allowed",
     "not_modified_error",
     "parse_retry_after",
+    "refuse_offsite",
     "truncation_error",
     "validators_of",
 ]
@@ -280,6 +281,13 @@ def host_allowed(url: str, allowed_domains: frozenset[str]) -> bool:
     allowed (the queue would refuse it anyway).
     """
     return target_allowed(url, allowed_domains)
+
+
+def refuse_offsite(url: str, allowed_domains: frozenset[str], counters: dict[str, int]) -> None:
+    """Raise the permanent ``offsite`` error for a URL outside ``allowed_domains``, counted as blocked."""
+    if not host_allowed(url, allowed_domains):
+        counters["offsite_blocked"] += 1
+        raise fetch_error(ErrorKind.OFFSITE, "host not in allowed_domains", url=url)
 
 
 def parse_retry_after(value: str | None, now: datetime | None = None) -> float | None:
