@@ -1,4 +1,4 @@
-"""Adaptive fetching (issue 14): plain HTTP where it gives the browser's records, the browser elsewhere.
+"""Adaptive fetching: plain HTTP where it gives the browser's records, the browser elsewhere.
 
 Against the sandbox (normal and ``js_mode``) and a stub site whose book pages a script changes, with the
 decision read back from PostgreSQL, where every worker shares it.

@@ -1,4 +1,4 @@
-"""Exports a spreadsheet can open safely (#12): formula-looking text is neutralised in CSV only (OWASP's CSV
+"""Exports a spreadsheet can open safely: formula-looking text is neutralised in CSV only (OWASP's CSV
 injection advice); JSON Lines and Parquet keep every value exactly as stored.
 """
 

@@ -1,4 +1,4 @@
-"""No request to an internal address (#12): a "secret" server on the second loopback address 127.0.0.2, and
+"""No request to an internal address: a "secret" server on the second loopback address 127.0.0.2, and
 another on the crawl's own host at another port (where a Dagster UI or a database would listen), must get
 0 requests from either fetch mode — direct, through redirects (absolute, scheme-relative, via an allowed
 hop), through a meta refresh, and through a whole crawl whose listing links to them.
