@@ -127,8 +127,8 @@ def db_status() -> None:
     if version == 0:
         return
     from book_assets.crawl.config import TASK_TYPES
-    from book_assets.crawl.storage import book_counts
     from book_assets.queue import TaskQueue
+    from book_assets.store.books import book_counts
 
     stats = TaskQueue(database, task_types=TASK_TYPES).stats()
     for status in sorted({s for by_status in stats.counts.values() for s in by_status}):
@@ -218,8 +218,8 @@ def status_cmd() -> None:
     """Queue and book counts."""
     from book_assets.crawl.config import DETAIL, TASK_TYPES
     from book_assets.crawl.pipeline import budget_line
-    from book_assets.crawl.storage import book_counts
     from book_assets.queue import TaskQueue
+    from book_assets.store.books import book_counts
 
     database = open_database(load_settings())
     queue = TaskQueue(database, task_types=TASK_TYPES)
@@ -251,7 +251,7 @@ def status_cmd() -> None:
 @user_errors
 def export_cmd(fmt: str, output: Path | None, with_html: bool) -> None:
     """Write the stored books (all structured fields) to a file."""
-    from book_assets.crawl.export import export_books
+    from book_assets.publish.export import export_books
 
     settings = load_settings()
     target = output or settings.data_dir / "exports" / f"books.{fmt}"
@@ -272,7 +272,7 @@ def changes_cmd(day: Any, fmt: str, output: Path | None) -> None:
     """The change feed of a day: each book new, changed (with its fields), removed or returned that day."""
     from datetime import UTC, datetime
 
-    from book_assets.crawl.changes import changes_of_day, export_changes, write_changes
+    from book_assets.publish.changes import changes_of_day, export_changes, write_changes
 
     when = day.date() if day is not None else datetime.now(UTC).date()
     with open_database(load_settings()) as database:
@@ -304,7 +304,7 @@ def reextract_cmd(from_warc: bool, day: Any, write: bool) -> None:
         return
     if day is not None or write:
         raise click.UsageError("--day and --write go with --from-warc")
-    from book_assets.crawl.storage import reextract
+    from book_assets.store.books import reextract
 
     report = reextract(open_database(load_settings()))
     click.echo(f"re-extracted {report.scanned} books: {report.changed} changed, {report.unparseable} unparseable")

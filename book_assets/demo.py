@@ -29,7 +29,6 @@ import dagster as dg
 from book_assets.crawl.config import TASK_TYPES
 from book_assets.crawl.drain import TICK_S
 from book_assets.crawl.pipeline import ProgressBar
-from book_assets.crawl.storage import book_counts
 from book_assets.dagster_instance import dagster_environment
 from book_assets.db.connection import Database, mask_url
 from book_assets.db.migrations import migrate
@@ -46,6 +45,7 @@ from book_assets.queue import TaskQueue
 from book_assets.sandbox.server import SandboxServer
 from book_assets.settings import Settings
 from book_assets.sql import load_queries
+from book_assets.store.books import book_counts
 
 DEMO_PORT = 8800
 CHECKS = load_queries("checks")

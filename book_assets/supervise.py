@@ -1,11 +1,11 @@
 """Run long-lived child programs (dagster-webserver, dagster-daemon) that end with their parent.
 
-Why: ``book-pipeline ui`` used to start the daemon with ``Popen`` and the webserver with ``run``; a SIGTERM
-(``kill``, a service manager, a container stop) ends Python at once, without ``finally`` blocks, and both
-children — and the code servers *they* start — kept running, holding the port and the database. Here
-each child gets a process group of its own, and SIGTERM, SIGINT or SIGHUP to the parent, or the exit of
-any one child, stops every group: SIGTERM first, SIGKILL after ``grace_s``. A group, not a pid, because
-the webserver and the daemon each spawn gRPC code servers that would otherwise be orphaned.
+Why: a SIGTERM (``kill``, a service manager, a container stop) ends Python at once, without ``finally``
+blocks, so children started with a plain ``Popen`` — and the code servers *they* start — would keep running,
+holding the port and the database. Here each child gets a process group of its own, and SIGTERM, SIGINT or
+SIGHUP to the parent, or the exit of any one child, stops every group: SIGTERM first, SIGKILL after
+``grace_s``. A group, not a pid, because the webserver and the daemon each spawn gRPC code servers that would
+otherwise be orphaned.
 """
 
 from __future__ import annotations

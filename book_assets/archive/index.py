@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
@@ -27,6 +26,7 @@ from warcio.limitreader import LimitReader
 
 from book_assets.archive.reader import ArchiveDamage, FileScan, archive_files, scan
 from book_assets.archive.writer import day_folder
+from book_assets.publish.files import atomic_write_text
 
 INDEX_NAME = "index.cdxj"
 #: Each file's scan and index lines as of its last reading, with the size and time it had then.
@@ -110,16 +110,9 @@ def index_day(archive_dir: Path, day: date) -> ArchiveSummary:
         lines += file_lines
     lines.sort()
     target = folder / INDEX_NAME
-    _replace(target, "".join(lines))
-    _replace(folder / FILES_CACHE_NAME, json.dumps(entries))
+    atomic_write_text(target, "".join(lines))
+    atomic_write_text(folder / FILES_CACHE_NAME, json.dumps(entries))
     return ArchiveSummary(day, folder, scans, target, len(lines))
-
-
-def _replace(target: Path, text: str) -> None:
-    """Write ``text`` beside ``target`` and rename it into place: a reader sees the old file or the new one."""
-    partial = target.parent / f".{target.name}.{os.getpid()}"
-    partial.write_text(text, encoding="utf-8")
-    partial.replace(target)
 
 
 def _entry(file: FileScan, lines: list[str], mtime_ns: int) -> dict[str, Any]:
@@ -140,6 +133,8 @@ def _read_cache(folder: Path) -> dict[str, Any]:
 def _cached(known: dict[str, Any], path: Path) -> tuple[FileScan | None, list[str] | None]:
     """The cached scan and lines of ``path`` if it has the size and time it had when read, else (None, None)."""
     entry = known.get(path.name)
+    if entry is None:
+        return None, None
     try:
         stat = path.stat()
         if entry["size"] != stat.st_size or entry["mtime_ns"] != stat.st_mtime_ns:

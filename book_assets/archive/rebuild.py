@@ -1,14 +1,14 @@
 """Rebuilding the books from the archive alone: ``book-pipeline reextract --from-warc``.
 
 Every 2xx response record is parsed by the crawl's own pure parsers, as the worker parsed the fetch
-(:func:`~book_assets.crawl.storage.parse_served_or_rendered`: the served body, the rendered DOM of its
+(:func:`~book_assets.store.books.parse_served_or_rendered`: the served body, the rendered DOM of its
 conversion record when only scripts build the data). A page that parses as a book is one; the newest
 such response per canonical URL is the book's latest state, as in the ``books`` table. Listing pages are
 counted, anything else is unparseable (an error page the crawl refused too).
 
 Two uses: :func:`compare` checks the rebuilt books against the ``books`` table (fields, served HTML, content
 hash, status and fetch time) and lists every difference; :func:`write` stores them through the crawl's
-storage (:func:`~book_assets.crawl.storage.write_book`, change detection and versions included), oldest
+storage (:func:`~book_assets.store.books.write_book`, change detection and versions included), oldest
 fetch first, so an empty database gets the books back; a stored book fetched later than the archived page
 is left alone, so replaying an old day never rolls a book back.
 """
@@ -22,13 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from book_assets.archive.reader import ArchiveDamage, ArchivedResponse, responses
-from book_assets.crawl.storage import book_fields, parse_served_or_rendered, write_book
 from book_assets.db.connection import Cursor, Database
 from book_assets.scraper.errors import ParseError
 from book_assets.scraper.fetching import NOT_MODIFIED, FetchResult, build_result
 from book_assets.scraper.models import BookDetail
 from book_assets.scraper.parsers import parse_listing
 from book_assets.sql import load_queries
+from book_assets.store.books import book_fields, parse_served_or_rendered, write_book
 from book_assets.urls import canonical_url
 
 Q = load_queries("books")

@@ -1,14 +1,14 @@
 """Adaptive fetching: render in the browser only the page types whose records rendering changes.
 
-Why: on this 2-core machine plain HTTP crawls the sandbox at 88-154 pages/s and the browser at 8-11 (issue
-14), yet books.toscrape.com serves all its data in the HTML. Crawlee's ``AdaptivePlaywrightCrawler`` answers
-the same question per page by rendering a sample; here the answer is kept per (domain, page type) in
-PostgreSQL (``adaptive_decisions``), so every worker on every host shares it:
+Why: plain HTTP crawls the sandbox several times faster than the browser (``benchmarks/browser_bench.py``,
+``docs/benchmarks.md``), yet books.toscrape.com serves all its data in the HTML. Crawlee's
+``AdaptivePlaywrightCrawler`` answers the same question per page by rendering a sample; here the answer is
+kept per (domain, page type) in PostgreSQL (``adaptive_decisions``), so every worker on every host shares it:
 
 - ``probe``: a page is fetched both ways; its HTTP body and the browser's rendered DOM are parsed and the
   records compared. ``adaptive_probe_pages`` agreements switch the page type to ``http``. A worker renders
   one probe per page type at a time and fetches the rest plain meanwhile: storage prefers the served HTML
-  whenever it is a complete page (``storage.parse_served_or_rendered``), so a plain page stores exactly
+  whenever it is a complete page (``store.books.parse_served_or_rendered``), so a plain page stores exactly
   what the browser would, and one that does not parse is rendered anyway (see ``http``).
 - ``http``: pages are fetched plain; a sample (``adaptive_sample_rate``, chosen by a hash of the URL so a
   retry samples the same pages) is re-checked in the browser, and a page whose plain HTML does not parse is
@@ -17,9 +17,9 @@ PostgreSQL (``adaptive_decisions``), so every worker on every host shares it:
   of the crawl (modes only move forward).
 
 Probes and sampled re-checks are rendered by one worker per host, its *renderer* (:class:`RendererRole`, a
-lock file every worker of the crawl on the host tries): a browser costs about 1.2 s of CPU to start and each
-render 45-90 ms, which on a 2-core machine cost the adaptive crawl a third of plain HTTP's speed when every
-worker started its own browser for a handful of renders (``benchmarks/browser_bench.py``). The other workers
+lock file every worker of the crawl on the host tries): starting a browser costs far more CPU than a render,
+so a browser in every worker for a handful of renders would cost the adaptive crawl a large share of plain
+HTTP's speed (``benchmarks/browser_bench.py``). The other workers
 fetch plain and check nothing; the renderer samples its own pages at the rate times the crawl's workers, so
 the crawl's share of re-checked pages stays near the rate. A worker starts a browser only when a render is
 due: as the renderer, or for a page type switched to the browser, or for a plain page that does not parse.
@@ -44,11 +44,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
 
 from book_assets.crawl.config import LISTING
 from book_assets.db.connection import Database
 from book_assets.scraper.errors import ParseError
+from book_assets.scraper.models import BookDetail, ListingPage
 from book_assets.scraper.parsers import parse_book, parse_listing
 from book_assets.sql import load_queries
 
@@ -94,7 +94,7 @@ def sampled(url: str, rate: float) -> bool:
     return digest / 2**64 < rate
 
 
-def _parse(page_type: str, html: str, url: str) -> Any:
+def _parse(page_type: str, html: str, url: str) -> ListingPage | BookDetail:
     return parse_listing(html, url) if page_type == LISTING else parse_book(html, url)
 
 
@@ -108,7 +108,7 @@ def records_agree(page_type: str, plain_html: str, rendered_html: str | None, ur
     except ParseError:
         return True
     try:
-        return _parse(page_type, plain_html, url) == rendered
+        return bool(_parse(page_type, plain_html, url) == rendered)
     except ParseError:
         return False
 

@@ -16,6 +16,7 @@ from book_assets.crawl.config import DETAIL, DETAIL_PRIORITY, LISTING, LISTING_P
 from book_assets.queue import NewTask
 from book_assets.scraper.fetching import host_allowed
 from book_assets.scraper.models import ListingPage
+from book_assets.urls import canonical_url
 
 
 @dataclass
@@ -71,3 +72,35 @@ def listing_tasks(payload: dict[str, Any], page: ListingPage, config: CrawlConfi
         else:
             outcome.offsite_skipped += 1
     return outcome
+
+
+def listing_record(payload: dict[str, Any], page: ListingPage, outcome: ListingOutcome) -> dict[str, Any] | None:
+    """The ``listing_pages`` row of a processed listing page; None when it listed nothing this crawl follows.
+
+    A start page records the categories its sidebar links (to count those not crawled); a category page
+    records its cards only when discovery took them (:attr:`ListingOutcome.followed`), so a page of a
+    category left out by ``--categories`` is never evidence that its books are gone.
+    """
+    start = bool(payload.get("start")) and not outcome.followed
+    if not outcome.followed and not start:
+        return None
+    return {
+        "url": canonical_url(str(payload["url"])),
+        "category": outcome.category if outcome.followed else None,
+        "depth": int(payload.get("depth", 1)),
+        # A next link that does not parse is kept as served: no page matches it, so the chain stays open.
+        "next_url": (_canonical(page.next_url) or page.next_url) if page.next_url and outcome.followed else None,
+        "result_count": page.result_count,
+        "cards": len(page.cards),
+        "book_urls": sorted({u for c in page.cards if (u := _canonical(c.url))}) if outcome.followed else [],
+        "sidebar": sorted({name for name, _url in page.category_links}) if start else [],
+    }
+
+
+def _canonical(url: str) -> str | None:
+    """The canonical URL, or None for a link that does not parse (a card whose link does not parse is
+    neither a task nor a sighting)."""
+    try:
+        return canonical_url(url)
+    except ValueError:
+        return None

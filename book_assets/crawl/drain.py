@@ -23,7 +23,8 @@ from multiprocessing.process import BaseProcess
 
 from book_assets.crawl.config import TASK_TYPES, CrawlConfig
 from book_assets.crawl.lifeline import follow_parent
-from book_assets.crawl.worker import Worker, WorkerStats
+from book_assets.crawl.stats import WorkerStats
+from book_assets.crawl.worker import Worker
 
 #: How often the supervisor wakes to report progress while it waits for its workers.
 TICK_S = 0.5

@@ -21,16 +21,18 @@ from book_assets.crawl.adaptive import Decision, forget_decisions, list_decision
 from book_assets.crawl.config import DETAIL, LISTING, TASK_TYPES, CrawlConfig
 from book_assets.crawl.discovery import start_task
 from book_assets.crawl.drain import drain as run_drain
-from book_assets.crawl.pages import revalidated_since
-from book_assets.crawl.removals import OpenCrawl, Removals, open_crawl, settle
 from book_assets.crawl.robots import RobotsRecord, forget_robots, list_robots
-from book_assets.crawl.storage import book_counts, versions_since
-from book_assets.crawl.worker import WorkerStats, make_queue
+from book_assets.crawl.stats import WorkerStats
+from book_assets.crawl.worker import make_queue
 from book_assets.db.connection import Database
 from book_assets.db.migrations import migrate
 from book_assets.queue import AutoThrottle, GroupBudget, TaskQueue, domain_of
 from book_assets.queue.failures import requeue_due
 from book_assets.scraper.errors import ErrorKind
+from book_assets.store.books import book_counts, versions_since
+from book_assets.store.lifecycle import OpenCrawl, open_crawl
+from book_assets.store.pages import revalidated_since
+from book_assets.store.removals import Removals, settle
 
 
 @dataclass(frozen=True)
@@ -415,7 +417,7 @@ class Crawl:
         return queue.prune(days * 86400) if days > 0 else 0
 
     def _settle(self, db: Database, queue: TaskQueue) -> Removals:
-        """Decide removals from what this run's crawl's listing pages showed (:mod:`book_assets.crawl.removals`).
+        """Decide removals from what this run's crawl's listing pages showed (:mod:`book_assets.store.removals`).
 
         Only the crawl this run opened or was handed, and only once its queue holds no listing page a worker
         could still process: a drain-only run (its crawl's own run perhaps still at work on another host)

@@ -37,16 +37,17 @@ import contextlib
 import functools
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Final, TypeVar
+from typing import Any, Final
 from urllib.parse import urlsplit
 
 from protego import Protego
 
 from book_assets.crawl.config import CrawlConfig
+from book_assets.crawl.dbthread import DbRunner
 from book_assets.db.connection import Database
 from book_assets.queue import TaskQueue, domain_of
 from book_assets.scraper.errors import FetchError
@@ -55,7 +56,6 @@ from book_assets.scraper.fetching import FetchResult, host_allowed
 from book_assets.sql import load_queries
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 Q = load_queries("robots")
 
 #: RFC 9309 2.4: a cached robots.txt SHOULD NOT be used for more than 24 hours.
@@ -235,7 +235,7 @@ class RobotsGate:
         config: CrawlConfig,
         queue: TaskQueue,
         holder: str,
-        run: Callable[[Callable[[], T]], Awaitable[T]],
+        run: DbRunner,
     ) -> None:
         self.config = config
         self.queue = queue

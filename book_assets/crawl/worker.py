@@ -1,10 +1,9 @@
 """A crawl worker: one process, one browser (or HTTP client), C pages in flight, one DB connection.
 
-Fetching follows the fetch mode: ``http``; ``browser``, with JavaScript off until a page type's served HTML
-turns out not to parse while its render does (``javascript=auto``, learnt per worker); or ``adaptive``,
-plain HTTP for the page types where it gives the browser's records (:mod:`book_assets.crawl.adaptive`).
-Plain fetches of pages fetched before are conditional (``conditional_requests``, :mod:`book_assets.crawl.pages`):
-a 304 keeps a book as stored and parses a listing page's stored copy again. Browser fetches are not.
+Each task goes claim → politeness slot → fetch → handle → complete. The fetch is the fetch mode's strategy
+(:mod:`book_assets.crawl.fetch_modes`: http, browser, adaptive). Plain fetches of pages fetched before are
+conditional (``conditional_requests``, :mod:`book_assets.store.pages`): a 304 keeps a book as stored and parses
+a listing page's stored copy again. Browser fetches are not.
 
 The loop claims as many tasks as it has free page slots (fairly scheduled by the queue) once half of them are
 free (:func:`refill_batch`), sleeps until each task's politeness slot, fetches, validates, stores, and
@@ -24,34 +23,28 @@ import os
 import signal
 import socket
 import time
-from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AsyncExitStack
-from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
-from urllib.parse import urlsplit
+from typing import Any, TypeVar
 
 from book_assets.archive.writer import ArchiveWriter
-from book_assets.crawl.adaptive import AdaptiveState, Mode, RendererRole, records_agree, sampled
 from book_assets.crawl.autoscale import Autoscaler, LoadMonitor
 from book_assets.crawl.config import DETAIL, LISTING, TASK_TYPES, CrawlConfig
-from book_assets.crawl.discovery import listing_tasks
-from book_assets.crawl.pages import StaleCopy, forget_page, page_validators, revalidate_book, stored_copy, write_page
-from book_assets.crawl.removals import listing_record, record_listing
+from book_assets.crawl.discovery import listing_record, listing_tasks
+from book_assets.crawl.fetch_modes import Fetched, fetch_strategy
 from book_assets.crawl.robots import RobotsGate, Verdict
-from book_assets.crawl.storage import StoredBook, parse_served_or_rendered, write_book
+from book_assets.crawl.stats import WorkerStats
 from book_assets.db.connection import Database
-from book_assets.queue import ClaimResult, FailOutcome, GroupCommit, LeaseLost, NewTask, Task, TaskQueue
+from book_assets.queue import ClaimResult, FailOutcome, GroupCommit, LeaseLost, Task, TaskQueue
 from book_assets.scraper.errors import ErrorKind, FetchError, ParseError
-from book_assets.scraper.fetch_http import HttpFetcher
 from book_assets.scraper.fetching import FetchResult, Validators
 from book_assets.scraper.parsers import parse_listing
+from book_assets.store.books import StoredBook, parse_served_or_rendered, write_book
+from book_assets.store.pages import StaleCopy, forget_page, page_validators, revalidate_book, stored_copy, write_page
+from book_assets.store.removals import record_listing
 from book_assets.urls import canonical_url
-
-if TYPE_CHECKING:  # imported when a browser is needed: Playwright costs ~0.4 s per http-mode worker start
-    from book_assets.scraper.fetch_browser import BrowserFetcher
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -62,85 +55,13 @@ THROTTLED_STATUSES = frozenset({429, 503})
 def refill_batch(capacity: int) -> int:
     """Free page slots the loop waits for before it claims again: half of them, at least one.
 
-    A claim is the queue's dearest statement and costs nearly as much for one task as for many (measured:
-    3.6 ms of server time for one, 6.3 ms for sixteen), so refilling each slot as its page finished made
-    claims most of the database's work per page. Claiming for half the slots at once cut the database's
-    CPU per page of an http crawl by a third; the autoscaler adds slots where waiting for half costs
+    A claim is the queue's dearest statement and costs nearly as much for one task as for many
+    (``benchmarks/queue_bench.py``), so refilling each slot as its page finishes would make claims most of
+    the database's work per page; claiming for half the slots at once spends a third less of the
+    database's CPU per page of an http crawl; the autoscaler adds slots where waiting for half costs
     throughput (a slow site, CPU to spare).
     """
     return max(1, capacity // 2)
-
-
-@dataclass
-class WorkerStats:
-    """What one worker did; summed across workers by the pipeline (Scrapy-style stats)."""
-
-    worker_id: str = ""
-    pages: int = 0
-    listing_pages: int = 0
-    books_found: int = 0
-    new_detail_tasks: int = 0
-    books_new: int = 0
-    books_changed: int = 0
-    books_unchanged: int = 0
-    #: Pages answered 304 Not Modified to a conditional request (books among them count as unchanged).
-    not_modified: int = 0
-    retried: int = 0
-    failed: int = 0
-    released: int = 0
-    lost_leases: int = 0
-    #: AutoThrottle: the highest interval this worker's observations set (seconds).
-    max_interval_s: float = 0.0
-    #: Adaptive mode: pages fetched in the browser / over plain HTTP / both ways and compared, and
-    #: comparisons (or plain pages that only parsed once rendered) where the records differed.
-    rendered: int = 0
-    plain: int = 0
-    checked: int = 0
-    disagreements: int = 0
-    #: Workers that started a browser (adaptive: the hosts' renderers, and workers that had to render).
-    browsers: int = 0
-    #: The autoscaled pages in flight: where this worker started and every value it moved to.
-    concurrency: list[int] = field(default_factory=list)
-    errors: Counter[str] = field(default_factory=Counter)
-    by_category: Counter[str] = field(default_factory=Counter)
-    fetcher: dict[str, int] = field(default_factory=dict)
-    elapsed_s: float = 0.0
-    #: Worker processes that died without handing back their stats (their pages are missing above).
-    lost_workers: list[str] = field(default_factory=list)
-
-    def merge(self, other: WorkerStats) -> None:
-        for name in (
-            "pages",
-            "listing_pages",
-            "books_found",
-            "new_detail_tasks",
-            "books_new",
-            "books_changed",
-            "books_unchanged",
-            "not_modified",
-            "retried",
-            "failed",
-            "released",
-            "lost_leases",
-            "rendered",
-            "plain",
-            "checked",
-            "disagreements",
-            "browsers",
-        ):
-            setattr(self, name, getattr(self, name) + getattr(other, name))
-        self.errors.update(other.errors)
-        self.by_category.update(other.by_category)
-        for key, value in other.fetcher.items():
-            self.fetcher[key] = self.fetcher.get(key, 0) + value
-        self.elapsed_s = max(self.elapsed_s, other.elapsed_s)
-        self.max_interval_s = max(self.max_interval_s, other.max_interval_s)
-        self.concurrency = self.concurrency or other.concurrency
-        self.lost_workers += other.lost_workers
-
-    @property
-    def books_stored(self) -> int:
-        return self.books_new + self.books_changed + self.books_unchanged
 
 
 def make_queue(db: Database, config: CrawlConfig) -> TaskQueue:
@@ -191,20 +112,9 @@ class Worker:
         self._claimed_at: dict[int, float] = {}  # task id -> time.monotonic() when its claim was sent
         # task id -> the validators its conditional fetch sends, read with its claim (one query per batch)
         self._claimed_validators: dict[int, Validators] = {}
-        self._http: HttpFetcher | None = None
-        self._browser: BrowserFetcher | None = None
+        self._strategy = fetch_strategy(config, self.stats, db=self.db, run=self._db, database_url=database_url)
         self._archive: ArchiveWriter | None = None  # the WARC files of this process (warc on)
-        # javascript=auto in browser mode: the (domain, page type)s whose served HTML did not parse but
-        # whose render did, in this worker; every other page is fetched with scripts off.
-        self._needs_js: set[tuple[str, str]] = set()
-        self._probing: Counter[tuple[str, str]] = Counter()  # adaptive: probes in flight here, by page type
         self._scaler = Autoscaler(min(config.min_concurrency, config.fetch.concurrency), config.fetch.concurrency)
-        self._adaptive = (
-            AdaptiveState(self.db, probe_pages=config.adaptive_probe_pages) if config.fetch.mode == "adaptive" else None
-        )
-        # adaptive: whether this worker renders its host's probes and re-checks (one browser per host)
-        self._renderer = RendererRole(database_url) if config.fetch.mode == "adaptive" else None
-        self._stack: AsyncExitStack | None = None  # the run's resources, where a browser started late is closed
         self._robots = RobotsGate(config, self.queue, self.worker_id, self._db) if config.obey_robots else None
 
     async def _db(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -215,37 +125,6 @@ class Worker:
         """Stop claiming; in-flight pages finish (or are released after the grace period)."""
         self._stopping.set()
 
-    async def _open_fetchers(self, stack: AsyncExitStack) -> BrowserFetcher | HttpFetcher:
-        """The fetchers the mode needs (adaptive: HTTP, and a browser only once a render is due)."""
-        mode = self.config.fetch.mode
-        self._stack = stack
-        if self.config.archive_dir is not None:
-            self._archive = stack.enter_context(ArchiveWriter(self.config.archive_dir))
-        if mode in ("http", "adaptive"):
-            self._http = await stack.enter_async_context(HttpFetcher(self.config.fetch))
-        if mode == "browser":
-            await self._browser_fetcher().start()
-        primary = self._browser if mode == "browser" else self._http
-        assert primary is not None
-        return primary
-
-    def _browser_fetcher(self) -> BrowserFetcher:
-        """This worker's browser, made on first use (Playwright is imported then; it starts on its first fetch)."""
-        if self._browser is None:
-            from book_assets.scraper.fetch_browser import BrowserFetcher
-
-            assert self._stack is not None
-            self._browser = BrowserFetcher(self.config.fetch, executable_path=self.config.chromium_path)
-            self._stack.push_async_callback(self._browser.close)
-        return self._browser
-
-    def _fetcher_stats(self) -> dict[str, int]:
-        total: dict[str, int] = {}
-        for fetcher in (self._http, self._browser):
-            for key, value in (fetcher.stats() if fetcher is not None else {}).items():
-                total[key] = total.get(key, 0) + value
-        return total
-
     async def run(self) -> WorkerStats:
         started = time.monotonic()
         loop = asyncio.get_running_loop()
@@ -255,31 +134,28 @@ class Worker:
         running: set[asyncio.Task[None]] = set()
         try:
             async with AsyncExitStack() as stack:
-                fetcher = await self._open_fetchers(stack)
+                if self.config.archive_dir is not None:
+                    self._archive = stack.enter_context(ArchiveWriter(self.config.archive_dir))
+                await self._strategy.open(stack)
                 if self._robots is not None:
                     stack.push_async_callback(self._robots.close)
                 monitor = LoadMonitor(self._scaler, busy=lambda: len(running))
                 monitor.start()
                 try:
-                    await self._loop(fetcher, running)
+                    await self._loop(running)
                 finally:
                     await monitor.stop()
                     self.stats.concurrency = monitor.history
                     await self._shutdown(running)
-                    if self._adaptive is not None:
-                        with contextlib.suppress(Exception):
-                            await self._db(self._adaptive.flush)
-                self.stats.fetcher = self._fetcher_stats()
-                self.stats.browsers = int(self._browser is not None)
+                self.stats.fetcher = self._strategy.fetcher_stats()
+                self.stats.browsers = self._strategy.browsers
         finally:
             self._db_thread.shutdown(wait=True)
             self.db.close()
-            if self._renderer is not None:
-                self._renderer.release()
             self.stats.elapsed_s = time.monotonic() - started
         return self.stats
 
-    async def _loop(self, fetcher: BrowserFetcher | HttpFetcher, running: set[asyncio.Task[None]]) -> None:
+    async def _loop(self, running: set[asyncio.Task[None]]) -> None:
         heartbeat_every = max(1.0, self.config.lease_s / 3)
         last_heartbeat = time.monotonic()
         while not self._stopping.is_set():
@@ -297,7 +173,7 @@ class Worker:
                     self._claimed += 1
                     self._claimed_at[task.id] = claim_sent
                     self._in_flight[task.id] = task
-                    job = asyncio.create_task(self._process(fetcher, task))
+                    job = asyncio.create_task(self._process(task))
                     self._jobs[task.id] = job
                     running.add(job)
                 if result.retry_in_s is not None:
@@ -331,7 +207,7 @@ class Worker:
         """:meth:`_claim`, and the stored validators of the claimed pages when their fetches may be
         conditional (plain fetches with ``conditional_requests`` on), by task id: one query for the batch."""
         result = self._claim(n)
-        if not result.tasks or not self.config.conditional_requests or self.config.fetch.mode == "browser":
+        if not result.tasks or not self.config.conditional_requests or not self._strategy.conditional:
             return result, {}
         found = page_validators(self.db, sorted({str(t.payload["url"]) for t in result.tasks}))
         by_task = {t.id: found[str(t.payload["url"])] for t in result.tasks if str(t.payload["url"]) in found}
@@ -356,7 +232,6 @@ class Worker:
             job = self._jobs.get(task_id)
             if job is not None and not job.done():
                 job.cancel()
-                self.stats.lost_leases += 1
             self._in_flight.pop(task_id, None)
 
     async def _wait_for_work(self, retry_in_s: float | None) -> None:
@@ -379,61 +254,62 @@ class Worker:
             self.stats.released += int(released)
             self._in_flight.clear()
 
-    async def _process(self, fetcher: BrowserFetcher | HttpFetcher, task: Task) -> None:
+    async def _process(self, task: Task) -> None:
         """Fetch, validate, store and finish one task; whatever happens, it leaves the in-flight set."""
         try:
-            await self._attempt(fetcher, task)
+            await self._attempt(task)
         except asyncio.CancelledError:
             raise
         except LeaseLost:  # another worker owns the task now; it will finish it
-            self.stats.lost_leases += 1
+            pass
         except Exception as exc:  # a bug or an outage: record it on the task, keep the worker alive
             log.exception("task %s (%s) failed unexpectedly", task.id, task.payload.get("url"))
             with contextlib.suppress(Exception):
                 current = self._in_flight.get(task.id, task)
-                await self._fail(current, ErrorKind.INTERNAL, f"{type(exc).__name__}: {exc}", retryable=True)
+                await self._fail(current, ErrorKind.INTERNAL, f"{type(exc).__name__}: {exc}")
         finally:
             self._in_flight.pop(task.id, None)
             self._jobs.pop(task.id, None)
             self._claimed_at.pop(task.id, None)
             self._claimed_validators.pop(task.id, None)
 
-    async def _attempt(self, fetcher: BrowserFetcher | HttpFetcher, task: Task) -> None:
+    async def _attempt(self, task: Task) -> None:
+        """Claimed → politeness slot → fetch → handle → complete (or fail)."""
         obeyed = await self._obey_robots(task)
         if obeyed is None:
             return
         validators = self._claimed_validators.pop(task.id, None)
-        await self._refresh_adaptive(obeyed)  # before the slot: nothing waits on the database between it and the send
+        await self._strategy.prepare(obeyed)
         task = await self.queue.wait_for_slot_async(obeyed, run=self._db)
         try:
-            fetched, fallback = await self._fetch_paced(fetcher, task, validators)
+            fetched = await self._fetch_paced(task, validators)
         except FetchError as exc:
-            await self._fail(task, exc.kind, str(exc), retryable=exc.retryable, retry_after_s=exc.retry_after)
+            await self._fail(task, exc.kind, str(exc), retry_after_s=exc.retry_after)
             return
         self.stats.pages += 1
-        if fetched.not_modified and validators is not None:
+        if fetched.page.not_modified and validators is not None:
             if self._archive is not None:
-                await self._archive.write(fetched)
-            await self._handle_not_modified(task, fetched, validators)
+                await self._archive.write(fetched.page)
+            await self._handle_not_modified(task, fetched.page, validators)
             return
         try:
-            try:
-                await self._handle(task, fetched)
-            except ParseError:
-                if fallback is None:
-                    raise
-                # Served HTML that does not parse, fetched plain or without scripts: render it before
-                # giving up; if the render parses, this page type needs rendering from now on.
-                try:
-                    rendered = await self._render(task)
-                except FetchError as exc:
-                    await self._fail(task, exc.kind, str(exc), retryable=exc.retryable, retry_after_s=exc.retry_after)
-                    return
-                await self._handle(task, rendered)
-                self._learn_rendering_needed(task, fallback)
+            await self._handle_or_render(task, fetched)
+        except FetchError as exc:
+            await self._fail(task, exc.kind, str(exc), retry_after_s=exc.retry_after)
         except ParseError as exc:
             kind = ErrorKind.NOT_A_LISTING_PAGE if task.task_type == LISTING else exc.kind
-            await self._fail(task, kind, f"{kind}: {exc}", retryable=False)
+            await self._fail(task, kind, f"{kind}: {exc}")
+
+    async def _handle_or_render(self, task: Task, fetched: Fetched) -> None:
+        """Handle the page; served HTML that does not parse but may once rendered is rendered before it fails,
+        and a render that parses tells the strategy that this page type needs rendering."""
+        try:
+            await self._handle(task, fetched.page)
+        except ParseError:
+            if not fetched.renderable:
+                raise
+            await self._handle(task, await self._strategy.render(task))
+            self._strategy.rendering_needed(task)
 
     async def _obey_robots(self, task: Task) -> Task | None:
         """The task to fetch once robots.txt is consulted; None when it was failed instead, unrequested."""
@@ -443,34 +319,32 @@ class Worker:
         check = await self._robots.check(url, claimed_at=self._claimed_at.get(task.id, 0.0))
         if check.verdict is Verdict.DISALLOWED:
             kind = ErrorKind.ROBOTS_DISALLOWED
-            await self._fail(task, kind, f"{kind}: {check.reason}", retryable=False)
+            await self._fail(task, kind, f"{kind}: {check.reason}")
             return None
         if check.verdict is Verdict.UNREACHABLE:
             kind = ErrorKind.ROBOTS_UNREACHABLE
-            await self._fail(task, kind, f"{kind}: {check.reason}", retryable=True, retry_after_s=check.retry_in_s)
+            await self._fail(task, kind, f"{kind}: {check.reason}", retry_after_s=check.retry_in_s)
             return None
         return await self._db(self.queue.reslot, task) if check.reslot else task
 
-    async def _fetch_paced(
-        self, fetcher: BrowserFetcher | HttpFetcher, task: Task, validators: Validators | None
-    ) -> tuple[FetchResult, Literal["js", "adaptive"] | None]:
-        """:meth:`_fetch`, reporting each response's latency to the domain's AutoThrottle when it is on.
+    async def _fetch_paced(self, task: Task, validators: Validators | None) -> Fetched:
+        """The strategy's fetch, reporting each response's latency to the domain's AutoThrottle when it is on.
 
         Only responses are reported (a timeout or a reset says nothing about the server's pace): a 2xx or a
         304 as ok, a 429 or 503 as throttled, any other status as not ok (it may raise the interval, not lower it).
         """
         if not self.config.autothrottle:
-            return await self._fetch(fetcher, task, validators)
+            return await self._strategy.fetch(task, validators)
         started = time.monotonic()
         try:
-            fetched, fallback = await self._fetch(fetcher, task, validators)
+            fetched = await self._strategy.fetch(task, validators)
         except FetchError as exc:
             if exc.status is not None:
                 throttled = exc.status in THROTTLED_STATUSES
                 await self._observe(task, time.monotonic() - started, throttled=throttled, ok=False)
             raise
-        await self._observe(task, fetched.elapsed_s, throttled=False, ok=True)
-        return fetched, fallback
+        await self._observe(task, fetched.page.elapsed_s, throttled=False, ok=True)
+        return fetched
 
     async def _observe(self, task: Task, latency_s: float, *, throttled: bool, ok: bool) -> None:
         interval = await self._db(self.queue.observe, task.domain, latency_s, throttled=throttled, ok=ok)
@@ -485,126 +359,23 @@ class Worker:
         else:
             await self._handle_detail(task, fetched)
 
-    # ------------------------------------------------------------------ fetching by mode
-
-    @property
-    def _render_js(self) -> bool:
-        """Scripts on for a render that is meant to see what JavaScript builds (unless javascript=off)."""
-        return self.config.fetch.javascript != "off"
-
-    async def _fetch(
-        self, fetcher: BrowserFetcher | HttpFetcher, task: Task, validators: Validators | None = None
-    ) -> tuple[FetchResult, Literal["js", "adaptive"] | None]:
-        """The page, and how to render it should its served HTML not parse (None: nothing more to try).
-
-        ``validators`` make a plain fetch conditional; the browser never sends them.
-        """
-        url = str(task.payload["url"])
-        key = (urlsplit(url).hostname or "", task.task_type)
-        if self._adaptive is not None:
-            return await self._fetch_adaptive(url, key, validators)
-        if self._browser is None or fetcher is not self._browser:
-            assert isinstance(fetcher, HttpFetcher)
-            return await fetcher.fetch(url, validators), None
-        setting = self.config.fetch.javascript
-        javascript = setting == "on" or (setting == "auto" and key in self._needs_js)
-        fetched = await self._browser.fetch(url, javascript=javascript)
-        return fetched, ("js" if setting == "auto" and not javascript else None)
-
-    async def _refresh_adaptive(self, task: Task) -> None:
-        """In adaptive mode, bring this page type's shared mode up to date (flushing this worker's counts)."""
-        if self._adaptive is None:
-            return
-        key = (urlsplit(str(task.payload["url"])).hostname or "", task.task_type)
-        if self._adaptive.cached(*key) is None:
-            await self._db(self._adaptive.sync, *key)
-
-    async def _fetch_adaptive(
-        self, url: str, key: tuple[str, str], validators: Validators | None = None
-    ) -> tuple[FetchResult, Literal["js", "adaptive"] | None]:
-        """Adaptive mode: the page type's shared mode decides; probes and the sample are fetched both ways,
-        by the host's renderer only (see :mod:`book_assets.crawl.adaptive`)."""
-        assert self._adaptive is not None and self._http is not None and self._renderer is not None
-        mode = self._adaptive.known(*key) or await self._db(self._adaptive.sync, *key)
-        if mode == Mode.BROWSER:
-            self.stats.rendered += 1
-            self._adaptive.count(*key, rendered=1)
-            return await self._browser_fetcher().fetch(url, javascript=self._render_js), None
-        # Probes in flight per page type: as many as the agreements a decision needs, all in the host's renderer,
-        # so one round of renders can decide (one at a time per worker, a 62-book crawl could end undecided);
-        # the others go plain, which is safe because a page whose served HTML does not parse is rendered anyway
-        # (the "adaptive" fallback).
-        # A page to be compared with its render is downloaded in full (a 304 would leave nothing to compare);
-        # the others are conditional, their stored copy standing as it would for a plain page in http mode.
-        # The renderer samples its own share of the host's pages at the rate times the crawl's workers.
-        sample_rate = min(1.0, self.config.adaptive_sample_rate * self.config.workers)
-        probe = mode == Mode.PROBE and self._probing[key] < self.config.adaptive_probe_pages
-        check = self._renderer.held and (probe or sampled(url, sample_rate))
-        if check:
-            self._probing[key] += 1
-        try:
-            plain = await self._http.fetch(url, None if check else validators)
-            self.stats.plain += 1
-            if not check or plain.not_modified:
-                self._adaptive.count(*key, plain=1)
-                return plain, (None if plain.not_modified else "adaptive")
-            # A page type decided http showed in its probes that scripts change nothing: re-checks of it run
-            # none unless javascript=on (browser mode's auto does the same for pages that parse).
-            javascript = self._render_js if mode == Mode.PROBE else self.config.fetch.javascript == "on"
-            try:
-                rendered = await self._browser_fetcher().fetch(url, javascript=javascript)
-            except FetchError:
-                self._adaptive.count(*key, plain=1)  # no evidence either way; the plain page still counts
-                return plain, "adaptive"
-        finally:
-            if check:
-                self._probing[key] -= 1
-        agreed = records_agree(key[1], plain.html, rendered.rendered_html or rendered.html, plain.final_url)
-        self.stats.rendered += 1
-        self.stats.checked += 1
-        self.stats.disagreements += not agreed
-        self._adaptive.count(*key, rendered=1, plain=1, agreed=agreed)
-        await self._db(self._adaptive.sync, *key)  # a check can change the shared decision: write it now
-        return (plain if agreed else rendered), None
-
-    async def _render(self, task: Task) -> FetchResult:
-        """The page rendered with scripts on, after its served HTML did not parse."""
-        return await self._browser_fetcher().fetch(str(task.payload["url"]), javascript=self._render_js)
-
-    def _learn_rendering_needed(self, task: Task, fallback: Literal["js", "adaptive"]) -> None:
-        """A page parsed only once rendered: its page type is rendered from now on (adaptive: by every worker)."""
-        key = (urlsplit(str(task.payload["url"])).hostname or "", task.task_type)
-        if fallback == "js":
-            if key not in self._needs_js:
-                log.info("%s %s pages need JavaScript: rendering them from now on", *key)
-            self._needs_js.add(key)
-        elif self._adaptive is not None:
-            self.stats.rendered += 1
-            self.stats.disagreements += 1
-            self._adaptive.count(*key, rendered=1, agreed=False)
-
-    async def _fail(
-        self, task: Task, kind: str, error: str, *, retryable: bool, retry_after_s: float | None = None
-    ) -> None:
+    async def _fail(self, task: Task, kind: ErrorKind, error: str, *, retry_after_s: float | None = None) -> None:
+        """Fail ``task`` as ``kind``: retried later when the kind is retryable, failed for good otherwise."""
         self.stats.errors[str(kind)] += 1
         outcome = await self._db(
-            self.queue.fail, task, error[:2000], kind=kind, retryable=retryable, retry_after_s=retry_after_s
+            self.queue.fail, task, error[:2000], kind=kind, retryable=kind.retryable, retry_after_s=retry_after_s
         )
         if outcome is FailOutcome.RETRY:
             self.stats.retried += 1
-        else:
-            self.stats.failed += 1
 
     async def _handle_listing(self, task: Task, fetched: FetchResult, validated_at: datetime | None = None) -> None:
         """Enqueue what the listing page links to; store the page (its copy answers a later 304) and
         complete the task in one transaction, under the task's lease."""
         page = parse_listing(fetched.html, fetched.final_url)
         outcome = listing_tasks(task.payload, page, self.config)
-        self.stats.listing_pages += 1
         self.stats.books_found += outcome.cards
         if outcome.tasks:
-            created = await self._db(self._enqueue, outcome.tasks)
-            self.stats.new_detail_tasks += created
+            await self._db(self.queue.enqueue_many, outcome.tasks)
         url = str(task.payload["url"])
         record = listing_record(task.payload, page, outcome)
 
@@ -614,10 +385,6 @@ class Worker:
                 record_listing(cur, record)
 
         await self._commits.complete_with(self._in_flight.get(task.id, task), _store)
-
-    def _enqueue(self, tasks: list[NewTask]) -> int:
-        results = self.queue.enqueue_many(tasks)
-        return sum(1 for t, r in zip(tasks, results, strict=True) if r.created and t.task_type == DETAIL)
 
     async def _handle_detail(self, task: Task, fetched: FetchResult) -> None:
         """Store the book and complete its task in one transaction, under the task's lease.
@@ -659,7 +426,7 @@ class Worker:
                 try:
                     await self._handle_listing(task, stored, validated_at=response.fetched_at)
                 except ParseError as exc:
-                    await self._fail(task, ErrorKind.NOT_A_LISTING_PAGE, f"stored copy: {exc}", retryable=False)
+                    await self._fail(task, ErrorKind.NOT_A_LISTING_PAGE, f"stored copy: {exc}")
                 return
 
             def _revalidate(cur: Any) -> tuple[StoredBook, str]:
@@ -668,7 +435,7 @@ class Worker:
             _book, category = await self._commits.complete_with(self._in_flight.get(task.id, task), _revalidate)
         except StaleCopy as exc:
             await self._db(forget_page, self.db, url)
-            await self._fail(task, exc.kind, str(exc), retryable=True)
+            await self._fail(task, exc.kind, str(exc))
             return
         self.stats.books_unchanged += 1
         self.stats.by_category[category] += 1

@@ -1,9 +1,9 @@
 """What the browser refuses to load, as URL patterns Chromium matches itself (CDP ``Network.setBlockedURLs``).
 
 Why patterns and not a request handler: Playwright's request routing pauses every request and asks Python
-whether to continue it, a Python ↔ Node ↔ Chromium round trip per subresource. Measured on a 2-core machine
-a bare Playwright loop over 300 sandbox book pages with 8 tabs: 8.6-11.9 pages/s with a Python
-route handler, 18.0 with the same blocking done inside Chromium (22.9 on the headless shell). So resource
+whether to continue it, a Python ↔ Node ↔ Chromium round trip per subresource. A bare
+Playwright loop over sandbox book pages runs about twice as fast with the same blocking done inside
+Chromium as with a Python route handler (``benchmarks/browser_bench.py``; ``docs/benchmarks.md``). So resource
 types become file-extension patterns and the ``block_url_patterns`` regexes are translated to Chromium's
 wildcard patterns (``*`` matches any run of characters, the pattern must match the whole URL).
 

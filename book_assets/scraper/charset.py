@@ -44,15 +44,15 @@ def detect_charset(body: bytes, content_type: str | None) -> str:
             return codec
     if content_type:
         match = _HEADER_CHARSET_RE.search(content_type)
-        codec = _lookup_codec(match.group(1)) if match else None
-        if codec:
-            return codec
-    match = _META_CHARSET_RE.search(body[:META_SNIFF_BYTES])
-    if match:
-        codec = _lookup_codec(match.group(1).decode("ascii", "replace"))
+        declared = _lookup_codec(match.group(1)) if match else None
+        if declared:
+            return declared
+    meta = _META_CHARSET_RE.search(body[:META_SNIFF_BYTES])
+    if meta:
+        sniffed = _lookup_codec(meta.group(1).decode("ascii", "replace"))
         # A document that declares UTF-16 in ASCII-compatible bytes cannot be UTF-16 (HTML spec rule).
-        if codec and not codec.startswith("utf-16"):
-            return codec
+        if sniffed and not sniffed.startswith("utf-16"):
+            return sniffed
     return "utf-8"
 
 

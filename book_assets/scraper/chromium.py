@@ -1,9 +1,9 @@
 """Finding a Chromium executable for Playwright: a headless-shell build first, full Chromium as a fallback.
 
 Why the headless shell: the crawler never shows a window, and the headless shell (Chromium's old headless
-mode as its own binary) starts no browser UI and no WebUI renderer. Measured on a 2-core machine with a bare
-Playwright loop over 300 sandbox book pages, 8 tabs, blocking inside Chromium: Debian's full
-``chromium`` 18.0 pages/s, Debian's ``chromium-headless-shell`` 22.9 pages/s (31-35 with JavaScript off).
+mode as its own binary) starts no browser UI and no WebUI renderer. With a bare Playwright loop over
+sandbox book pages, everything else equal, it fetches about a quarter more pages per second than the full
+``chromium`` (``benchmarks/browser_bench.py``; figures with their date in ``docs/benchmarks.md``).
 
 ``playwright install`` cannot download browsers everywhere this project runs (no internet in CI
 sandboxes), so we fall back to the distribution's builds. Order: the ``BOOK_PIPELINE_CHROMIUM``
@@ -51,15 +51,13 @@ CHROMIUM_ARGS: tuple[str, ...] = (
     "--no-first-run",
     # A crawler's tabs all show one site: one renderer process for the site instead of one per tab.
     "--process-per-site",
-    # Chromium's memory settings for small devices (smaller caches, earlier purges). Measured with
-    # benchmarks/browser_messages.py, 300 sandbox book pages on 8 tabs of the headless shell: the renderer's
-    # peak PSS 199-214 MB instead of 257-264, the whole tree 611-638 MB instead of 691-695, and 28-31
-    # pages/s against 30-32 in the same run (within this shared machine's noise).
+    # Chromium's memory settings for small devices (smaller caches, earlier purges): a smaller peak PSS of the
+    # renderer and of the whole process tree at a throughput within the noise
+    # (benchmarks/browser_messages.py; docs/benchmarks.md).
     "--enable-low-end-device-mode",
     # The network service as a thread of the browser process instead of a utility process of its own (as
-    # Chrome does on small devices): one process and one IPC hop fewer per request. Measured with
-    # benchmarks/browser_cpu.py, the ceiling loop over the crawl's 1,081 pages in alternating runs: 59-63 ms
-    # of CPU per page instead of 63-68 (the utility process's 2.2-2.4 ms gone, the browser's +0.4-0.8).
+    # Chrome does on small devices): one process and one IPC hop fewer per request. Less CPU per
+    # page in all: the utility process's share goes, the browser's grows by less (benchmarks/browser_cpu.py).
     "--enable-features=NetworkServiceInProcess2",
 )
 

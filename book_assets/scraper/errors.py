@@ -43,11 +43,24 @@ class ErrorKind(StrEnum):
     NOT_A_BOOK_PAGE = "not_a_book_page"
     NOT_A_LISTING_PAGE = "not_a_listing_page"
     ROBOTS_DISALLOWED = "robots_disallowed"  # the site's robots.txt disallows the URL: it is never requested
+    UNKNOWN = "unknown"  # a name no member has: a bug in the code that raised it, so retrying cannot help
 
     @property
     def retryable(self) -> bool:
         """Whether trying the page again later can succeed: the kinds above the "permanent" line."""
         return self in _RETRYABLE
+
+    @classmethod
+    def of(cls, name: str) -> ErrorKind:
+        """The kind named ``name``; :attr:`UNKNOWN` for a name no member has.
+
+        Why not retryable: a misspelt kind is a bug, and retrying it would only repeat the request against
+        the site until the attempts run out, hiding the bug behind a plausible transient failure.
+        """
+        try:
+            return cls(name)
+        except ValueError:
+            return cls.UNKNOWN
 
 
 _RETRYABLE: frozenset[ErrorKind] = frozenset(
@@ -90,25 +103,30 @@ class ChromiumNotFound(RuntimeError):
 
 
 class FetchError(Exception):
-    """A fetch failed; ``kind`` names why and ``retryable`` tells the queue whether to try again.
+    """A fetch failed; ``kind`` names why, and its ``retryable`` tells the queue whether to try again.
 
     The crawler never inspects messages: it decides on ``retryable`` (and waits ``retry_after`` seconds
-    when the server asked for it), and records ``kind`` for reporting.
+    when the server asked for it), and records ``kind`` for reporting. A ``kind`` given as a name no
+    :class:`ErrorKind` has becomes :attr:`ErrorKind.UNKNOWN`, and the message keeps the name.
     """
 
     def __init__(
         self,
-        kind: str,
+        kind: ErrorKind | str,
         message: str,
         *,
         url: str,
-        retryable: bool,
         status: int | None = None,
         retry_after: float | None = None,
     ) -> None:
-        super().__init__(f"{kind}: {message} ({url})")
-        self.kind = kind
+        self.kind = ErrorKind.of(kind)
+        if self.kind is ErrorKind.UNKNOWN and kind != ErrorKind.UNKNOWN:
+            message = f"error kind {str(kind)!r} is not an ErrorKind: {message}"
+        super().__init__(f"{self.kind}: {message} ({url})")
         self.url = url
-        self.retryable = retryable
         self.status = status
         self.retry_after = retry_after
+
+    @property
+    def retryable(self) -> bool:
+        return self.kind.retryable

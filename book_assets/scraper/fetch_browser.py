@@ -51,7 +51,7 @@ from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
 from book_assets.scraper.blocking import blocked_url_patterns
 from book_assets.scraper.chromium import CHROMIUM_ARGS, find_chromium
-from book_assets.scraper.errors import FetchError
+from book_assets.scraper.errors import ErrorKind, FetchError
 from book_assets.scraper.fetching import (
     FetchResult,
     FetchSettings,
@@ -61,6 +61,7 @@ from book_assets.scraper.fetching import (
     fetch_error,
     host_allowed,
     meta_refresh_target,
+    refuse_offsite,
     too_large_error,
     truncation_error,
     utc_now,
@@ -68,17 +69,17 @@ from book_assets.scraper.fetching import (
 from book_assets.scraper.targets import DEFAULT_PORTS, parse_allowed
 
 # Chromium net error names (as they appear in Playwright messages) -> our kinds.
-_NET_ERROR_KINDS: tuple[tuple[str, str], ...] = (
-    ("ERR_CONTENT_LENGTH_MISMATCH", "truncated"),
-    ("ERR_INCOMPLETE_CHUNKED_ENCODING", "truncated"),
-    ("ERR_TOO_MANY_REDIRECTS", "redirect_loop"),
-    ("ERR_TIMED_OUT", "timeout"),
-    ("ERR_CONNECTION_TIMED_OUT", "timeout"),
-    ("ERR_FILE_TOO_BIG", "too_large"),
-    ("ERR_UNSAFE_REDIRECT", "offsite_redirect"),
-    ("ERR_INVALID_URL", "bad_url"),
-    ("ERR_BLOCKED_BY_CLIENT", "bad_url"),  # the page's own URL matches block_resource_types/block_url_patterns
-    ("ERR_ABORTED", "connection"),
+_NET_ERROR_KINDS: tuple[tuple[str, ErrorKind], ...] = (
+    ("ERR_CONTENT_LENGTH_MISMATCH", ErrorKind.TRUNCATED),
+    ("ERR_INCOMPLETE_CHUNKED_ENCODING", ErrorKind.TRUNCATED),
+    ("ERR_TOO_MANY_REDIRECTS", ErrorKind.REDIRECT_LOOP),
+    ("ERR_TIMED_OUT", ErrorKind.TIMEOUT),
+    ("ERR_CONNECTION_TIMED_OUT", ErrorKind.TIMEOUT),
+    ("ERR_FILE_TOO_BIG", ErrorKind.TOO_LARGE),
+    ("ERR_UNSAFE_REDIRECT", ErrorKind.OFFSITE_REDIRECT),
+    ("ERR_INVALID_URL", ErrorKind.BAD_URL),
+    ("ERR_BLOCKED_BY_CLIENT", ErrorKind.BAD_URL),  # the page's own URL matches block_resource_types/block_url_patterns
+    ("ERR_ABORTED", ErrorKind.CONNECTION),
 )
 _CLOSED_MARKERS = ("Target page, context or browser has been closed", "Browser has been closed", "Target closed")
 
@@ -333,7 +334,7 @@ class BrowserFetcher:
             if dead:
                 self._on_disconnected(self._generation)
             raise fetch_error(
-                "browser_crashed" if dead else "browser_error",
+                ErrorKind.BROWSER_CRASHED if dead else ErrorKind.BROWSER_ERROR,
                 text.splitlines()[0] if text else "could not open a tab",
                 url=url,
             ) from exc
@@ -437,7 +438,7 @@ class BrowserFetcher:
         self._release_count()
         slot.uses += 1
         current = self._alive and slot.generation == self._generation
-        # A renderer that navigated many times holds on to garbage (V8 collects lazily): measured here, one
+        # A renderer that navigated many times holds on to garbage (V8 collects lazily): one
         # page's renderer grows from ~60 MB to ~500 MB over 300 book pages. A fresh page every
         # ``recycle_page_after`` fetches keeps each renderer small for the cost of a new tab (milliseconds).
         worn_out = slot.uses >= self.settings.recycle_page_after
@@ -461,9 +462,7 @@ class BrowserFetcher:
             FetchError: classified as in ``fetching`` plus "browser_crashed" (retryable).
         """
         try:
-            if not host_allowed(url, self.settings.allowed_domains):
-                self._counters["offsite_blocked"] += 1
-                raise fetch_error("offsite", "host not in allowed_domains", url=url)
+            refuse_offsite(url, self.settings.allowed_domains, self._counters)
             async with self._semaphore:
                 slot = await self._open_slot(
                     url, self.settings.javascript != "off" if javascript is None else javascript
@@ -490,10 +489,10 @@ class BrowserFetcher:
                 response = await self._goto(page, url, slot.trace)
                 self._check_chain(url, slot.trace)
                 if response is None:
-                    raise fetch_error("connection", "navigation produced no response", url=url)
+                    raise fetch_error(ErrorKind.CONNECTION, "navigation produced no response", url=url)
                 final_url = response.url
                 if not host_allowed(final_url, self.settings.allowed_domains):
-                    raise fetch_error("offsite_redirect", f"ended on {final_url}", url=url)
+                    raise fetch_error(ErrorKind.OFFSITE_REDIRECT, f"ended on {final_url}", url=url)
                 # The headers of the response event, without the extra round trip of all_headers() (which
                 # adds only security and cookie headers, none of which a fetch decision reads).
                 headers = dict(response.headers)
@@ -515,15 +514,15 @@ class BrowserFetcher:
                 refresh = meta_refresh_target(body, final_url)
                 if refresh is not None and not host_allowed(refresh, self.settings.allowed_domains):
                     self._counters["offsite_blocked"] += 1
-                    raise fetch_error("offsite_redirect", f"meta refresh to {refresh}", url=url)
+                    raise fetch_error(ErrorKind.OFFSITE_REDIRECT, f"meta refresh to {refresh}", url=url)
                 rendered = await page.content() if slot.javascript else None
                 slot.clean = True
         except FetchError:
             raise
         except PlaywrightTimeoutError as exc:
-            raise fetch_error("timeout", f"no load in {self.settings.timeout_s}s", url=url) from exc
+            raise fetch_error(ErrorKind.TIMEOUT, f"no load in {self.settings.timeout_s}s", url=url) from exc
         except TimeoutError as exc:
-            raise fetch_error("timeout", f"fetch exceeded {self.settings.timeout_s * 2}s", url=url) from exc
+            raise fetch_error(ErrorKind.TIMEOUT, f"fetch exceeded {self.settings.timeout_s * 2}s", url=url) from exc
         except PlaywrightError as exc:
             raise self._classify(url, str(exc), slot) from exc
         result = build_result(
@@ -543,9 +542,9 @@ class BrowserFetcher:
         """Fail on a redirect chain that left the allowed hosts or was longer than allowed."""
         for hop in trace.navigation_urls:
             if not host_allowed(hop, self.settings.allowed_domains):
-                raise fetch_error("offsite_redirect", f"redirect to {hop} outside allowed_domains", url=url)
+                raise fetch_error(ErrorKind.OFFSITE_REDIRECT, f"redirect to {hop} outside allowed_domains", url=url)
         if len(trace.navigation_urls) - 1 > self.settings.max_redirects:
-            raise fetch_error("redirect_loop", f"more than {self.settings.max_redirects} redirects", url=url)
+            raise fetch_error(ErrorKind.REDIRECT_LOOP, f"more than {self.settings.max_redirects} redirects", url=url)
 
     async def _goto(self, page: Page, url: str, trace: _NavTrace) -> Response | None:
         """``page.goto`` that also returns early when the main navigation request fails."""
@@ -569,7 +568,7 @@ class BrowserFetcher:
         """Map a Playwright error message (and what the page's listeners saw) to a FetchError kind."""
         message = text.splitlines()[0] if text else "unknown browser error"
         if slot.crashed or self._browser_gone(text):
-            return fetch_error("browser_crashed", message, url=url)
+            return fetch_error(ErrorKind.BROWSER_CRASHED, message, url=url)
         try:
             self._check_chain(url, slot.trace)
         except FetchError as offsite:
@@ -579,7 +578,7 @@ class BrowserFetcher:
             if marker in evidence:
                 return fetch_error(kind, message, url=url)
         if "Download is starting" in evidence:
-            return fetch_error("download", "response is a download, not a page", url=url)
+            return fetch_error(ErrorKind.DOWNLOAD, "response is a download, not a page", url=url)
         if "ERR_" in evidence:
-            return fetch_error("connection", message, url=url)
-        return fetch_error("browser_error", message, url=url)
+            return fetch_error(ErrorKind.CONNECTION, message, url=url)
+        return fetch_error(ErrorKind.BROWSER_ERROR, message, url=url)

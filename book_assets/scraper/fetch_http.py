@@ -1,8 +1,9 @@
 """Plain-HTTP fetcher on aiohttp: fast, keep-alive, no JavaScript.
 
-aiohttp rather than httpx: measured on the sandbox, 1000 book pages over 8 connections cost 0.1-0.3 ms of
-client CPU per page with aiohttp and 1.4-2.4 ms with httpx (whose connection pool checks every pooled
-socket on each request), and on two cores the client's CPU is taken from the crawl's parsing and storing.
+aiohttp rather than httpx: over sandbox book pages on 8 connections, httpx (whose connection pool checks
+every pooled socket on each request) spends several times aiohttp's client CPU per page
+(``benchmarks/browser_cpu.py --runs http``), and the client's CPU is taken from the crawl's parsing and
+storing.
 
 Redirects are followed by hand, one hop at a time, so each target's host is checked against
 ``allowed_domains`` *before* it is requested (automatic redirects would fetch it first).
@@ -23,7 +24,7 @@ from urllib.parse import urljoin
 import aiohttp
 from yarl import URL
 
-from book_assets.scraper.errors import FetchError
+from book_assets.scraper.errors import ErrorKind, FetchError
 from book_assets.scraper.fetching import (
     NOT_MODIFIED,
     REDIRECT_STATUSES,
@@ -36,6 +37,7 @@ from book_assets.scraper.fetching import (
     error_for_status,
     fetch_error,
     host_allowed,
+    refuse_offsite,
     too_large_error,
     truncation_error,
     utc_now,
@@ -105,9 +107,7 @@ class HttpFetcher:
         a result whose ``not_modified`` is set; without them a 304 is a ``not_modified_unasked`` error.
         """
         try:
-            if not host_allowed(url, self.settings.allowed_domains):
-                self._counters["offsite_blocked"] += 1
-                raise fetch_error("offsite", "host not in allowed_domains", url=url)
+            refuse_offsite(url, self.settings.allowed_domains, self._counters)
             async with self._semaphore:
                 started, fetched_at = time.monotonic(), utc_now()
                 try:
@@ -115,7 +115,7 @@ class HttpFetcher:
                         result = await self._follow(url, started, fetched_at, validators)
                 except TimeoutError as exc:
                     raise fetch_error(
-                        "timeout", f"no complete response in {self.settings.timeout_s}s", url=url
+                        ErrorKind.TIMEOUT, f"no complete response in {self.settings.timeout_s}s", url=url
                     ) from exc
         except FetchError:
             self._counters["errors"] += 1
@@ -138,7 +138,10 @@ class HttpFetcher:
                 if not host_allowed(target, self.settings.allowed_domains):
                     self._counters["offsite_blocked"] += 1
                     raise fetch_error(
-                        "offsite_redirect", f"redirect to {target} outside allowed_domains", url=url, status=status
+                        ErrorKind.OFFSITE_REDIRECT,
+                        f"redirect to {target} outside allowed_domains",
+                        url=url,
+                        status=status,
                     )
                 self._counters["redirects_followed"] += 1
                 current = target
@@ -167,7 +170,7 @@ class HttpFetcher:
                 elapsed_s=time.monotonic() - started,
                 request_headers=sent,
             )
-        raise fetch_error("redirect_loop", f"more than {self.settings.max_redirects} redirects", url=url)
+        raise fetch_error(ErrorKind.REDIRECT_LOOP, f"more than {self.settings.max_redirects} redirects", url=url)
 
     async def _get(
         self, url: str, extra_headers: dict[str, str] | None = None
@@ -201,7 +204,9 @@ class HttpFetcher:
                         chunks.append(chunk)
                 except aiohttp.ClientError as exc:
                     # The peer closed (or reset) before Content-Length or the last chunk arrived.
-                    raise fetch_error("truncated", f"body cut short: {_describe(exc)}", url=url, status=status) from exc
+                    raise fetch_error(
+                        ErrorKind.TRUNCATED, f"body cut short: {_describe(exc)}", url=url, status=status
+                    ) from exc
                 truncated = truncation_error(url, headers, size)
                 if truncated is not None:
                     raise truncated
@@ -209,11 +214,11 @@ class HttpFetcher:
         except FetchError:
             raise
         except (aiohttp.ServerTimeoutError, aiohttp.ConnectionTimeoutError, aiohttp.SocketTimeoutError) as exc:
-            raise fetch_error("timeout", _describe(exc), url=url) from exc
+            raise fetch_error(ErrorKind.TIMEOUT, _describe(exc), url=url) from exc
         except (aiohttp.InvalidURL, aiohttp.NonHttpUrlClientError, ValueError) as exc:
-            raise fetch_error("bad_url", _describe(exc), url=url) from exc
+            raise fetch_error(ErrorKind.BAD_URL, _describe(exc), url=url) from exc
         except aiohttp.ClientError as exc:
-            raise fetch_error("connection", _describe(exc), url=url) from exc
+            raise fetch_error(ErrorKind.CONNECTION, _describe(exc), url=url) from exc
 
 
 def _request_url(url: str) -> URL:

@@ -24,8 +24,6 @@ from book_assets.scraper.targets import target_allowed
 from book_assets.settings import LIVE_SITE_URL, default
 
 __all__ = [
-    "PERMANENT_KINDS",
-    "RETRYABLE_KINDS",
     "FetchError",
     "FetchResult",
     "FetchSettings",
@@ -38,14 +36,11 @@ __all__ = [
     "host_allowed",
     "not_modified_error",
     "parse_retry_after",
+    "refuse_offsite",
     "truncation_error",
     "validators_of",
 ]
 
-# Kinds after which trying again later can succeed (the server or network was having a bad moment), and
-# kinds that will fail the same way every time (retrying only wastes the site's capacity): ErrorKind's.
-RETRYABLE_KINDS: frozenset[str] = frozenset(kind.value for kind in ErrorKind if kind.retryable)
-PERMANENT_KINDS: frozenset[str] = frozenset(kind.value for kind in ErrorKind if not kind.retryable)
 REDIRECT_STATUSES: frozenset[int] = frozenset({301, 302, 303, 307, 308})
 NOT_MODIFIED = 304
 FetchMode = Literal["browser", "http", "adaptive"]
@@ -90,7 +85,7 @@ class FetchSettings:
     timeout_s: float = default("timeout_s")
     block_resource_types: frozenset[str] = frozenset(default("block_resource_types"))
     block_url_patterns: tuple[str, ...] = default("block_url_patterns")
-    allowed_domains: frozenset[str] = field(default_factory=lambda: frozenset({urlsplit(LIVE_SITE_URL).hostname}))
+    allowed_domains: frozenset[str] = field(default_factory=lambda: frozenset({urlsplit(LIVE_SITE_URL).hostname or ""}))
     max_body_bytes: int = default("max_body_bytes")
     max_redirects: int = default("max_redirects")
     relaunch_after_pages: int = default("relaunch_after_pages")
@@ -236,7 +231,10 @@ def conditional_headers(validators: Validators | None, url: str) -> dict[str, st
 def not_modified_error(url: str) -> FetchError:
     """The permanent error for a 304 to a request without validators: there is no stored copy to reuse."""
     return fetch_error(
-        "not_modified_unasked", "304 Not Modified to a request without validators: no stored copy", url=url, status=304
+        ErrorKind.NOT_MODIFIED_UNASKED,
+        "304 Not Modified to a request without validators: no stored copy",
+        url=url,
+        status=304,
     )
 
 
@@ -264,22 +262,15 @@ class Fetcher(Protocol):
 
 
 def fetch_error(
-    kind: str,
+    kind: ErrorKind | str,
     message: str,
     *,
     url: str,
     status: int | None = None,
     retry_after: float | None = None,
 ) -> FetchError:
-    """Build a ``FetchError`` whose ``retryable`` follows from ``kind`` (unknown kinds are retryable)."""
-    return FetchError(
-        kind,
-        message,
-        url=url,
-        retryable=kind not in PERMANENT_KINDS,
-        status=status,
-        retry_after=retry_after,
-    )
+    """Build a ``FetchError``; its ``retryable`` is its kind's (a name no kind has is a permanent ``unknown``)."""
+    return FetchError(kind, message, url=url, status=status, retry_after=retry_after)
 
 
 def host_allowed(url: str, allowed_domains: frozenset[str]) -> bool:
@@ -290,6 +281,13 @@ def host_allowed(url: str, allowed_domains: frozenset[str]) -> bool:
     allowed (the queue would refuse it anyway).
     """
     return target_allowed(url, allowed_domains)
+
+
+def refuse_offsite(url: str, allowed_domains: frozenset[str], counters: dict[str, int]) -> None:
+    """Raise the permanent ``offsite`` error for a URL outside ``allowed_domains``, counted as blocked."""
+    if not host_allowed(url, allowed_domains):
+        counters["offsite_blocked"] += 1
+        raise fetch_error(ErrorKind.OFFSITE, "host not in allowed_domains", url=url)
 
 
 def parse_retry_after(value: str | None, now: datetime | None = None) -> float | None:
@@ -341,20 +339,24 @@ def error_for_status(
     if status == NOT_MODIFIED:  # a fetcher that sent validators handles its 304 before asking here
         return not_modified_error(url)
     if status == 404:
-        return fetch_error("http_404", "not found", url=url, status=status)
+        return fetch_error(ErrorKind.HTTP_404, "not found", url=url, status=status)
     if status == 429:
-        return fetch_error("http_429", f"too many requests{clamped}", url=url, status=status, retry_after=retry_after)
+        return fetch_error(
+            ErrorKind.HTTP_429, f"too many requests{clamped}", url=url, status=status, retry_after=retry_after
+        )
     if status == 408:
-        return fetch_error("http_408", f"request timeout{clamped}", url=url, status=status, retry_after=retry_after)
+        return fetch_error(
+            ErrorKind.HTTP_408, f"request timeout{clamped}", url=url, status=status, retry_after=retry_after
+        )
     if 500 <= status < 600:
         return fetch_error(
-            "http_5xx", f"server error {status}{clamped}", url=url, status=status, retry_after=retry_after
+            ErrorKind.HTTP_5XX, f"server error {status}{clamped}", url=url, status=status, retry_after=retry_after
         )
     if 400 <= status < 500:
-        return fetch_error("http_4xx", f"client error {status}", url=url, status=status)
+        return fetch_error(ErrorKind.HTTP_4XX, f"client error {status}", url=url, status=status)
     if 300 <= status < 400:
-        return fetch_error("http_3xx", f"redirect {status} without a usable Location", url=url, status=status)
-    return fetch_error("http_other", f"unexpected status {status}", url=url, status=status)
+        return fetch_error(ErrorKind.HTTP_3XX, f"redirect {status} without a usable Location", url=url, status=status)
+    return fetch_error(ErrorKind.HTTP_OTHER, f"unexpected status {status}", url=url, status=status)
 
 
 def truncation_error(url: str, headers: dict[str, str], received: int) -> FetchError | None:
@@ -367,13 +369,13 @@ def truncation_error(url: str, headers: dict[str, str], received: int) -> FetchE
         return None
     expected = declared_length(headers)
     if expected is not None and received < expected:
-        return fetch_error("truncated", f"got {received} of {expected} bytes", url=url)
+        return fetch_error(ErrorKind.TRUNCATED, f"got {received} of {expected} bytes", url=url)
     return None
 
 
 def too_large_error(url: str, size: int, limit: int) -> FetchError:
     """The permanent error for a body over ``max_body_bytes``."""
-    return fetch_error("too_large", f"body of {size} bytes exceeds limit of {limit}", url=url)
+    return fetch_error(ErrorKind.TOO_LARGE, f"body of {size} bytes exceeds limit of {limit}", url=url)
 
 
 def declared_length(headers: dict[str, str]) -> int | None:
@@ -405,7 +407,7 @@ def meta_refresh_target(body: bytes, base_url: str) -> str | None:
         if _REFRESH.search(tag):
             match = _REFRESH_URL.search(tag)
             if match:
-                return urljoin(base_url, match.group(1).decode("utf-8", "replace"))
+                return urljoin(base_url, bytes(match.group(1)).decode("utf-8", "replace"))
     return None
 
 

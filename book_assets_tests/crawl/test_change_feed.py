@@ -17,10 +17,10 @@ import pytest
 from click.testing import CliRunner
 
 from book_assets.cli import main
-from book_assets.crawl.changes import changes_of_day
 from book_assets.crawl.config import CrawlConfig
 from book_assets.crawl.pipeline import crawl
 from book_assets.db.connection import Database
+from book_assets.publish.changes import changes_of_day
 from book_assets.sandbox.catalogue import Catalogue
 from book_assets.sandbox.faults import Faults
 from book_assets_tests.crawl.conftest import sandbox_config

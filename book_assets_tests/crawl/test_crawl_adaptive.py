@@ -1,4 +1,4 @@
-"""Adaptive fetching (issue 14): plain HTTP where it gives the browser's records, the browser elsewhere.
+"""Adaptive fetching: plain HTTP where it gives the browser's records, the browser elsewhere.
 
 Against the sandbox (normal and ``js_mode``) and a stub site whose book pages a script changes, with the
 decision read back from PostgreSQL, where every worker shares it.
@@ -24,11 +24,11 @@ from book_assets.crawl.adaptive import (
     sampled,
 )
 from book_assets.crawl.pipeline import crawl
-from book_assets.crawl.storage import TRACKED_FIELDS
 from book_assets.db.connection import Database
 from book_assets.defs.crawl.assets import details_metadata
 from book_assets.sandbox.catalogue import Catalogue
 from book_assets.sandbox.pages import Site
+from book_assets.store.books import TRACKED_FIELDS
 from book_assets_tests.crawl.conftest import sandbox_config, stored_vs_truth
 from book_assets_tests.reliability.stub_site import Page, StubSite
 

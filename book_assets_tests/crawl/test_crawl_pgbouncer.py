@@ -23,8 +23,8 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 import psycopg2
 import pytest
 
-from book_assets.crawl.storage import book_counts
 from book_assets.db.connection import Database
+from book_assets.store.books import book_counts
 from book_assets_tests.conftest import child_env
 
 pytestmark = pytest.mark.slow

@@ -11,9 +11,9 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from book_assets.crawl.export import export_books
 from book_assets.crawl.pipeline import crawl
 from book_assets.db.connection import Database
+from book_assets.publish.export import export_books
 from book_assets.sql import load_queries
 from book_assets_tests.crawl.conftest import sandbox_config
 

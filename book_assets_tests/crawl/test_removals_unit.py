@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from book_assets.crawl.removals import ListedPage, walk_chains
+from book_assets.store.removals import ListedPage, walk_chains
 
 BASE = "http://site.test/catalogue/category/books/travel_2"
 
@@ -88,8 +88,7 @@ def _listing(next_url: str | None, cards: tuple[str, ...] = ("http://site.test/c
 
 
 def test_a_next_link_that_does_not_parse_keeps_the_chain_open() -> None:
-    from book_assets.crawl.discovery import ListingOutcome
-    from book_assets.crawl.removals import listing_record
+    from book_assets.crawl.discovery import ListingOutcome, listing_record
 
     outcome = ListingOutcome(category="Travel", followed=True)
     payload = {"url": f"{BASE}/index.html", "depth": 1, "category": "Travel"}
@@ -100,8 +99,7 @@ def test_a_next_link_that_does_not_parse_keeps_the_chain_open() -> None:
 
 
 def test_a_category_page_discovery_did_not_follow_is_no_evidence() -> None:
-    from book_assets.crawl.discovery import ListingOutcome
-    from book_assets.crawl.removals import listing_record
+    from book_assets.crawl.discovery import ListingOutcome, listing_record
 
     payload = {"url": f"{BASE}/index.html", "depth": 1, "category": "Travel"}
     assert listing_record(payload, _listing(None), ListingOutcome()) is None

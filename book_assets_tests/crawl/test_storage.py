@@ -7,10 +7,10 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 
-from book_assets.crawl.storage import book_counts, reextract, store_book
 from book_assets.db.connection import Database
 from book_assets.scraper.fetching import FetchResult, build_result
 from book_assets.scraper.parsers import parse_book
+from book_assets.store.books import book_counts, reextract, store_book
 
 REAL = Path(__file__).resolve().parents[1] / "fixtures" / "real-site"
 BOOK = "catalogue/a-light-in-the-attic_1000/index.html"

@@ -12,11 +12,11 @@ from typing import Any
 import dagster as dg
 import pytest
 
-from book_assets.crawl.storage import book_counts
 from book_assets.db.connection import Database
 from book_assets.defs.crawl.assets import crawl
 from book_assets.defs.resources import DatabaseResource, FetcherResource, SchedulingResource, SiteResource
 from book_assets.sandbox.server import SandboxServer
+from book_assets.store.books import book_counts
 from book_assets_tests.conftest import child_env, truncate_all
 
 pytestmark = pytest.mark.slow

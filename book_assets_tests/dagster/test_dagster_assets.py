@@ -11,7 +11,6 @@ import dagster as dg
 import pytest
 
 from book_assets.crawl.config import LISTING, TASK_TYPES
-from book_assets.crawl.storage import book_counts
 from book_assets.db.connection import Database
 from book_assets.definitions import ASSET_CHECKS, ASSETS
 from book_assets.defs.crawl.checks import found_books, no_failed_listing_pages
@@ -26,6 +25,7 @@ from book_assets.defs.snapshot.assets import category_balanced_snapshot
 from book_assets.defs.snapshot.checks import shares_within_tolerance
 from book_assets.queue import TaskQueue
 from book_assets.sandbox.server import SandboxServer
+from book_assets.store.books import book_counts
 
 pytestmark = pytest.mark.slow
 

@@ -15,13 +15,13 @@ import pytest
 import yaml
 
 from book_assets.crawl.pipeline import Crawl
-from book_assets.crawl.storage import book_counts
 from book_assets.db.connection import Database
 from book_assets.definitions import build_definitions
 from book_assets.defs.crawl.fan_out import queue_jobs
 from book_assets.defs.resources import DatabaseResource, FetcherResource, SchedulingResource, SiteResource
 from book_assets.sandbox.server import SandboxServer
 from book_assets.settings import PROJECT_ROOT, ConfigError
+from book_assets.store.books import book_counts
 from book_assets_tests.crawl.conftest import sandbox_config
 
 DRAIN_STEPS = ("drain_queue[worker_0]", "drain_queue[worker_1]")

@@ -10,12 +10,12 @@ import dagster as dg
 import psycopg2
 import pytest
 
-from book_assets.crawl.storage import book_counts
 from book_assets.dagster_instance import dagster_environment
 from book_assets.db.connection import Database
 from book_assets.defs.resources import DatabaseResource, FetcherResource, SchedulingResource, SiteResource
 from book_assets.sandbox.server import SandboxServer
 from book_assets.settings import PROJECT_ROOT, load_settings
+from book_assets.store.books import book_counts
 from book_assets_tests.conftest import _admin
 
 pytestmark = pytest.mark.slow

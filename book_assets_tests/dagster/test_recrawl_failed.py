@@ -9,7 +9,6 @@ import dagster as dg
 import pytest
 
 from book_assets.crawl.config import requeue_policy
-from book_assets.crawl.storage import book_counts
 from book_assets.db.connection import Database
 from book_assets.defs.crawl.assets import crawl
 from book_assets.defs.crawl.checks import BOOK_CHECKS, LISTING_CHECKS
@@ -17,6 +16,7 @@ from book_assets.defs.crawl.jobs import recrawl_failed_job
 from book_assets.defs.crawl.sensors import build_failed_tasks_sensor
 from book_assets.defs.resources import DatabaseResource, FetcherResource, SchedulingResource, SiteResource
 from book_assets.sandbox import Faults
+from book_assets.store.books import book_counts
 
 pytestmark = pytest.mark.slow
 

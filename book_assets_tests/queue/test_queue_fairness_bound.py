@@ -111,7 +111,7 @@ def test_database_scheduler_drains_in_exactly_the_reference_order(
 ) -> None:
     """The reference implementation (scheduling/wrr.py) is the oracle: same weights, same backlog, same order,
     including groups that run dry on the way."""
-    from book_assets.scheduling.wrr import sequence as reference
+    from book_assets_tests.queue.wrr import sequence as reference
 
     counts = dict(zip(sorted(weights), sizes, strict=False))
     db = Database(database_url)

@@ -17,9 +17,9 @@ import psutil
 import pytest
 
 from book_assets.crawl.pipeline import crawl
-from book_assets.crawl.storage import book_counts
 from book_assets.db.connection import Database
 from book_assets.sandbox.faults import Faults
+from book_assets.store.books import book_counts
 from book_assets_tests.crawl.conftest import sandbox_config, stored_vs_truth
 from book_assets_tests.reliability.conftest import task_counts, wait_until
 

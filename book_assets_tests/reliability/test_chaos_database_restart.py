@@ -11,10 +11,10 @@ from typing import Any
 import psycopg2
 import pytest
 
-from book_assets.crawl.storage import book_counts
 from book_assets.db import embedded
 from book_assets.db.connection import Database
 from book_assets.sql import load_queries
+from book_assets.store.books import book_counts
 from book_assets_tests.crawl.conftest import stored_vs_truth
 from book_assets_tests.reliability.conftest import task_counts, wait_until, worker_env
 

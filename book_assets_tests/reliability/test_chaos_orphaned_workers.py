@@ -15,9 +15,9 @@ from typing import Any
 import psutil
 import pytest
 
-from book_assets.crawl.storage import book_counts
 from book_assets.db.connection import Database
 from book_assets.sandbox import Faults
+from book_assets.store.books import book_counts
 from book_assets_tests.conftest import child_env
 from book_assets_tests.reliability.conftest import task_counts, wait_until
 

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from book_assets.crawl.pipeline import prepare, seed
-from book_assets.crawl.storage import book_counts
 from book_assets.db.connection import Database
 from book_assets.sandbox import Faults
+from book_assets.store.books import book_counts
 from book_assets_tests.crawl.conftest import sandbox_config, stored_vs_truth
 from book_assets_tests.reliability.conftest import drained, task_counts, wait_until, worker_env
 

@@ -30,12 +30,12 @@ from urllib.parse import urlsplit
 
 from book_assets.crawl.config import TASK_TYPES, CrawlConfig
 from book_assets.crawl.pipeline import Crawl
-from book_assets.crawl.storage import book_counts
 from book_assets.crawl.worker import make_queue
 from book_assets.db.connection import Database
 from book_assets.db.migrations import migrate
 from book_assets.sandbox.server import SandboxServer
 from book_assets.settings import PROJECT_ROOT
+from book_assets.store.books import book_counts
 from book_assets_tests.conftest import child_env
 from book_assets_tests.scale.hosts import Host, PostgresOnAddress
 

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from book_assets.db.connection import Database
-from book_assets.scheduling.snapshot import build_snapshot, summary_markdown, write_snapshot
+from book_assets.publish.snapshot import build_snapshot, summary_markdown, write_snapshot
 from book_assets.scheduling.weights import parse_weights
 
 T0 = datetime(2026, 1, 1, 8, tzinfo=UTC)

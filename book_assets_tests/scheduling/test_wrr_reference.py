@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from book_assets.scheduling.weights import CategoryWeights
-from book_assets.scheduling.wrr import SmoothWRR, deviations, max_deviation, sequence
+from book_assets_tests.queue.wrr import SmoothWRR, deviations, max_deviation, sequence
 
 W321 = {"a": 3, "b": 2, "c": 1}
 

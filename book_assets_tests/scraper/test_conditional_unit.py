@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from book_assets.scraper.errors import ErrorKind
 from book_assets.scraper.fetching import (
-    PERMANENT_KINDS,
     Validators,
     build_result,
     conditional_headers,
@@ -56,4 +56,4 @@ def test_validators_come_from_the_final_response_headers_and_body_hash() -> None
 def test_a_304_nobody_asked_for_is_a_permanent_error_of_its_own_kind() -> None:
     error = error_for_status(URL, 304, {})
     assert error is not None and error.kind == "not_modified_unasked" and not error.retryable
-    assert "not_modified_unasked" in PERMANENT_KINDS
+    assert not ErrorKind("not_modified_unasked").retryable

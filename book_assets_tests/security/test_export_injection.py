@@ -1,4 +1,4 @@
-"""Exports a spreadsheet can open safely (#12): formula-looking text is neutralised in CSV only (OWASP's CSV
+"""Exports a spreadsheet can open safely: formula-looking text is neutralised in CSV only (OWASP's CSV
 injection advice); JSON Lines and Parquet keep every value exactly as stored.
 """
 
@@ -12,11 +12,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from book_assets.crawl.export import export_books, spreadsheet_safe
-from book_assets.crawl.storage import store_book
 from book_assets.db.connection import Database
+from book_assets.publish.export import export_books, spreadsheet_safe
 from book_assets.scraper.fetching import build_result
 from book_assets.scraper.parsers import parse_book
+from book_assets.store.books import store_book
 
 REAL = Path(__file__).resolve().parents[1] / "fixtures" / "real-site"
 BOOK = "catalogue/a-light-in-the-attic_1000/index.html"

@@ -1,4 +1,4 @@
-"""No request to an internal address (#12): a "secret" server on the second loopback address 127.0.0.2, and
+"""No request to an internal address: a "secret" server on the second loopback address 127.0.0.2, and
 another on the crawl's own host at another port (where a Dagster UI or a database would listen), must get
 0 requests from either fetch mode — direct, through redirects (absolute, scheme-relative, via an allowed
 hop), through a meta refresh, and through a whole crawl whose listing links to them.
@@ -13,7 +13,6 @@ from collections.abc import Iterator
 import pytest
 
 from book_assets.crawl.pipeline import crawl
-from book_assets.crawl.storage import book_counts
 from book_assets.db.connection import Database
 from book_assets.sandbox.catalogue import Catalogue
 from book_assets.sandbox.pages import Site
@@ -22,6 +21,7 @@ from book_assets.scraper.fetch_browser import BrowserFetcher
 from book_assets.scraper.fetch_http import HttpFetcher
 from book_assets.scraper.fetching import Fetcher, FetchSettings
 from book_assets.scraper.targets import with_start_port
+from book_assets.store.books import book_counts
 from book_assets_tests.crawl.conftest import sandbox_config
 from book_assets_tests.reliability.conftest import task_counts
 from book_assets_tests.reliability.stub_site import Page, StubSite

@@ -1,4 +1,4 @@
-"""The database password stays out of everything Dagster keeps (#12): run config, the job snapshot the UI
+"""The database password stays out of everything Dagster keeps: run config, the job snapshot the UI
 shows (resource config included), materialization metadata, event logs, compute logs, and the crawl summary.
 
 A small real materialization (the sandbox's Travel category, http mode) runs in process on an on-disk Dagster

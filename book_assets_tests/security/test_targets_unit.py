@@ -1,4 +1,4 @@
-"""The address policy (#12) as pure functions: hosts, ports, IP literals in every spelling, internal ranges."""
+"""The address policy as pure functions: hosts, ports, IP literals in every spelling, internal ranges."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``book-pipeline ui`` and ``demo`` end with their children (#12): SIGTERM to ``ui`` stops dagster-webserver,
+"""``book-pipeline ui`` and ``demo`` end with their children: SIGTERM to ``ui`` stops dagster-webserver,
 dagster-daemon and the code servers they started; SIGTERM to ``demo`` stops its crawl, Playwright and
 Chromium — real processes on a real port and the test database.
 """

@@ -10,10 +10,10 @@ from datetime import timedelta
 
 import dagster as dg
 
-from book_assets.crawl.changes import CHANGES, PublishedChanges, publish_changes
 from book_assets.defs.catalog import DAILY_FRESHNESS, OWNERS, tags_for
 from book_assets.defs.resources import DatabaseResource, SchedulingResource, run_settings
 from book_assets.defs.snapshot.assets import SNAPSHOT_DAYS, embedded_png, snapshot_day
+from book_assets.publish.changes import CHANGES, PublishedChanges, publish_changes
 
 GROUP = "changes"
 #: Days of the per-day table in the metadata (the chart shows more).

@@ -42,7 +42,6 @@ from pydantic import Field
 
 from book_assets.crawl.config import DETAIL, LISTING, TASK_TYPES
 from book_assets.crawl.pipeline import Crawl, drain
-from book_assets.crawl.removals import OpenCrawl, find_crawl
 from book_assets.crawl.worker import WorkerStats
 from book_assets.db.connection import Database
 from book_assets.defs.catalog import CRAWL_POOL
@@ -55,6 +54,7 @@ from book_assets.defs.crawl.assets import (
 from book_assets.defs.resources import DatabaseResource, FetcherResource, SchedulingResource, SiteResource, crawl_config
 from book_assets.defs.retries import TRANSIENT_RETRY, transient_only
 from book_assets.settings import load_settings
+from book_assets.store.lifecycle import OpenCrawl, find_crawl
 
 
 def step_executor(name: str) -> dg.ExecutorDefinition:

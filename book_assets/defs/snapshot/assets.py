@@ -19,7 +19,7 @@ import pandas as pd
 
 from book_assets.defs.catalog import DAILY_FRESHNESS, OWNERS, SNAPSHOT_SCHEMA, SNAPSHOT_TABLE, tags_for
 from book_assets.defs.resources import DatabaseResource, SchedulingResource, run_settings
-from book_assets.scheduling.snapshot import build_snapshot, write_snapshot
+from book_assets.publish.snapshot import build_snapshot, write_snapshot
 from book_assets.scheduling.weights import resolve_weights, warn_unknown
 from book_assets.settings import load_settings
 

@@ -14,8 +14,8 @@ import dagster as dg
 
 from book_assets.defs.resources import DatabaseResource, SchedulingResource, run_settings
 from book_assets.defs.snapshot.assets import category_balanced_snapshot
+from book_assets.publish.snapshot import day_bounds
 from book_assets.scheduling.quotas import split_budget
-from book_assets.scheduling.snapshot import day_bounds
 from book_assets.scheduling.weights import resolve_weights
 from book_assets.sql import load_queries
 

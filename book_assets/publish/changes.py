@@ -2,10 +2,10 @@
 
 A day is a UTC calendar day. The feed compares the day's start with its end (``book_changes_v1`` in migration
 0012): versions recorded that day (``book_versions``) and presence events (``book_presence``, written when a
-crawl ends, see :mod:`book_assets.crawl.removals`). Rebuilding a past day gives the same rows again.
+crawl ends, see :mod:`book_assets.store.removals`). Rebuilding a past day gives the same rows again.
 
 Written as JSON Lines (``fields`` a list) or CSV (``fields`` joined by ``;``, text cells made spreadsheet-safe
-as :mod:`book_assets.crawl.export` does), to a file or a stream; the chart of changes per day is a PNG
+as :mod:`book_assets.publish.export` does), to a file or a stream; the chart of changes per day is a PNG
 drawn on a bare matplotlib ``Figure`` (imported only when drawing, as the snapshot's chart is).
 """
 
@@ -19,9 +19,9 @@ from datetime import date, timedelta
 from pathlib import Path
 from typing import IO, Any, Literal
 
-from book_assets.crawl.export import plain, spreadsheet_safe
 from book_assets.db.connection import Database
-from book_assets.scheduling.snapshot.files import atomic_write
+from book_assets.publish.export import plain, spreadsheet_safe
+from book_assets.publish.files import atomic_write
 from book_assets.sql import load_queries
 
 Format = Literal["jsonl", "csv"]
@@ -112,7 +112,7 @@ def write_chart(counts: dict[date, dict[str, int]], path: Path) -> Path:
     ax.legend(loc="upper left", fontsize=8)
     ax.grid(axis="y", alpha=0.3)
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, lambda p: canvas.print_png(str(p)))
+    atomic_write(path, lambda p: canvas.print_png(str(p)))  # type: ignore[no-untyped-call]  # matplotlib: unannotated
     return path
 
 

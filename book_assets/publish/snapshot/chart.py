@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from book_assets.scheduling.snapshot.files import atomic_write
+from book_assets.publish.files import atomic_write
 
 if TYPE_CHECKING:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -46,5 +46,5 @@ def share_chart(summary: pd.DataFrame) -> FigureCanvasAgg:
 
 
 def write_chart(summary: pd.DataFrame, path: Path) -> Path:
-    atomic_write(path, lambda p: share_chart(summary).print_png(str(p)))
+    atomic_write(path, lambda p: share_chart(summary).print_png(str(p)))  # type: ignore[no-untyped-call]  # matplotlib: unannotated
     return path

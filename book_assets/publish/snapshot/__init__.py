@@ -15,10 +15,10 @@ One module per job:
 - :mod:`.publish` writes all three for a day.
 """
 
-from book_assets.scheduling.snapshot.publish import SnapshotArtifacts, write_snapshot
-from book_assets.scheduling.snapshot.select import FRAME_DTYPES, Snapshot, build_snapshot, day_bounds
-from book_assets.scheduling.snapshot.summary import SUMMARY_COLUMNS, summary_markdown
-from book_assets.scheduling.snapshot.table import TABLE
+from book_assets.publish.snapshot.publish import SnapshotArtifacts, write_snapshot
+from book_assets.publish.snapshot.select import FRAME_DTYPES, Snapshot, build_snapshot, day_bounds
+from book_assets.publish.snapshot.summary import SUMMARY_COLUMNS, summary_markdown
+from book_assets.publish.snapshot.table import TABLE
 
 __all__ = [
     "FRAME_DTYPES",

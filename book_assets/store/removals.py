@@ -26,15 +26,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
-from book_assets.crawl.discovery import ListingOutcome
 from book_assets.db.connection import Cursor, Database
-from book_assets.scraper.models import ListingPage
 from book_assets.sql import load_queries
-from book_assets.urls import canonical_url
+from book_assets.store.lifecycle import OpenCrawl
 
 Q = load_queries("changes")
 
@@ -54,14 +51,6 @@ class ListedPage:
     @property
     def host(self) -> str:
         return urlsplit(self.url).netloc
-
-
-@dataclass(frozen=True)
-class OpenCrawl:
-    """A crawl whose removals are yet to be decided: listing pages processed since ``started_at`` are its own."""
-
-    id: int
-    started_at: datetime
 
 
 @dataclass(frozen=True)
@@ -101,61 +90,11 @@ class Removals:
 # --- recording, in the listing task's transaction ---------------------------------------------------------
 
 
-def listing_record(payload: dict[str, Any], page: ListingPage, outcome: ListingOutcome) -> dict[str, Any] | None:
-    """The ``listing_pages`` row of a processed listing page; None when it listed nothing this crawl follows.
-
-    A start page records the categories its sidebar links (to count those not crawled); a category page
-    records its cards only when discovery took them (:attr:`ListingOutcome.followed`), so a page of a
-    category left out by ``--categories`` is never evidence that its books are gone.
-    """
-    start = bool(payload.get("start")) and not outcome.followed
-    if not outcome.followed and not start:
-        return None
-    return {
-        "url": canonical_url(str(payload["url"])),
-        "category": outcome.category if outcome.followed else None,
-        "depth": int(payload.get("depth", 1)),
-        # A next link that does not parse is kept as served: no page matches it, so the chain stays open.
-        "next_url": (_canonical(page.next_url) or page.next_url) if page.next_url and outcome.followed else None,
-        "result_count": page.result_count,
-        "cards": len(page.cards),
-        "book_urls": sorted({u for c in page.cards if (u := _canonical(c.url))}) if outcome.followed else [],
-        "sidebar": sorted({name for name, _url in page.category_links}) if start else [],
-    }
-
-
-def _canonical(url: str) -> str | None:
-    """The canonical URL, or None for a link that does not parse (a card whose link does not parse is
-    neither a task nor a sighting)."""
-    try:
-        return canonical_url(url)
-    except ValueError:
-        return None
-
-
 def record_listing(cur: Cursor, row: dict[str, Any]) -> None:
     cur.execute(Q["record_listing_page"], row)
 
 
-# --- a crawl's start and end ------------------------------------------------------------------------------
-
-
-def open_crawl(db: Database) -> OpenCrawl:
-    """Begin a crawl (earlier crawls that never reported are abandoned: their removals stay undecided)."""
-
-    def _open(cur: Cursor) -> OpenCrawl:
-        cur.execute(Q["abandon_open_crawls"])
-        cur.execute(Q["insert_crawl"])
-        row = cur.fetchone()
-        return OpenCrawl(row["id"], row["started_at"])
-
-    return db.run(_open)
-
-
-def find_crawl(db: Database, crawl_id: int) -> OpenCrawl | None:
-    """The crawl ``crawl_id`` (open or not: settling a closed one reports what it decided); None if unknown."""
-    rows = db.query(Q["crawl_by_id"], {"id": crawl_id})
-    return OpenCrawl(rows[0]["id"], rows[0]["started_at"]) if rows else None
+# --- a crawl's end ----------------------------------------------------------------------------------------
 
 
 def walk_chains(pages: Iterable[ListedPage]) -> dict[tuple[str, str], str | None]:
@@ -212,51 +151,62 @@ def settle(db: Database, crawl: OpenCrawl | None, *, undecided: str | None = Non
     not_crawled = len(linked - set(verdicts))
     if undecided is None and not complete:
         undecided = "no category's listing pages all completed in this crawl"
+    verdict = _Verdict(tuple(h for h, _ in complete), tuple(c for _, c in complete), incomplete, not_crawled)
+    return db.run(lambda cur: _close(cur, crawl, verdict, undecided))
+
+
+@dataclass(frozen=True)
+class _Verdict:
+    """What the listing pages decided: the complete (host, category) pairs as two parallel tuples."""
+
+    hosts: tuple[str, ...]
+    categories: tuple[str, ...]
+    incomplete: tuple[str, ...]
+    not_crawled: int
+
+
+def _close(cur: Cursor, crawl: OpenCrawl, verdict: _Verdict, undecided: str | None) -> Removals:
+    """Mark back the books listed again, mark removed (unless ``undecided``) and close ``crawl``, under its lock."""
     params = {"since": crawl.started_at, "crawl_id": crawl.id}
-
-    def _settle(cur: Cursor) -> Removals:
-        cur.execute(Q["lock_crawl"], {"id": crawl.id})
-        row = cur.fetchone()
-        if row is not None and row["outcome"] == "abandoned":
-            return Removals(decided=False, reason=row["note"] or "abandoned")
-        if row is not None and row["outcome"] in ("decided", "undecided"):
-            return Removals(
-                decided=row["outcome"] == "decided",
-                removed=row["removed"] or 0,
-                returned=row["returned"] or 0,
-                reason=row["note"] or "",
-            )
-        cur.execute(Q["mark_returned"], params)
-        returned = len(cur.fetchall())
-        removed = 0
-        if undecided is None:
-            hosts, categories = [h for h, _ in complete], [c for _, c in complete]
-            cur.execute(Q["mark_removed"], {**params, "hosts": hosts, "categories": categories})
-            removed = len(cur.fetchall())
-        cur.execute(
-            Q["close_crawl"],
-            {
-                "id": crawl.id,
-                "outcome": "decided" if undecided is None else "undecided",
-                "complete": len(complete),
-                "incomplete": len(incomplete),
-                "removed": removed,
-                "returned": returned,
-                "note": undecided,
-            },
-        )
-        if undecided is not None:
-            return Removals(decided=False, returned=returned, reason=undecided)
+    cur.execute(Q["lock_crawl"], {"id": crawl.id})
+    row = cur.fetchone()
+    if row is not None and row["outcome"] == "abandoned":
+        return Removals(decided=False, reason=row["note"] or "abandoned")
+    if row is not None and row["outcome"] in ("decided", "undecided"):
         return Removals(
-            decided=True,
-            removed=removed,
-            returned=returned,
-            complete=len(complete),
-            incomplete=incomplete,
-            not_crawled=not_crawled,
+            decided=row["outcome"] == "decided",
+            removed=row["removed"] or 0,
+            returned=row["returned"] or 0,
+            reason=row["note"] or "",
         )
-
-    return db.run(_settle)
+    cur.execute(Q["mark_returned"], params)
+    returned = len(cur.fetchall())
+    removed = 0
+    if undecided is None:
+        cur.execute(Q["mark_removed"], {**params, "hosts": list(verdict.hosts), "categories": list(verdict.categories)})
+        removed = len(cur.fetchall())
+    cur.execute(
+        Q["close_crawl"],
+        {
+            "id": crawl.id,
+            "outcome": "decided" if undecided is None else "undecided",
+            "complete": len(verdict.categories),
+            "incomplete": len(verdict.incomplete),
+            "removed": removed,
+            "returned": returned,
+            "note": undecided,
+        },
+    )
+    if undecided is not None:
+        return Removals(decided=False, returned=returned, reason=undecided)
+    return Removals(
+        decided=True,
+        removed=removed,
+        returned=returned,
+        complete=len(verdict.categories),
+        incomplete=verdict.incomplete,
+        not_crawled=verdict.not_crawled,
+    )
 
 
 def _listed_page(row: dict[str, Any]) -> ListedPage:

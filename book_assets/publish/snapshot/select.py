@@ -15,8 +15,8 @@ from typing import Any
 import pandas as pd
 
 from book_assets.db.connection import Cursor, Database
+from book_assets.publish.snapshot.summary import category_summary
 from book_assets.scheduling.quotas import split_budget
-from book_assets.scheduling.snapshot.summary import category_summary
 from book_assets.scheduling.weights import CategoryWeights
 from book_assets.sql import load_queries
 

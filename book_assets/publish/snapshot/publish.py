@@ -6,10 +6,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from book_assets.db.connection import Database
-from book_assets.scheduling.snapshot.chart import CHART_NAME, write_chart
-from book_assets.scheduling.snapshot.files import PARQUET_NAME, SUMMARY_NAME, day_folder, write_csv, write_parquet
-from book_assets.scheduling.snapshot.select import Snapshot
-from book_assets.scheduling.snapshot.table import TABLE, replace_day
+from book_assets.publish.snapshot.chart import CHART_NAME, write_chart
+from book_assets.publish.snapshot.files import PARQUET_NAME, SUMMARY_NAME, day_folder, write_csv, write_parquet
+from book_assets.publish.snapshot.select import Snapshot
+from book_assets.publish.snapshot.table import TABLE, replace_day
 
 
 @dataclass(frozen=True)

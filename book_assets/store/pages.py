@@ -20,11 +20,11 @@ from typing import Any
 
 import psycopg2.extras
 
-from book_assets.crawl.storage import StoredBook
 from book_assets.db.connection import Cursor, Database
 from book_assets.scraper.errors import ErrorKind
 from book_assets.scraper.fetching import FetchResult, Validators, build_result, validators_of
 from book_assets.sql import load_queries
+from book_assets.store.books import StoredBook
 from book_assets.urls import canonical_url
 
 Q = load_queries("pages")

@@ -1,0 +1,42 @@
+"""A crawl's lifecycle in the ``crawls`` table: opened when it starts, found again by id, closed when it
+reports (:func:`book_assets.store.removals.settle` closes it with what it decided).
+
+Listing pages processed since a crawl's ``started_at`` are its own; opening a crawl abandons the earlier
+ones that never reported, whose removals then stay undecided.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from book_assets.db.connection import Cursor, Database
+from book_assets.sql import load_queries
+
+Q = load_queries("changes")
+
+
+@dataclass(frozen=True)
+class OpenCrawl:
+    """A crawl whose removals are yet to be decided: listing pages processed since ``started_at`` are its own."""
+
+    id: int
+    started_at: datetime
+
+
+def open_crawl(db: Database) -> OpenCrawl:
+    """Begin a crawl (earlier crawls that never reported are abandoned: their removals stay undecided)."""
+
+    def _open(cur: Cursor) -> OpenCrawl:
+        cur.execute(Q["abandon_open_crawls"])
+        cur.execute(Q["insert_crawl"])
+        row = cur.fetchone()
+        return OpenCrawl(row["id"], row["started_at"])
+
+    return db.run(_open)
+
+
+def find_crawl(db: Database, crawl_id: int) -> OpenCrawl | None:
+    """The crawl ``crawl_id`` (open or not: settling a closed one reports what it decided); None if unknown."""
+    rows = db.query(Q["crawl_by_id"], {"id": crawl_id})
+    return OpenCrawl(rows[0]["id"], rows[0]["started_at"]) if rows else None
