@@ -1,5 +1,5 @@
 -- Named queries of the task queue (book_assets/queue). The claim itself is the plpgsql function
--- queue_claim_v4, which composes small functions, one job each (migrations/0008 lists them, 0013 and 0017
+-- queue_claim_v1, which composes small functions, one job each (migrations/0008 lists them, 0013 and 0017
 -- add the batched fair claims; schema.sql shows every current definition): it needs loops (politeness
 -- allowances, round-robin picks) in one round trip.
 
@@ -38,8 +38,8 @@ LEFT JOIN wake ON true
 ORDER BY x.ord;
 
 -- claim --
--- Claim up to n tasks, or replay the answer of the same request (see queue_claim_v4 in schema.sql).
-SELECT * FROM queue_claim_v4(%(request)s::UUID, %(worker)s, %(n)s, %(types)s::TEXT[],
+-- Claim up to n tasks, or replay the answer of the same request (see queue_claim_v1 in schema.sql).
+SELECT * FROM queue_claim_v1(%(request)s::UUID, %(worker)s, %(n)s, %(types)s::TEXT[],
                              %(lease_s)s::DOUBLE PRECISION, %(horizon_s)s::DOUBLE PRECISION, %(scheduled)s,
                              %(interleave)s::JSONB);
 
@@ -252,7 +252,7 @@ SELECT pg_notify('book_pipeline_tasks', '') AS sent;
 -- Work these task types can still be handed: in progress, or pending in a group that is neither out of
 -- budget nor weighted 0 (weight-0 groups are skipped on purpose and stay pending).
 WITH exhausted AS (
-    SELECT b.scope, b.member FROM queue_budget_left(ARRAY(SELECT 'groups:' || x FROM unnest(%(types)s::TEXT[]) x)) b
+    SELECT b.scope, b.member FROM queue_budget_left_v1(ARRAY(SELECT 'groups:' || x FROM unnest(%(types)s::TEXT[]) x)) b
     WHERE b.budget_left = 0
 )
 SELECT count(*) AS n FROM tasks t
