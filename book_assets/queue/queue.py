@@ -6,10 +6,10 @@ Design (why it looks like this):
   Locking Clause"): concurrent claimers skip each other's rows instead of queueing behind them, so N workers
   never receive the same task and never wait for one another on the hot path.
 * **One round trip per claim.** The claim is the plpgsql function ``queue_claim_v1``, composed of small
-  functions with one job each (listed at the top of migrations 0008, 0013 and 0017; ``sql/schema.sql`` shows the
-  current definitions). It first reclaims expired leases (a dead worker's tasks come back with
-  the next claim: no janitor), then hands out request-start *slots* per throttled domain, then leases the
-  chosen rows in one ``UPDATE``.
+  functions with one job each (the map: ``docs/queue.md``; each definition, with its design note, in
+  ``sql/schema.sql``). It first reclaims expired leases (a dead worker's tasks come back with the next claim:
+  no janitor), then hands out request-start *slots* per throttled domain, then leases the chosen rows in one
+  ``UPDATE``.
 * **Leases with fencing tokens.** Every claim draws a new ``lease_token`` from a sequence; complete, fail,
   heartbeat and release match ``id AND lease_token``. A worker whose lease expired and whose task was
   reclaimed gets :class:`LeaseLost` instead of overwriting the new holder's result (Kleppmann,
@@ -318,8 +318,9 @@ class TaskQueue:
         the eligible groups. Inside the winning group, priority then age decide. The state lives in
         ``queue_members`` and claimers lock the scope row, so all workers share one sequence. A scheduled
         claim of many tasks plans its picks in memory and fetches each group's share in one statement, falling
-        back to one query per pick only where a group runs short (migration 0013; with ``type_weights``, two
-        levels of rounds, types then groups, migration 0017); the order is the same.
+        back to one query per pick only where a group runs short (with ``type_weights``, two levels of rounds,
+        types then groups); the order is the same. The claim's map, the lease protocol and the fairness
+        invariants: ``docs/queue.md``.
 
         Guarantee (all groups backlogged, weights fixed): after any prefix of m picks, group i has been
         picked ``c_i`` times with ``m·w_i/W - (k-1) < c_i < m·w_i/W + 1`` (W: total weight, k: number of
