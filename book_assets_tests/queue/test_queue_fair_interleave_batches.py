@@ -14,7 +14,7 @@ import pytest
 
 from book_assets.db.connection import Cursor, Database
 from book_assets.queue import NewTask, TaskQueue
-from book_assets.queue.queue import _q
+from book_assets.queue.context import named_queries
 from book_assets_tests.queue.helpers import make_queue, url
 
 SLOW = "slow.example"
@@ -223,7 +223,7 @@ def test_a_backlogged_interleaved_claim_is_one_plan_without_per_pick_queries(db:
 
     def claim(cur: Cursor) -> tuple[int, dict[str, int]]:
         cur.execute("SET LOCAL track_functions = 'pl'")
-        cur.execute(_q()["claim"], params)
+        cur.execute(named_queries()["claim"], params)
         claimed = len(cur.fetchall())
         cur.execute("SELECT funcname, calls FROM pg_stat_xact_user_functions")
         return claimed, {r["funcname"]: int(r["calls"]) for r in cur.fetchall()}
