@@ -58,7 +58,7 @@ library and psycopg2.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Coroutine
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from book_assets.db.connection import Database
@@ -82,6 +82,18 @@ def _by(part: str, method: Callable[Concatenate[Part, P], R]) -> Callable[Concat
     @functools.wraps(method)
     def call(self: TaskQueue, /, *args: P.args, **kwargs: P.kwargs) -> R:
         return method(getattr(self, part), *args, **kwargs)
+
+    return call
+
+
+def _by_async(
+    part: str, method: Callable[Concatenate[Part, P], Coroutine[Any, Any, R]]
+) -> Callable[Concatenate[TaskQueue, P], Coroutine[Any, Any, R]]:
+    """:func:`_by` for a coroutine method: the delegate is a coroutine function too."""
+
+    @functools.wraps(method)
+    async def call(self: TaskQueue, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        return await method(getattr(self, part), *args, **kwargs)
 
     return call
 
@@ -155,7 +167,7 @@ class TaskQueue:
     take_slot = _by("domains", DomainPolicy.take_slot)
     domain_policy = _by("domains", DomainPolicy.domain_policy)
     slot_wait_s = staticmethod(DomainPolicy.slot_wait_s)
-    wait_for_slot_async = _by("domains", DomainPolicy.wait_for_slot_async)
+    wait_for_slot_async = _by_async("domains", DomainPolicy.wait_for_slot_async)
     reslot = _by("domains", DomainPolicy.reslot)
 
     # --- group scheduling: weights, budgets, what is left --------------------------------------------------
@@ -174,7 +186,7 @@ class TaskQueue:
     # --- waiting for work ------------------------------------------------------------------------------------
 
     idle_wait_s = _by("waiting", Waiting.idle_wait_s)
-    wait_for_work_async = _by("waiting", Waiting.wait_for_work_async)
+    wait_for_work_async = _by_async("waiting", Waiting.wait_for_work_async)
 
     # --- admin: stats, requeue, retention --------------------------------------------------------------------
 
