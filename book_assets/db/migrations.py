@@ -119,8 +119,8 @@ def migrate(db: Database) -> MigrationReport:
 def _move_pre_release(cur: Cursor, newest: int, initial: tuple[int, str, str]) -> str:
     """Move a database the pre-release migrations made to ``0001_initial``: same tables, today's functions.
 
-    Every function of the schema is dropped (the pre-release chain never dropped a replaced one) and those of
-    ``0001_initial`` created; the tables, and so the data, stay as they are.
+    Every function and composite type of the schema is dropped (the pre-release chain never dropped a replaced
+    function) and those of ``0001_initial`` created; the tables, and so the data, stay as they are.
     """
     if newest != _PRE_RELEASE_LAST:
         raise PreReleaseSchema(
@@ -130,11 +130,15 @@ def _move_pre_release(cur: Cursor, newest: int, initial: tuple[int, str, str]) -
         )
     version, name, sql = initial
     cur.execute(
-        """DO $$ DECLARE f regprocedure;
+        """DO $$ DECLARE f regprocedure; t regtype;
            BEGIN
                FOR f IN SELECT p.oid::regprocedure FROM pg_proc p
                         WHERE p.pronamespace = current_schema()::regnamespace LOOP
                    EXECUTE format('DROP FUNCTION %s', f);
+               END LOOP;
+               FOR t IN SELECT ty.oid::regtype FROM pg_type ty JOIN pg_class c ON c.oid = ty.typrelid
+                        WHERE c.relkind = 'c' AND ty.typnamespace = current_schema()::regnamespace LOOP
+                   EXECUTE format('DROP TYPE %s', t);
                END LOOP;
            END $$"""
     )

@@ -370,6 +370,29 @@ ALTER TABLE ONLY public.book_versions
 -- Functions: the claim and its steps first, then the other named queries' functions. Each one's
 -- COMMENT is its design note; docs/queue.md draws the map.
 
+-- What a claim carries from step to step (queue_claim_v1): the throttled domains it locked, in name order
+-- (a domain's index in each array), each one's interval, next slot, remaining allowance and whether its next
+-- slot moved; the domains it may no longer give tasks; when the first closed domain opens; and the tasks
+-- picked so far with their slots.
+CREATE TYPE public.queue_claim_state AS (
+    domains text[],
+    interval_s double precision[],
+    next_slot timestamp with time zone[],
+    allowance integer[],
+    moved boolean[],
+    blocked text[],
+    next_at timestamp with time zone,
+    ids bigint[],
+    slots timestamp with time zone[]
+);
+
+COMMENT ON TYPE public.queue_claim_state IS 'The state a claim carries from step to step (queue_claim_v1): the throttled
+domains it locked, in name order (a domain''s index in domains, interval_s, next_slot, allowance and moved),
+their next slots, what each may still give and whether its next slot moved (saved at the end of the claim);
+the domains it may no longer give tasks (blocked); when the first closed domain opens (next_at); the tasks
+picked so far and their slots (ids, slots). One value instead of parallel INOUT arrays: each step takes it and
+returns it.';
+
 CREATE FUNCTION public.queue_claim_v1(p_request uuid, p_worker text, p_n integer, p_types text[], p_lease_s double precision, p_horizon_s double precision, p_scheduled boolean, p_interleave jsonb) RETURNS TABLE(id bigint, task_type text, payload jsonb, priority integer, domain text, task_group text, attempts integer, max_attempts integer, lease_token bigint, lease_expires_at timestamp with time zone, slot_at timestamp with time zone, next_at timestamp with time zone)
     LANGUAGE plpgsql
     AS $$
@@ -378,13 +401,7 @@ DECLARE
     v_fair    BOOLEAN := p_scheduled OR p_interleave IS NOT NULL;
     v_now     TIMESTAMPTZ;
     v_scopes  TEXT[];
-    d         RECORD;
-    d_next    TIMESTAMPTZ[];
-    d_allow   INTEGER[];
-    d_used    BOOLEAN[];
-    v_blocked TEXT[];
-    v_ids     BIGINT[] := '{}';
-    v_slots   TIMESTAMPTZ[] := '{}';
+    claimed   queue_claim_state;
 BEGIN
     PERFORM set_config('synchronous_commit', 'on', true);
     -- 1. replay
@@ -412,37 +429,25 @@ BEGIN
         PERFORM queue_claim_wake_members_v1(v_scopes, v_now);
     END IF;
     -- 4. domains
-    SELECT * INTO d FROM queue_claim_domains_v1(p_n, v_now, v_now + make_interval(secs => p_horizon_s), p_horizon_s);
-    d_next := d.d_next;
-    d_allow := d.d_allow;
-    d_used := array_fill(false, ARRAY[cardinality(d.d_names)]);
-    v_blocked := d.blocked;
+    claimed := queue_claim_domains_v1(p_n, v_now, v_now + make_interval(secs => p_horizon_s), p_horizon_s);
     -- 5. picks
-    IF NOT queue_claim_all_blocked_v1(v_blocked) THEN
+    IF NOT queue_claim_all_blocked_v1(claimed.blocked) THEN
         IF p_scheduled AND p_interleave IS NULL THEN
-            SELECT * INTO d_next, d_allow, d_used, v_blocked, v_ids, v_slots
-            FROM queue_claim_groups_v1(p_n, p_types[1], v_scopes, v_now, d.d_names, d.d_interval, d_next, d_allow,
-                                     d_used, v_blocked);
+            claimed := queue_claim_groups_v1(p_n, p_types[1], v_scopes, v_now, claimed);
         ELSIF p_scheduled THEN
-            SELECT * INTO d_next, d_allow, d_used, v_blocked, v_ids, v_slots
-            FROM queue_claim_types_groups_v1(p_n, p_types, v_scopes, p_interleave, v_now, d.d_names, d.d_interval, d_next,
-                                     d_allow, d_used, v_blocked);
+            claimed := queue_claim_types_groups_v1(p_n, p_types, v_scopes, p_interleave, v_now, claimed);
         ELSIF v_fair THEN
-            SELECT * INTO d_next, d_allow, d_used, v_blocked, v_ids, v_slots
-            FROM queue_claim_types_v1(p_n, p_types, v_scopes, p_scheduled, p_interleave, v_now, d.d_names,
-                                  d.d_interval, d_next, d_allow, d_used, v_blocked);
+            claimed := queue_claim_types_v1(p_n, p_types, v_scopes, p_scheduled, p_interleave, v_now, claimed);
         ELSE
-            SELECT * INTO d_next, d_allow, d_used, v_blocked, v_ids, v_slots
-            FROM queue_claim_plain_v1(p_n, p_types, v_now, d.d_names, d.d_interval, d_next, d_allow, d_used,
-                                   v_blocked);
+            claimed := queue_claim_plain_v1(p_n, p_types, v_now, claimed);
         END IF;
         UPDATE domains dm SET next_slot_at = u.next
-        FROM unnest(d.d_names, d_next, d_used) AS u(name, next, used)
-        WHERE u.used AND dm.domain = u.name;
+        FROM unnest(claimed.domains, claimed.next_slot, claimed.moved) AS u(name, next, moved)
+        WHERE u.moved AND dm.domain = u.name;
     END IF;
     -- 6. leases
-    RETURN QUERY SELECT * FROM queue_claim_lease_v1(p_request, p_scheduled, p_worker, p_lease_s, v_now, v_ids,
-                                                    v_slots, d.next_at);
+    RETURN QUERY SELECT * FROM queue_claim_lease_v1(p_request, p_scheduled, p_worker, p_lease_s, v_now, claimed.ids,
+                                                    claimed.slots, claimed.next_at);
 END $$;
 
 COMMENT ON FUNCTION queue_claim_v1 IS 'Claim up to p_n tasks in one round trip (docs/queue.md, "The claim"):
@@ -538,15 +543,15 @@ $$;
 COMMENT ON FUNCTION queue_claim_wake_members_v1 IS 'Members last seen without work (idle) that have claimable work again re-enter the rounds at current 0: no
 burst of saved credit, no old debt. The others stay out of the rounds until they do.';
 
-CREATE FUNCTION public.queue_claim_domains_v1(p_n integer, p_now timestamp with time zone, p_horizon timestamp with time zone, p_horizon_s double precision, OUT d_names text[], OUT d_interval double precision[], OUT d_next timestamp with time zone[], OUT d_allow integer[], OUT blocked text[], OUT next_at timestamp with time zone) RETURNS record
+CREATE FUNCTION public.queue_claim_domains_v1(p_n integer, p_now timestamp with time zone, p_horizon timestamp with time zone, p_horizon_s double precision) RETURNS public.queue_claim_state
     LANGUAGE plpgsql
     AS $$
 DECLARE
-    r      RECORD;
-    v_slot TIMESTAMPTZ;
-    k      INTEGER;
+    r       RECORD;
+    v_slot  TIMESTAMPTZ;
+    k       INTEGER;
+    claimed queue_claim_state := ROW('{}', '{}', '{}', '{}', '{}', '{}', NULL, '{}', '{}');
 BEGIN
-    d_names := '{}'; d_interval := '{}'; d_next := '{}'; d_allow := '{}'; blocked := '{}';
     FOR r IN
         SELECT d.domain, d.min_interval_s, d.max_in_flight, d.next_slot_at FROM domains d
         WHERE d.min_interval_s > 0 OR d.max_in_flight IS NOT NULL
@@ -556,7 +561,7 @@ BEGIN
         IF r.min_interval_s > 0 THEN
             IF v_slot > p_horizon THEN
                 k := 0;
-                next_at := least(next_at, v_slot - make_interval(secs => p_horizon_s));
+                claimed.next_at := least(claimed.next_at, v_slot - make_interval(secs => p_horizon_s));
             ELSE
                 k := floor(extract(epoch FROM p_horizon - v_slot) / r.min_interval_s)::INTEGER + 1;
             END IF;
@@ -569,21 +574,23 @@ BEGIN
                                                 AND t.lease_expires_at >= p_now)::INTEGER);
         END IF;
         k := greatest(k, 0);
-        d_names := d_names || r.domain;
-        d_interval := d_interval || r.min_interval_s;
-        d_next := d_next || v_slot;
-        d_allow := d_allow || k;
+        claimed.domains := claimed.domains || r.domain;
+        claimed.interval_s := claimed.interval_s || r.min_interval_s;
+        claimed.next_slot := claimed.next_slot || v_slot;
+        claimed.allowance := claimed.allowance || k;
+        claimed.moved := claimed.moved || false;
         IF k = 0 THEN
-            blocked := blocked || r.domain;
+            claimed.blocked := claimed.blocked || r.domain;
         END IF;
     END LOOP;
+    RETURN claimed;
 END $$;
 
 COMMENT ON FUNCTION queue_claim_domains_v1 IS 'Lock the throttled domains (a politeness interval or an in-flight cap) in name order and give each its
 allowance for this claim: the politeness slots that start within the horizon (the first by
 queue_first_slot_v1; p_n for a domain with only an in-flight cap), capped by its in-flight room. Domains with
-no allowance are blocked; next_at says when the first of them opens. The state comes back as parallel arrays
-indexed by domain (d_names, d_interval, d_next, d_allow).';
+no allowance are blocked; next_at says when the first of them opens. Returns the claim''s state
+(queue_claim_state), with no task picked yet.';
 
 CREATE FUNCTION public.queue_first_slot_v1(p_next_slot_at timestamp with time zone, p_interval_s double precision, p_now timestamp with time zone) RETURNS timestamp with time zone
     LANGUAGE sql STABLE
@@ -605,7 +612,7 @@ $$;
 
 COMMENT ON FUNCTION queue_claim_all_blocked_v1 IS 'Whether every known domain is blocked, so that nothing more can be handed out.';
 
-CREATE FUNCTION public.queue_claim_plain_v1(p_n integer, p_types text[], p_now timestamp with time zone, p_names text[], p_interval double precision[], INOUT d_next timestamp with time zone[], INOUT d_allow integer[], INOUT d_used boolean[], INOUT blocked text[], OUT ids bigint[], OUT slots timestamp with time zone[]) RETURNS record
+CREATE FUNCTION public.queue_claim_plain_v1(p_n integer, p_types text[], p_now timestamp with time zone, INOUT claimed public.queue_claim_state) RETURNS public.queue_claim_state
     LANGUAGE plpgsql
     AS $$
 DECLARE
@@ -613,45 +620,35 @@ DECLARE
     k        INTEGER;
     v_id     BIGINT;
     v_domain TEXT;
-    v_slot   TIMESTAMPTZ;
     v_more   BOOLEAN;
 BEGIN
-    ids := '{}'; slots := '{}';
     LOOP
         v_more := false;
         IF cardinality(p_types) = 1 THEN
             OPEN cur FOR
                 SELECT t.id, t.domain FROM tasks t
                 WHERE t.status = 'pending' AND t.task_type = p_types[1] AND t.run_at <= p_now
-                  AND NOT (t.domain = ANY(blocked)) AND NOT (t.id = ANY(ids))
-                ORDER BY t.priority DESC, t.id LIMIT p_n - cardinality(ids) FOR UPDATE SKIP LOCKED;
+                  AND NOT (t.domain = ANY(claimed.blocked)) AND NOT (t.id = ANY(claimed.ids))
+                ORDER BY t.priority DESC, t.id LIMIT p_n - cardinality(claimed.ids) FOR UPDATE SKIP LOCKED;
         ELSE
             OPEN cur FOR
                 SELECT t.id, t.domain FROM tasks t
                 WHERE t.status = 'pending' AND t.task_type = ANY(p_types) AND t.run_at <= p_now
-                  AND NOT (t.domain = ANY(blocked)) AND NOT (t.id = ANY(ids))
-                ORDER BY t.priority DESC, t.id LIMIT p_n - cardinality(ids) FOR UPDATE SKIP LOCKED;
+                  AND NOT (t.domain = ANY(claimed.blocked)) AND NOT (t.id = ANY(claimed.ids))
+                ORDER BY t.priority DESC, t.id LIMIT p_n - cardinality(claimed.ids) FOR UPDATE SKIP LOCKED;
         END IF;
         LOOP
             FETCH cur INTO v_id, v_domain;
             EXIT WHEN NOT FOUND;
-            k := array_position(p_names, v_domain);
-            v_slot := NULL;
-            IF k IS NOT NULL AND d_allow[k] <= 0 THEN
+            k := array_position(claimed.domains, v_domain);
+            IF k IS NOT NULL AND claimed.allowance[k] <= 0 THEN
                 v_more := true;  -- its domain ran out within this batch: fetch again without it
                 CONTINUE;
-            ELSIF k IS NOT NULL THEN
-                SELECT * INTO d_next, d_allow, d_used, v_slot
-                FROM queue_claim_take_slot_v1(d_next, d_allow, d_used, p_interval, k);
-                IF d_allow[k] = 0 THEN
-                    blocked := blocked || v_domain;
-                END IF;
             END IF;
-            ids := ids || v_id;
-            slots := slots || v_slot;
+            claimed := queue_claim_take_v1(claimed, v_id, v_domain);
         END LOOP;
         CLOSE cur;
-        EXIT WHEN cardinality(ids) >= p_n OR NOT v_more;
+        EXIT WHEN cardinality(claimed.ids) >= p_n OR NOT v_more;
     END LOOP;
 END $$;
 
@@ -659,7 +656,7 @@ COMMENT ON FUNCTION queue_claim_plain_v1 IS 'Plain claim: pending tasks of the t
 taken or no domain with work has allowance left (a domain that runs out within a batch is left out of the next
 one). One type gets its own statement so that it reads the per-type index.';
 
-CREATE FUNCTION public.queue_claim_groups_v1(p_n integer, p_type text, p_scopes text[], p_now timestamp with time zone, p_domains text[], p_interval double precision[], INOUT d_next timestamp with time zone[], INOUT d_allow integer[], INOUT d_used boolean[], INOUT blocked text[], OUT ids bigint[], OUT slots timestamp with time zone[]) RETURNS record
+CREATE FUNCTION public.queue_claim_groups_v1(p_n integer, p_type text, p_scopes text[], p_now timestamp with time zone, INOUT claimed public.queue_claim_state) RETURNS public.queue_claim_state
     LANGUAGE plpgsql
     AS $$
 DECLARE
@@ -680,14 +677,11 @@ DECLARE
     s        INTEGER;
     j        INTEGER;
     p        INTEGER;
-    k        INTEGER;
     v_short  BOOLEAN;
     v_done   BOOLEAN := false;
     v_id     BIGINT;
     v_domain TEXT;
-    v_slot   TIMESTAMPTZ;
 BEGIN
-    ids := '{}'; slots := '{}';
     SELECT * INTO m FROM queue_claim_members_v1(p_scopes, NULL);
     g := array_position(m.s_names, 'groups:' || p_type);
     IF g IS NULL THEN
@@ -695,8 +689,8 @@ BEGIN
     END IF;
     lo := m.s_lo[g]; hi := m.s_hi[g];
     m_cur := m.m_cur; m_budget := m.m_budget; m_idle := m.m_idle; m_live := m.m_live;
-    WHILE NOT v_done AND cardinality(ids) < p_n LOOP
-        v_plan := queue_fair_plan_v1(m.m_weight, m_cur, m_live, m_budget, lo, hi, p_n - cardinality(ids));
+    WHILE NOT v_done AND cardinality(claimed.ids) < p_n LOOP
+        v_plan := queue_fair_plan_v1(m.m_weight, m_cur, m_live, m_budget, lo, hi, p_n - cardinality(claimed.ids));
         EXIT WHEN cardinality(v_plan) = 0;
         SELECT coalesce(array_agg(x.j ORDER BY x.j, x.priority DESC, x.id), '{}'),
                coalesce(array_agg(x.id ORDER BY x.j, x.priority DESC, x.id), '{}'),
@@ -707,7 +701,7 @@ BEGIN
               CROSS JOIN LATERAL (
                   SELECT t.id, t.domain, t.priority FROM tasks t
                   WHERE t.status = 'pending' AND t.task_type = p_type AND t.task_group = m.m_names[u.j]
-                    AND t.run_at <= p_now AND NOT (t.domain = ANY(blocked)) AND NOT (t.id = ANY(ids))
+                    AND t.run_at <= p_now AND NOT (t.domain = ANY(claimed.blocked)) AND NOT (t.id = ANY(claimed.ids))
                   ORDER BY t.priority DESC, t.id LIMIT u.picks FOR UPDATE SKIP LOCKED) t) x;
         f_next := array_fill(NULL::INTEGER, ARRAY[hi]);
         f_last := f_next;
@@ -723,7 +717,7 @@ BEGIN
             p := f_next[j];
             -- a fetched task whose domain ran out of slots during this walk is passed over, as the
             -- reference pick's query would
-            WHILE p <= f_last[j] AND f_domain[p] = ANY(blocked) LOOP
+            WHILE p <= f_last[j] AND f_domain[p] = ANY(claimed.blocked) LOOP
                 p := p + 1;
             END LOOP;
             IF p IS NOT NULL AND p <= f_last[j] THEN
@@ -736,7 +730,7 @@ BEGIN
                 SELECT * INTO m_cur, m_budget, m_live
                 FROM queue_fair_rounds_v1(m.m_weight, lo, hi, v_plan[1:s], m_cur, m_budget, m_live);
                 SELECT * INTO m_cur, m_budget, m_idle, m_live, v_id, v_domain
-                FROM queue_claim_pick_fair_v1(ARRAY[p_type], true, false, p_now, blocked, ids, m.m_names, m.m_weight,
+                FROM queue_claim_pick_fair_v1(ARRAY[p_type], true, false, p_now, claimed.blocked, claimed.ids, m.m_names, m.m_weight,
                                            m.s_names, m.s_lo, m.s_hi, m_cur, m_budget, m_idle, m_live);
                 IF v_id IS NULL THEN
                     v_done := true;  -- nothing more can be picked
@@ -744,17 +738,9 @@ BEGIN
                 END IF;
             END IF;
             -- the pick left blocked domains out, so its domain has a slot to give
-            k := array_position(p_domains, v_domain);
-            v_slot := NULL;
-            IF k IS NOT NULL THEN
-                SELECT * INTO d_next, d_allow, d_used, v_slot
-                FROM queue_claim_take_slot_v1(d_next, d_allow, d_used, p_interval, k);
-            END IF;
-            ids := ids || v_id;
-            slots := slots || v_slot;
-            IF k IS NOT NULL AND d_allow[k] <= 0 THEN
-                blocked := blocked || v_domain;
-                v_done := queue_claim_all_blocked_v1(blocked);
+            claimed := queue_claim_take_v1(claimed, v_id, v_domain);
+            IF v_domain = ANY(claimed.blocked) THEN
+                v_done := queue_claim_all_blocked_v1(claimed.blocked);
             END IF;
             EXIT WHEN v_short;
         END LOOP;
@@ -777,7 +763,7 @@ then plans again. The picks are the reference''s, in its order (docs/queue.md, "
 taken, nothing more can be picked or every domain is out of slots; each pick''s domain hands out a slot. The
 scope''s round-robin state is saved once.';
 
-CREATE FUNCTION public.queue_claim_types_groups_v1(p_n integer, p_types text[], p_scopes text[], p_interleave jsonb, p_now timestamp with time zone, p_domains text[], p_interval double precision[], INOUT d_next timestamp with time zone[], INOUT d_allow integer[], INOUT d_used boolean[], INOUT blocked text[], OUT ids bigint[], OUT slots timestamp with time zone[]) RETURNS record
+CREATE FUNCTION public.queue_claim_types_groups_v1(p_n integer, p_types text[], p_scopes text[], p_interleave jsonb, p_now timestamp with time zone, INOUT claimed public.queue_claim_state) RETURNS public.queue_claim_state
     LANGUAGE plpgsql
     AS $$
 DECLARE
@@ -797,24 +783,21 @@ DECLARE
     s        INTEGER;
     j        INTEGER;
     p        INTEGER;
-    dk       INTEGER;
     v_short  BOOLEAN;
     v_done   BOOLEAN := false;
     v_id     BIGINT;
     v_domain TEXT;
-    v_slot   TIMESTAMPTZ;
 BEGIN
-    ids := '{}'; slots := '{}';
     SELECT * INTO m FROM queue_claim_members_v1(p_scopes, p_interleave);
     k := array_position(m.s_names, 'interleave');
     IF k IS NULL THEN
         RETURN;  -- no interleave member
     END IF;
     m_cur := m.m_cur; m_budget := m.m_budget; m_idle := m.m_idle; m_live := m.m_live;
-    WHILE NOT v_done AND cardinality(ids) < p_n LOOP
+    WHILE NOT v_done AND cardinality(claimed.ids) < p_n LOOP
         SELECT * INTO t_plan, g_plan
         FROM queue_fair_plan_interleaved_v1(m.m_names, m.m_weight, m_cur, m_live, m_budget, m.s_names, m.s_lo,
-                                            m.s_hi, k, p_n - cardinality(ids));
+                                            m.s_hi, k, p_n - cardinality(claimed.ids));
         EXIT WHEN cardinality(t_plan) = 0;  -- no live type
         SELECT coalesce(array_agg(x.j ORDER BY x.j, x.priority DESC, x.id), '{}'),
                coalesce(array_agg(x.id ORDER BY x.j, x.priority DESC, x.id), '{}'),
@@ -826,7 +809,7 @@ BEGIN
                   SELECT t.id, t.domain, t.priority FROM tasks t
                   WHERE t.status = 'pending' AND t.task_type = substr(m.m_scope[u.j], 8)
                     AND t.task_group = m.m_names[u.j] AND t.run_at <= p_now
-                    AND NOT (t.domain = ANY(blocked)) AND NOT (t.id = ANY(ids))
+                    AND NOT (t.domain = ANY(claimed.blocked)) AND NOT (t.id = ANY(claimed.ids))
                   ORDER BY t.priority DESC, t.id LIMIT u.picks FOR UPDATE SKIP LOCKED) t) x;
         f_next := array_fill(NULL::INTEGER, ARRAY[cardinality(m.m_names)]);
         f_last := f_next;
@@ -842,7 +825,7 @@ BEGIN
             p := f_next[j];
             -- a fetched task whose domain ran out of slots during this walk is passed over, as the
             -- reference pick's query would
-            WHILE p <= f_last[j] AND f_domain[p] = ANY(blocked) LOOP
+            WHILE p <= f_last[j] AND f_domain[p] = ANY(claimed.blocked) LOOP
                 p := p + 1;
             END LOOP;
             IF p IS NOT NULL AND p <= f_last[j] THEN
@@ -856,7 +839,7 @@ BEGIN
                 FROM queue_fair_rounds_interleaved_v1(m.m_weight, m.s_lo, m.s_hi, k, t_plan[1:s], g_plan[1:s],
                                                       m_cur, m_budget, m_live);
                 SELECT * INTO m_cur, m_budget, m_idle, m_live, v_id, v_domain
-                FROM queue_claim_pick_fair_v1(p_types, true, true, p_now, blocked, ids, m.m_names, m.m_weight,
+                FROM queue_claim_pick_fair_v1(p_types, true, true, p_now, claimed.blocked, claimed.ids, m.m_names, m.m_weight,
                                            m.s_names, m.s_lo, m.s_hi, m_cur, m_budget, m_idle, m_live);
                 IF v_id IS NULL THEN
                     v_done := true;  -- nothing more can be picked
@@ -864,17 +847,9 @@ BEGIN
                 END IF;
             END IF;
             -- the pick left blocked domains out, so its domain has a slot to give
-            dk := array_position(p_domains, v_domain);
-            v_slot := NULL;
-            IF dk IS NOT NULL THEN
-                SELECT * INTO d_next, d_allow, d_used, v_slot
-                FROM queue_claim_take_slot_v1(d_next, d_allow, d_used, p_interval, dk);
-            END IF;
-            ids := ids || v_id;
-            slots := slots || v_slot;
-            IF dk IS NOT NULL AND d_allow[dk] <= 0 THEN
-                blocked := blocked || v_domain;
-                v_done := queue_claim_all_blocked_v1(blocked);
+            claimed := queue_claim_take_v1(claimed, v_id, v_domain);
+            IF v_domain = ANY(claimed.blocked) THEN
+                v_done := queue_claim_all_blocked_v1(claimed.blocked);
             END IF;
             EXIT WHEN v_short;
         END LOOP;
@@ -897,7 +872,7 @@ ends before n, applies the rounds so far and makes the reference pick (queue_cla
 plans again. Stops when n are taken, nothing more can be picked or every domain is out of slots; each pick''s
 domain hands out a slot. The round-robin state of both levels is saved once.';
 
-CREATE FUNCTION public.queue_claim_types_v1(p_n integer, p_types text[], p_scopes text[], p_scheduled boolean, p_interleave jsonb, p_now timestamp with time zone, p_domains text[], p_interval double precision[], INOUT d_next timestamp with time zone[], INOUT d_allow integer[], INOUT d_used boolean[], INOUT blocked text[], OUT ids bigint[], OUT slots timestamp with time zone[]) RETURNS record
+CREATE FUNCTION public.queue_claim_types_v1(p_n integer, p_types text[], p_scopes text[], p_scheduled boolean, p_interleave jsonb, p_now timestamp with time zone, INOUT claimed public.queue_claim_state) RETURNS public.queue_claim_state
     LANGUAGE plpgsql
     AS $$
 DECLARE
@@ -906,32 +881,21 @@ DECLARE
     m_budget BIGINT[];
     m_idle   BOOLEAN[];
     m_live   BOOLEAN[];
-    k        INTEGER;
     v_id     BIGINT;
     v_domain TEXT;
-    v_slot   TIMESTAMPTZ;
 BEGIN
-    ids := '{}'; slots := '{}';
     SELECT * INTO m FROM queue_claim_members_v1(p_scopes, p_interleave);
     m_cur := m.m_cur; m_budget := m.m_budget; m_idle := m.m_idle; m_live := m.m_live;
-    WHILE cardinality(ids) < p_n LOOP
+    WHILE cardinality(claimed.ids) < p_n LOOP
         SELECT * INTO m_cur, m_budget, m_idle, m_live, v_id, v_domain
-        FROM queue_claim_pick_fair_v1(p_types, p_scheduled, p_interleave IS NOT NULL, p_now, blocked, ids,
+        FROM queue_claim_pick_fair_v1(p_types, p_scheduled, p_interleave IS NOT NULL, p_now, claimed.blocked, claimed.ids,
                                    m.m_names, m.m_weight, m.s_names, m.s_lo, m.s_hi,
                                    m_cur, m_budget, m_idle, m_live);
         EXIT WHEN v_id IS NULL;
         -- the pick left blocked domains out, so its domain has a slot to give
-        k := array_position(p_domains, v_domain);
-        v_slot := NULL;
-        IF k IS NOT NULL THEN
-            SELECT * INTO d_next, d_allow, d_used, v_slot
-            FROM queue_claim_take_slot_v1(d_next, d_allow, d_used, p_interval, k);
-        END IF;
-        ids := ids || v_id;
-        slots := slots || v_slot;
-        IF k IS NOT NULL AND d_allow[k] <= 0 THEN
-            blocked := blocked || v_domain;
-            EXIT WHEN queue_claim_all_blocked_v1(blocked);
+        claimed := queue_claim_take_v1(claimed, v_id, v_domain);
+        IF v_domain = ANY(claimed.blocked) THEN
+            EXIT WHEN queue_claim_all_blocked_v1(claimed.blocked);
         END IF;
     END LOOP;
     UPDATE queue_members qm SET current = u.cur, budget = u.budget, idle = u.idle
@@ -1093,20 +1057,31 @@ END $$;
 COMMENT ON FUNCTION queue_claim_has_work_v1 IS 'Whether a task type (p_group NULL) or one of its groups has claimable work besides the tasks taken: a member
 without any is idle, one whose work only waits behind a politeness slot is not.';
 
-CREATE FUNCTION public.queue_claim_take_slot_v1(INOUT d_next timestamp with time zone[], INOUT d_allow integer[], INOUT d_used boolean[], p_interval double precision[], p_k integer, OUT slot timestamp with time zone) RETURNS record
+CREATE FUNCTION public.queue_claim_take_v1(INOUT claimed public.queue_claim_state, p_id bigint, p_domain text) RETURNS public.queue_claim_state
     LANGUAGE plpgsql STABLE
     AS $$
+DECLARE
+    k      INTEGER := array_position(claimed.domains, p_domain);
+    v_slot TIMESTAMPTZ;
 BEGIN
-    IF p_interval[p_k] > 0 THEN
-        slot := d_next[p_k];
-        d_next[p_k] := slot + make_interval(secs => p_interval[p_k]);
-        d_used[p_k] := true;
+    IF k IS NOT NULL THEN
+        IF claimed.interval_s[k] > 0 THEN
+            v_slot := claimed.next_slot[k];
+            claimed.next_slot[k] := v_slot + make_interval(secs => claimed.interval_s[k]);
+            claimed.moved[k] := true;
+        END IF;
+        claimed.allowance[k] := claimed.allowance[k] - 1;
+        IF claimed.allowance[k] <= 0 THEN
+            claimed.blocked := claimed.blocked || p_domain;
+        END IF;
     END IF;
-    d_allow[p_k] := d_allow[p_k] - 1;
+    claimed.ids := claimed.ids || p_id;
+    claimed.slots := claimed.slots || v_slot;
 END $$;
 
-COMMENT ON FUNCTION queue_claim_take_slot_v1 IS 'Hand out domain k''s next politeness slot (NULL when the domain only caps in-flight requests) and spend one
-unit of its allowance; d_used marks the domains whose next slot moved.';
+COMMENT ON FUNCTION queue_claim_take_v1 IS 'Add task p_id of domain p_domain to the claim: a throttled domain hands out its next
+politeness slot (NULL when it only caps in-flight requests), spends one unit of its allowance, and is blocked
+when none is left; its next slot is marked moved, to be saved at the end of the claim.';
 
 CREATE FUNCTION public.queue_fair_plan_v1(p_weight double precision[], p_cur double precision[], p_live boolean[], p_budget bigint[], p_lo integer, p_hi integer, p_n integer) RETURNS integer[]
     LANGUAGE plpgsql IMMUTABLE
