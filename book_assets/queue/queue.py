@@ -29,12 +29,13 @@ Design (why it looks like this):
   :mod:`book_assets.queue.throttle`), in the same row, so every worker on every host follows it too.
 * **Fair scheduling.** ``scheduled=True`` hands out tasks of one type by smooth weighted round-robin over
   their groups; ``type_weights={type: weight}`` does the same over task types. See :meth:`QueueCore.claim`.
-* **Idle workers sleep on NOTIFY.** Enqueue, release, requeue and a drain (:meth:`GroupScheduling.drained`) notify
-  :data:`CHANNEL`; an idle worker waits for that (:meth:`Waiting.wait_for_work_async`), for the moment work
-  becomes claimable without a notification (:meth:`Waiting.idle_wait_s`: a delayed task or retry, an
-  expiring lease, a politeness slot), or for ``idle_timeout_s``, whichever comes first. Through a pooler in
-  transaction mode (``Database.pooled``: each transaction may get another server connection, so LISTEN
-  cannot hold) idle workers poll instead, every :data:`POOLED_POLL_S` at most.
+* **Idle workers sleep on NOTIFY.** Enqueue, release, requeue and a drain (:meth:`GroupScheduling.drained`)
+  notify :data:`~book_assets.queue.waiting.CHANNEL`; an idle worker waits for that
+  (:meth:`Waiting.wait_for_work_async`), for the moment work becomes claimable without a notification
+  (:meth:`Waiting.idle_wait_s`: a delayed task or retry, an expiring lease, a politeness slot), or for
+  ``idle_timeout_s``, whichever comes first. Through a pooler in transaction mode (``Database.pooled``: each
+  transaction may get another server connection, so LISTEN cannot hold) idle workers poll instead, every
+  :data:`~book_assets.queue.waiting.POOLED_POLL_S` at most.
 
 One job per part, each over the same :class:`~book_assets.queue.context.QueueContext` (the process's
 ``Database``, the queue's settings, the named queries of ``sql/queue.sql``):
