@@ -126,11 +126,11 @@ def db_status() -> None:
     click.echo(f"schema:   version {version}")
     if version == 0:
         return
-    from book_assets.crawl.config import TASK_TYPES
-    from book_assets.queue import TaskQueue
+    from book_assets.crawl.config import CrawlConfig
+    from book_assets.crawl.worker import make_queue
     from book_assets.store.books import book_counts
 
-    stats = TaskQueue(database, task_types=TASK_TYPES).stats()
+    stats = make_queue(database, CrawlConfig.from_settings(settings)).stats()
     for status in sorted({s for by_status in stats.counts.values() for s in by_status}):
         click.echo(f"tasks:    {status:<12} {stats.total(status)}")
     books = book_counts(database)
@@ -216,13 +216,14 @@ def work_cmd(**overrides: Any) -> None:
 @user_errors
 def status_cmd() -> None:
     """Queue and book counts."""
-    from book_assets.crawl.config import DETAIL, TASK_TYPES
+    from book_assets.crawl.config import DETAIL, CrawlConfig
     from book_assets.crawl.pipeline import budget_line
-    from book_assets.queue import TaskQueue
+    from book_assets.crawl.worker import make_queue
     from book_assets.store.books import book_counts
 
-    database = open_database(load_settings())
-    queue = TaskQueue(database, task_types=TASK_TYPES)
+    settings = load_settings()
+    database = open_database(settings)
+    queue = make_queue(database, CrawlConfig.from_settings(settings))
     stats = queue.stats()
     for task_type, by_status in sorted(stats.counts.items()):
         for status, count in sorted(by_status.items()):

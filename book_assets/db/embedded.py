@@ -8,7 +8,7 @@ unsafe on a shared machine (as read from its code):
 * it initialises with ``--auth=trust``: any local user could connect as the superuser ``postgres`` and,
   through ``COPY … TO PROGRAM``, run programs as the server's OS user. Our clusters use **scram-sha-256**
   for every local and TCP connection, with a generated password in a 0600 file beside the cluster
-  (:func:`password_file`); a cluster made with trust is switched over in place by the next :func:`up`.
+  (:func:`password_file`).
 * as root it adds group/other read+execute to every parent of the data folder up to ``/`` (``/root`` went
   0700 → 0755) and creates its user with a login shell. We change no mode outside the data folder: the
   server runs as the ``pgserver`` system user (PostgreSQL refuses root) with ``/usr/sbin/nologin`` and its
@@ -42,7 +42,7 @@ import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,8 +50,6 @@ from urllib.parse import quote
 
 import psutil
 import psycopg2
-import psycopg2.extensions
-from psycopg2 import sql
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")  # platformdirs warns when XDG_RUNTIME_DIR is unset
@@ -76,16 +74,6 @@ SERVER_OPTIONS = {
     "log_min_messages": "warning",
     "password_encryption": AUTH_METHOD,
 }
-#: The whole pg_hba.conf of a cluster: password (SCRAM) for every user, database, socket and loopback address.
-HBA_CONF = f"""# book-pipeline: every connection authenticates with {AUTH_METHOD} (see book_assets/db/embedded.py)
-# TYPE  DATABASE        USER            ADDRESS                 METHOD
-local   all             all                                     {AUTH_METHOD}
-host    all             all             127.0.0.1/32            {AUTH_METHOD}
-host    all             all             ::1/128                 {AUTH_METHOD}
-local   replication     all                                     {AUTH_METHOD}
-host    replication     all             127.0.0.1/32            {AUTH_METHOD}
-host    replication     all             ::1/128                 {AUTH_METHOD}
-"""
 # A unix socket path longer than this does not fit sockaddr_un (108 bytes with the NUL): TCP only then.
 _MAX_SOCKET_PATH = 100
 # Runs as the caller (root or not), opens the log without following links, starts postgres as the server
@@ -117,10 +105,6 @@ class EmbeddedStatus:
     pgdata: Path
     port: int | None
     pid: int | None
-
-
-def _default_report(line: str) -> None:
-    print(line, file=sys.stderr)
 
 
 # --------------------------------------------------------------------------- the server's OS user
@@ -459,38 +443,8 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _uses_trust(cluster: Path) -> bool:
-    for line in (cluster / "pg_hba.conf").read_text().splitlines():
-        fields = line.split("#", 1)[0].split()
-        if fields and "trust" in fields:
-            return True
-    return False
-
-
-def _switch_to_password(pgdata: Path, cluster: Path, port: int, report: Callable[[str], None]) -> None:
-    """Give ``postgres`` a password and make pg_hba.conf require it, on a running cluster made with trust."""
-    password = _password(pgdata, create=True)
-    assert password is not None
-    conn = psycopg2.connect(host="127.0.0.1", port=port, user=SUPERUSER, dbname="postgres", connect_timeout=10)
-    try:
-        conn.autocommit = True
-        # Hashed here, so the clear password never reaches the server (nor its log).
-        verifier = psycopg2.extensions.encrypt_password(password, SUPERUSER, conn, AUTH_METHOD)
-        with conn.cursor() as cur:
-            cur.execute(sql.SQL("ALTER ROLE {} PASSWORD %s").format(sql.Identifier(SUPERUSER)), (verifier,))
-            # Rewritten in place: the file keeps its owner (the server user) and mode 0600.
-            with open(cluster / "pg_hba.conf", "r+") as fh:
-                fh.write(HBA_CONF)
-                fh.truncate()
-            cur.execute("SELECT pg_reload_conf()")
-    finally:
-        conn.close()
-    _wait_ready(port, password, 30)
-    report(f"embedded PostgreSQL: switched from trust to {AUTH_METHOD}; password in {password_file(pgdata)}")
-
-
-def up(pgdata: Path, timeout: float = 60, *, report: Callable[[str], None] = _default_report) -> EmbeddedStatus:
-    """Initialise (first time), secure (a trust cluster) and start the cluster; reuses a running one."""
+def up(pgdata: Path, timeout: float = 60) -> EmbeddedStatus:
+    """Initialise (first time) and start the cluster; reuses a running one."""
     with _locked(pgdata):
         cluster = _ensure_initialized(pgdata)
         current = status(pgdata)
@@ -502,8 +456,6 @@ def up(pgdata: Path, timeout: float = 60, *, report: Callable[[str], None] = _de
             _start(cluster, port, timeout)
             current = status(pgdata)
         assert current.port is not None
-        if _uses_trust(cluster):
-            _switch_to_password(pgdata, cluster, current.port, report)
         password = _password(pgdata, create=False)
         if password is None:
             raise EmbeddedError(f"the embedded cluster's password file {password_file(pgdata)} is missing")

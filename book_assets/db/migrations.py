@@ -4,6 +4,10 @@ Each ``book_assets/sql/migrations/NNNN_<name>.sql`` runs once, in its own transa
 ``schema_migrations`` with a checksum. Concurrent migrators serialize on an advisory lock, so two workers
 starting together cannot both apply a file. A database whose schema is newer than this code is refused
 with a clear error instead of being written to by code that does not know its tables.
+
+The migrations before 0.1.0 (0001 to 0018) were squashed into ``0001_initial``. A database they made at 0018
+has today's tables, so it is moved in place: its functions are replaced by those of ``0001_initial`` and its
+record becomes the new one. One they left at an earlier version is refused with one line saying how to move.
 """
 
 from __future__ import annotations
@@ -24,6 +28,18 @@ _LOCK_KEY = 0x626F6F6B5F706970
 
 class SchemaTooNew(RuntimeError):
     """The database was migrated by a newer book-pipeline."""
+
+
+class PreReleaseSchema(SchemaTooNew):
+    """The database was left by the pre-release migrations before their last one, which this code cannot move."""
+
+
+#: The checksum of the pre-release ``0001_initial`` and the last version of that chain: a database whose
+#: version 1 has this checksum was made by the pre-release migrations, which ``0001_initial`` replaced.
+_PRE_RELEASE_INITIAL = "14ede22c7cd8bcdf"
+_PRE_RELEASE_LAST = 18
+#: The line of ``0001_initial.sql`` after which only functions and their comments follow.
+FUNCTIONS_MARKER = "-- Functions:"
 
 
 @dataclass(frozen=True)
@@ -66,8 +82,12 @@ def migrate(db: Database) -> MigrationReport:
                    version INTEGER PRIMARY KEY, name TEXT NOT NULL, checksum TEXT NOT NULL,
                    applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"""
         )
-        cur.execute("SELECT version FROM schema_migrations")
-        done = {int(r["version"]) for r in cur.fetchall()}
+        cur.execute("SELECT version, checksum FROM schema_migrations")
+        recorded = {int(r["version"]): r["checksum"] for r in cur.fetchall()}
+        if recorded.get(1) == _PRE_RELEASE_INITIAL:
+            applied.append(_move_pre_release(cur, max(recorded), files[0]))
+            recorded = {1: _checksum(files[0][2])}
+        done = set(recorded)
         newest = max(done, default=0)
         if newest > latest:
             raise SchemaTooNew(
@@ -96,6 +116,40 @@ def migrate(db: Database) -> MigrationReport:
     return MigrationReport(applied=applied, current_version=version, latest_version=latest)
 
 
+def _move_pre_release(cur: Cursor, newest: int, initial: tuple[int, str, str]) -> str:
+    """Move a database the pre-release migrations made to ``0001_initial``: same tables, today's functions.
+
+    Every function and composite type of the schema is dropped (the pre-release chain never dropped a replaced
+    function) and those of ``0001_initial`` created; the tables, and so the data, stay as they are.
+    """
+    if newest != _PRE_RELEASE_LAST:
+        raise PreReleaseSchema(
+            f"database schema is at pre-release migration {newest:04d}, which this book-pipeline cannot move; "
+            f"migrate it to {_PRE_RELEASE_LAST:04d} with the book-pipeline of before 0.1.0 first, "
+            "or drop the database and crawl again"
+        )
+    version, name, sql = initial
+    cur.execute(
+        """DO $$ DECLARE f regprocedure; t regtype;
+           BEGIN
+               FOR f IN SELECT p.oid::regprocedure FROM pg_proc p
+                        WHERE p.pronamespace = current_schema()::regnamespace LOOP
+                   EXECUTE format('DROP FUNCTION %s', f);
+               END LOOP;
+               FOR t IN SELECT ty.oid::regtype FROM pg_type ty JOIN pg_class c ON c.oid = ty.typrelid
+                        WHERE c.relkind = 'c' AND ty.typnamespace = current_schema()::regnamespace LOOP
+                   EXECUTE format('DROP TYPE %s', t);
+               END LOOP;
+           END $$"""
+    )
+    cur.execute(sql[sql.index(FUNCTIONS_MARKER) :])
+    cur.execute("DELETE FROM schema_migrations")
+    cur.execute(
+        "INSERT INTO schema_migrations (version, name, checksum) VALUES (%s, %s, %s)", (version, name, _checksum(sql))
+    )
+    return f"{version:04d}_{name} (moved from pre-release {newest:04d})"
+
+
 #: pg_dump lines that describe the dump, not the schema: comments, session settings, and the random
 #: ``\\restrict`` keys that pg_dump 17.6+ writes around every dump.
 _DUMP_NOISE = re.compile(r"^(--.*|SET .*|SELECT pg_catalog\.set_config\(.*|\\(un)?restrict .*)$")
@@ -105,7 +159,8 @@ def dump_schema(url: str) -> str:
     """The schema of the database at ``url`` as ``pg_dump --schema-only`` prints it, minus the dump's noise.
 
     This is what ``book_assets/sql/schema.sql`` holds for a database migrated from 0001 to the latest
-    migration: the current schema, readable in one file, and a test keeps the two equal. The password goes
+    migration: the current schema, readable in one file, with each function's COMMENT (its design note),
+    and a test keeps the two equal. The password goes
     to pg_dump through the environment, never on its command line.
     """
     from book_assets.db.embedded import binary

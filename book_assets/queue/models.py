@@ -80,7 +80,7 @@ class ClaimResult:
     """Tasks handed out, in pick order, and, when none could be, when to ask again.
 
     ``retry_in_s`` is set when every domain with work is waiting for its next politeness slot: sleep that
-    long (or until :meth:`TaskQueue.wait_for_work` wakes up) instead of polling.
+    long (or until :meth:`~book_assets.queue.waiting.Waiting.wait_for_work_async` wakes up) instead of polling.
     """
 
     tasks: list[Task]

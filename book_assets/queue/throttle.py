@@ -15,7 +15,7 @@ one number in the domain's row that every worker on every host follows, instead 
   ``max(floor, max_interval_s)``: a Crawl-delay above the cap still wins.
 
 :func:`next_interval` is the rule in Python, for reading and for the tests; the database applies the same
-rule in ``queue_throttle_interval_v1`` (migration 0010), which a test compares with it.
+rule in ``queue_throttle_interval_v1`` (``sql/schema.sql``), which a test compares with it.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 -- Named queries of the task queue (book_assets/queue). The claim itself is the plpgsql function
--- queue_claim_v4, which composes small functions, one job each (migrations/0008 lists them, 0013 and 0017
--- add the batched fair claims; schema.sql shows every current definition): it needs loops (politeness
--- allowances, round-robin picks) in one round trip.
+-- queue_claim_v1, which composes small functions, one job each (docs/queue.md maps them; schema.sql shows
+-- every definition with its design note): it needs loops (politeness allowances, round-robin picks) in one
+-- round trip.
 
 -- enqueue_many --
 -- Insert a batch given as a JSON array in one statement. Live URLs (pending / in progress) are deduplicated by
@@ -38,8 +38,8 @@ LEFT JOIN wake ON true
 ORDER BY x.ord;
 
 -- claim --
--- Claim up to n tasks, or replay the answer of the same request (see queue_claim_v4 in schema.sql).
-SELECT * FROM queue_claim_v4(%(request)s::UUID, %(worker)s, %(n)s, %(types)s::TEXT[],
+-- Claim up to n tasks, or replay the answer of the same request (see queue_claim_v1 in schema.sql).
+SELECT * FROM queue_claim_v1(%(request)s::UUID, %(worker)s, %(n)s, %(types)s::TEXT[],
                              %(lease_s)s::DOUBLE PRECISION, %(horizon_s)s::DOUBLE PRECISION, %(scheduled)s,
                              %(interleave)s::JSONB);
 
@@ -162,9 +162,9 @@ SET min_interval_s = CASE
     max_in_flight = CASE WHEN %(set_max_in_flight)s THEN %(max_in_flight)s::INTEGER ELSE d.max_in_flight END;
 
 -- observe --
--- One observed request to an autothrottled domain moves its interval (queue_throttle_interval_v1, migration
--- 0010; no row: the domain is not autothrottled). Like a heartbeat it skips the WAL flush wait: an
--- observation lost in a crash costs nothing.
+-- One observed request to an autothrottled domain moves its interval (queue_throttle_interval_v1; no row:
+-- the domain is not autothrottled). Like a heartbeat it skips the WAL flush wait: an observation lost in a
+-- crash costs nothing.
 WITH async AS (SELECT set_config('synchronous_commit', 'off', true))
 UPDATE domains d
 SET min_interval_s = queue_throttle_interval_v1(d.min_interval_s, %(latency_s)s::DOUBLE PRECISION, %(throttled)s,
@@ -184,7 +184,7 @@ RETURNING next_slot_at;
 
 -- take_domain_slot --
 -- A politeness slot for a request outside any task (a robots.txt fetch): the domain's next slot, as a claim
--- hands it out (queue_first_slot_v1, migration 0013). No row: the domain is unthrottled or unknown.
+-- hands it out (queue_first_slot_v1). No row: the domain is unthrottled or unknown.
 UPDATE domains d
 SET next_slot_at = queue_first_slot_v1(d.next_slot_at, d.min_interval_s, clock_timestamp())
                    + make_interval(secs => d.min_interval_s)
@@ -219,7 +219,7 @@ SELECT %(scope)s, l.member, l.weight FROM listed l
 ON CONFLICT (scope, member) DO UPDATE SET weight = excluded.weight, current = 0, idle = false;
 
 -- set_scope_budgets --
--- Grant members a budget: the number of their tasks that may end (see queue_members in migrations/0005).
+-- Grant members a budget: the number of their tasks that may end (docs/queue.md, "Fairness").
 -- The grant is named by its key; granting the same key again (a replayed statement) changes nothing.
 INSERT INTO queue_members AS m (scope, member, budget, budget_total, budget_key)
 SELECT %(scope)s, u.member, u.budget, u.budget, %(key)s
@@ -252,7 +252,7 @@ SELECT pg_notify('book_pipeline_tasks', '') AS sent;
 -- Work these task types can still be handed: in progress, or pending in a group that is neither out of
 -- budget nor weighted 0 (weight-0 groups are skipped on purpose and stay pending).
 WITH exhausted AS (
-    SELECT b.scope, b.member FROM queue_budget_left(ARRAY(SELECT 'groups:' || x FROM unnest(%(types)s::TEXT[]) x)) b
+    SELECT b.scope, b.member FROM queue_budget_left_v1(ARRAY(SELECT 'groups:' || x FROM unnest(%(types)s::TEXT[]) x)) b
     WHERE b.budget_left = 0
 )
 SELECT count(*) AS n FROM tasks t

@@ -1,4 +1,4 @@
--- robots.txt files shared by every worker on every host (book_assets/crawl/robots.py; table: migration 0010).
+-- robots.txt files shared by every worker on every host (book_assets/crawl/robots.py; table: robots_txt).
 
 -- take_robots_fetch --
 -- Take the fetch of an origin's robots.txt: no row yet, a fetch whose hold ended (released, or its holder

@@ -22,6 +22,7 @@ from book_assets.crawl.config import DETAIL, LISTING, TASK_TYPES
 from book_assets.db.connection import Database
 from book_assets.queue import NewTask, TaskQueue
 from book_assets.settings import PROJECT_ROOT, Settings
+from book_assets_tests.queue.helpers import complete
 
 K8S = PROJECT_ROOT / "deploy" / "k8s"
 K8S_VERSION = kubernetes_validate.latest_version()
@@ -163,7 +164,7 @@ def test_keda_query_is_the_queues_named_query_and_counts_the_detail_work_left(db
     queue.enqueue_many([_task(DETAIL, i) for i in range(7)])
     claimed = queue.claim("scaler-test", 3, task_types=[DETAIL]).tasks
     assert len(claimed) == 3
-    queue.complete(claimed[0])
+    complete(queue, claimed[0])
     queue.fail(claimed[1], "http_404: gone", retryable=False)
     # 7 details: 4 pending, 1 still in progress, 1 completed, 1 failed for good -> 5 left to work on.
     rows = db.query(scaler_query_in_yaml())

@@ -1,12 +1,27 @@
-"""Migrations: idempotent, recorded, and refusing a schema newer than the code."""
+"""Migrations: idempotent, recorded, refusing a schema newer than the code, moving the pre-release chain's."""
 
 from __future__ import annotations
+
+from collections.abc import Iterator
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
 from book_assets.db.connection import Database
-from book_assets.db.migrations import SchemaTooNew, current_version, migrate
+from book_assets.db.migrations import (
+    _PRE_RELEASE_INITIAL,
+    PreReleaseSchema,
+    SchemaTooNew,
+    current_version,
+    dump_schema,
+    migrate,
+    schema_text,
+)
+from book_assets.settings import PROJECT_ROOT
 from book_assets.sql import migration_files
+from book_assets_tests.conftest import _admin
+
+SCHEMA = PROJECT_ROOT / "book_assets" / "sql" / "schema.sql"
 
 
 def _schema_fingerprint(db: Database) -> list[tuple[str, str, str]]:
@@ -51,3 +66,68 @@ def test_database_newer_than_code_is_refused(db: Database) -> None:
         assert current_version(db) == latest + 1
     finally:
         db.query("DELETE FROM schema_migrations WHERE version = %s", (latest + 1,))
+
+
+#: The record the pre-release migrations (0001 to 0018, squashed into 0001_initial) left.
+PRE_RELEASE = [
+    (1, "initial"), (2, "queue"), (3, "books"), (4, "snapshot"), (5, "exact_under_faults"),
+    (6, "adaptive_decisions"), (7, "idle_members_out_of_rounds"), (8, "claim_in_small_functions"),
+    (9, "snapshot_days"), (10, "robots_and_autothrottle"), (11, "pages"), (12, "change_feed"),
+    (13, "batched_fair_claims"), (17, "batched_interleaved_claims"), (18, "requeues_and_retention"),
+]  # fmt: skip
+
+
+@pytest.fixture
+def scratch_url(database_url: str) -> Iterator[str]:
+    """A database of its own, migrated, dropped afterwards."""
+    name = urlsplit(database_url).path.strip("/") + "_pre_release"
+    url = urlunsplit(urlsplit(database_url)._replace(path=f"/{name}"))
+    _admin(database_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)', f'CREATE DATABASE "{name}"')
+    scratch = Database(url)
+    migrate(scratch)
+    scratch.close()
+    yield url
+    _admin(database_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _as_pre_release(db: Database, up_to: int) -> None:
+    """Make a migrated database look as the pre-release chain left it at ``up_to``: its record, the claim under
+    its pre-release name and a replaced version nobody dropped."""
+    db.query("ALTER FUNCTION queue_claim_v1 RENAME TO queue_claim_v4")
+    db.query("CREATE FUNCTION queue_claim_v3() RETURNS INTEGER LANGUAGE sql AS 'SELECT 3'")
+    db.query("DELETE FROM schema_migrations")
+    for version, name in PRE_RELEASE:
+        if version <= up_to:
+            checksum = _PRE_RELEASE_INITIAL if version == 1 else "pre-release"
+            db.query(
+                "INSERT INTO schema_migrations (version, name, checksum) VALUES (%s, %s, %s)", (version, name, checksum)
+            )
+
+
+def test_a_database_of_the_last_pre_release_migration_is_moved_keeping_its_rows(scratch_url: str) -> None:
+    db = Database(scratch_url)
+    try:
+        _as_pre_release(db, 18)
+        db.query("INSERT INTO books (url, title, raw_html) VALUES ('https://x/a', 'A', '<html>')")
+        report = migrate(db)
+        assert report.applied == ["0001_initial (moved from pre-release 0018)"] and report.current_version == 1
+        assert [r["url"] for r in db.query("SELECT url FROM books")] == ["https://x/a"]
+        assert [(r["version"], r["name"]) for r in db.query("SELECT version, name FROM schema_migrations")] == [
+            (1, "initial")
+        ]
+        assert migrate(db).applied == []
+    finally:
+        db.close()
+    assert dump_schema(scratch_url) == schema_text(SCHEMA.read_text(encoding="utf-8"))
+
+
+def test_a_database_of_an_earlier_pre_release_migration_is_refused_with_one_line(scratch_url: str) -> None:
+    db = Database(scratch_url)
+    try:
+        _as_pre_release(db, 13)
+        with pytest.raises(PreReleaseSchema) as refused:
+            migrate(db)
+        assert "\n" not in str(refused.value) and "0013" in str(refused.value) and "0018" in str(refused.value)
+        assert current_version(db) == 13
+    finally:
+        db.close()

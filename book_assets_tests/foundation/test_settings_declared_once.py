@@ -24,9 +24,9 @@ SETTINGS = set(Settings.model_fields)
 ALIASES = {"mode": "fetch_mode", "rate": "min_interval_s", "fetch": "fetch_mode"}
 #: Parameters that share a setting's name but are not that setting (a queue library's own knob, say).
 NOT_SETTINGS = {
-    ("queue/queue.py", "lease_s"),
-    ("queue/queue.py", "max_attempts"),
-    ("queue/queue.py", "timeout_s"),
+    ("queue/context.py", "lease_s"),
+    ("queue/context.py", "max_attempts"),
+    ("queue/context.py", "timeout_s"),
     ("queue/retry.py", "max_attempts"),
     ("sandbox", "workers"),
     ("sandbox", "concurrency"),

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import select
+import time
+
 from book_assets.db.connection import Database
-from book_assets.queue import Backoff, TaskQueue
+from book_assets.queue import Backoff, LeaseLost, Task, TaskQueue
+from book_assets.queue.context import check_number
+from book_assets.queue.domains import SLOT_TOLERANCE_S
 
 TYPES = ("detail", "listing")
 
@@ -18,6 +23,39 @@ def make_queue(db: Database, **kwargs: object) -> TaskQueue:
     }
     options.update(kwargs)
     return TaskQueue(db, **options)  # type: ignore[arg-type]
+
+
+def complete(queue: TaskQueue, task: Task) -> None:
+    """Complete one task; :class:`LeaseLost` if the caller no longer holds its lease (nothing changes)."""
+    if queue.complete_many([task]) != 1:
+        raise LeaseLost(f"task {task.id}: lease {task.lease_token} is no longer held")
+
+
+def wait_for_slot(queue: TaskQueue, task: Task, *, tolerance_s: float = SLOT_TOLERANCE_S) -> Task:
+    """Sleep until the task's politeness slot (``slot_wait_s``); return the task to start *now*.
+
+    The blocking twin of ``wait_for_slot_async``, for tests that drive a queue without an event loop.
+    """
+    tolerance = check_number("tolerance_s", tolerance_s)
+    while (wait := queue.slot_wait_s(task, tolerance_s=tolerance)) != 0:
+        if wait is None:
+            task = queue.reslot(task)
+        else:
+            time.sleep(wait)
+    return task
+
+
+def wait_for_work(queue: TaskQueue, timeout_s: float) -> bool:
+    """Sleep until tasks are enqueued/released/requeued (NOTIFY) or ``timeout_s`` passes; whether woken.
+
+    The blocking twin of ``wait_for_work_async``: ``select()`` on the process's connection.
+    """
+    waiting = queue.waiting
+    waiting.subscribe()
+    if waiting.take_notifications():
+        return True
+    readable, _, _ = select.select([queue.db.connection()], [], [], check_number("timeout_s", timeout_s))
+    return bool(readable) and waiting.take_notifications()
 
 
 def url(i: int | str, host: str = "books.example") -> str:
@@ -74,11 +112,9 @@ def polite_worker(database_url: str, worker_id: str, run_s: float, barrier: obje
     """Claim one task at a time, sleep until its slot, record (slot, request start), complete; for run_s.
 
     The slot is ``slot_at`` in epoch seconds of the database's clock (None: started unthrottled), the start
-    ``time.time()`` once :meth:`TaskQueue.wait_for_slot` let the request go. All workers pass the barrier
+    ``time.time()`` once :func:`wait_for_slot` let the request go. All workers pass the barrier
     first, so they run over the same window (process start-up is slow).
     """
-    import time
-
     db = Database(database_url, application_name=f"queue-test-{worker_id}")
     queue = make_queue(db, default_interval_s=0.2)
     db.connection()
@@ -89,11 +125,11 @@ def polite_worker(database_url: str, worker_id: str, run_s: float, barrier: obje
         while time.time() < deadline:
             result = queue.claim(worker_id, 1)
             if not result.tasks:
-                queue.wait_for_work(min(result.retry_in_s or 0.05, max(0.0, deadline - time.time())))
+                wait_for_work(queue, min(result.retry_in_s or 0.05, max(0.0, deadline - time.time())))
                 continue
-            task = queue.wait_for_slot(result.tasks[0])
+            task = wait_for_slot(queue, result.tasks[0])
             starts.append((None if task.slot_at is None else task.slot_at.timestamp(), time.time()))
-            queue.complete(task)
+            complete(queue, task)
     finally:
         db.close()
         results.put(starts)  # type: ignore[attr-defined]

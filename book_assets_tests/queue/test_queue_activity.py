@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from book_assets.queue import NewTask, TaskQueue
-from book_assets_tests.queue.helpers import url
+from book_assets_tests.queue.helpers import complete, url
 
 
 def test_activity_since_counts_only_what_happened_after_the_moment_by_type_and_group(queue: TaskQueue) -> None:
     queue.enqueue("listing", {"url": url("before")})
-    queue.complete(queue.claim("w", task_types=["listing"]).tasks[0])
+    complete(queue, queue.claim("w", task_types=["listing"]).tasks[0])
     since = queue.now()
     queue.enqueue_many(
         [
@@ -22,10 +22,10 @@ def test_activity_since_counts_only_what_happened_after_the_moment_by_type_and_g
         if task.url == url("b1"):
             queue.fail(task, "boom", kind="http_5xx", retryable=True)  # retried once, then completed
         elif task.url != url("a2"):
-            queue.complete(task)
+            complete(queue, task)
         else:
             queue.fail(task, "gone", kind="http_4xx", retryable=False)
-    queue.complete(queue.claim("w", task_types=["detail"]).tasks[0])
+    complete(queue, queue.claim("w", task_types=["detail"]).tasks[0])
 
     activity = queue.activity_since(since)
     assert activity.completed == {"detail": {"a": 1, "b": 1}, "listing": {"": 1}}

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 
 from book_assets.db.connection import Database
 from book_assets.queue import Backoff, LeaseLost, NewTask, TaskQueue
-from book_assets_tests.queue.helpers import make_queue, url
+from book_assets_tests.queue.helpers import complete, make_queue, url
 
 
 def test_claim_hands_out_highest_priority_first_then_oldest(queue: TaskQueue) -> None:
@@ -74,10 +76,10 @@ def test_late_complete_of_a_reclaimed_task_is_refused(db: Database) -> None:
     expire_leases(db)
     (fresh,) = queue.claim("fast").tasks
     # One signal for a lost lease, whatever the caller tried; the new holder's task is untouched.
-    for late in (queue.complete, queue.heartbeat, lambda t: queue.fail(t, "late", retryable=True)):
+    for late in (functools.partial(complete, queue), queue.heartbeat, lambda t: queue.fail(t, "late", retryable=True)):
         with pytest.raises(LeaseLost):
             late(stale)
-    queue.complete(fresh)
+    complete(queue, fresh)
 
 
 def test_heartbeat_keeps_the_lease_alive(db: Database) -> None:
@@ -89,7 +91,7 @@ def test_heartbeat_keeps_the_lease_alive(db: Database) -> None:
     left = db.query("SELECT extract(epoch FROM lease_expires_at - now()) AS s FROM tasks")[0]["s"]
     assert left > 25  # extended to a whole lease again
     assert not queue.claim("thief")
-    queue.complete(task)
+    complete(queue, task)
 
 
 def test_a_heartbeat_never_shortens_a_lease(db: Database) -> None:
@@ -106,9 +108,9 @@ def test_completing_twice_under_one_lease_changes_nothing_the_second_time(queue:
     # A replay after a lost acknowledgement must report the completion, not a lost lease.
     queue.enqueue("detail", {"url": url(1)})
     (task,) = queue.claim("w").tasks
-    queue.complete(task)
+    complete(queue, task)
     first = db.query("SELECT status, completed_at FROM tasks")[0]
-    queue.complete(task)
+    complete(queue, task)
     assert db.query("SELECT status, completed_at FROM tasks")[0] == first
 
 
@@ -118,9 +120,9 @@ def test_a_completed_task_cannot_be_completed_by_an_older_lease(db: Database) ->
     (old,) = short.claim("slow").tasks
     db.query("UPDATE tasks SET lease_expires_at = now() - interval '1 second'")
     (new,) = short.claim("fast").tasks
-    short.complete(new)
+    complete(short, new)
     with pytest.raises(LeaseLost):
-        short.complete(old)
+        complete(short, old)
     with pytest.raises(LeaseLost):
         short.fail(old, "late", retryable=True)
     assert db.query("SELECT status FROM tasks")[0]["status"] == "completed"

@@ -11,7 +11,7 @@ import pytest
 
 from book_assets.db.connection import Database
 from book_assets.queue import NewTask, TaskQueue, domain_of
-from book_assets_tests.queue.helpers import make_queue, url
+from book_assets_tests.queue.helpers import complete, make_queue, url, wait_for_work
 
 
 def test_enqueueing_a_live_url_twice_creates_one_task(queue: TaskQueue) -> None:
@@ -24,7 +24,7 @@ def test_enqueueing_a_live_url_twice_creates_one_task(queue: TaskQueue) -> None:
 
 def test_a_completed_url_can_be_enqueued_again(queue: TaskQueue) -> None:
     queue.enqueue("detail", {"url": url(1)})
-    queue.complete(queue.claim("w").tasks[0])
+    complete(queue, queue.claim("w").tasks[0])
     again = queue.enqueue("detail", {"url": url(1)})
     assert again.created
 
@@ -110,12 +110,12 @@ def test_domain_of_keeps_the_port_and_lowercases_the_host() -> None:
 
 def test_enqueue_wakes_a_waiting_worker(db: Database, database_url: str) -> None:
     waiter = make_queue(Database(database_url))
-    assert not waiter.wait_for_work(0.05)  # subscribes; nothing queued yet
+    assert not wait_for_work(waiter, 0.05)  # subscribes; nothing queued yet
     producer = make_queue(db)
     timer = threading.Timer(0.2, lambda: producer.enqueue("detail", {"url": url(1)}))
     timer.start()
     try:
-        assert waiter.wait_for_work(30.0)  # True: woken by the NOTIFY (a timeout returns False)
+        assert wait_for_work(waiter, 30.0)  # True: woken by the NOTIFY (a timeout returns False)
     finally:
         timer.join()
         waiter.db.close()
@@ -123,5 +123,5 @@ def test_enqueue_wakes_a_waiting_worker(db: Database, database_url: str) -> None
 
 def test_waiting_without_work_times_out(queue: TaskQueue) -> None:
     started = time.monotonic()
-    assert not queue.wait_for_work(0.2)
+    assert not wait_for_work(queue, 0.2)
     assert time.monotonic() - started >= 0.19  # it did wait (an upper bound would be a timing assert)

@@ -14,7 +14,7 @@ import pytest
 
 from book_assets.db.connection import Cursor, Database
 from book_assets.queue import NewTask, TaskQueue
-from book_assets.queue.queue import _q
+from book_assets.queue.context import named_queries
 from book_assets_tests.queue.helpers import make_queue, url
 
 SLOW = "slow.example"
@@ -57,7 +57,7 @@ def _order(tasks: list[NewTask]) -> list[Task]:
 
 @dataclass
 class Reference:
-    """The queue's state as the one-pick-at-a-time claim (queue_claim_pick_fair) keeps it."""
+    """The queue's state as the one-pick-at-a-time claim (queue_claim_pick_fair_v1) keeps it."""
 
     type_weights: dict[str, float]
     group_weights: dict[str, dict[str, float]]
@@ -223,7 +223,7 @@ def test_a_backlogged_interleaved_claim_is_one_plan_without_per_pick_queries(db:
 
     def claim(cur: Cursor) -> tuple[int, dict[str, int]]:
         cur.execute("SET LOCAL track_functions = 'pl'")
-        cur.execute(_q()["claim"], params)
+        cur.execute(named_queries()["claim"], params)
         claimed = len(cur.fetchall())
         cur.execute("SELECT funcname, calls FROM pg_stat_xact_user_functions")
         return claimed, {r["funcname"]: int(r["calls"]) for r in cur.fetchall()}
@@ -231,4 +231,4 @@ def test_a_backlogged_interleaved_claim_is_one_plan_without_per_pick_queries(db:
     claimed, calls = db.run(claim)
     assert claimed == 50
     assert calls.get("queue_fair_plan_interleaved_v1") == 1
-    assert "queue_claim_pick_fair" not in calls
+    assert "queue_claim_pick_fair_v1" not in calls

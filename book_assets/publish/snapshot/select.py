@@ -1,7 +1,7 @@
 """Choosing the snapshot's books: each category's weighted quota of the books stored at the end of a day.
 
 The books of a day are the latest version of each book recorded before the next midnight (UTC), read from
-``book_versions`` through ``snapshot_books_as_of_v1`` (migration 0009). Within a category the most recently
+``book_versions`` through ``snapshot_books_as_of_v1`` (``sql/schema.sql``). Within a category the most recently
 recorded versions are taken, then the lowest book id, so the same history always yields the same snapshot.
 Counts and rows come from one REPEATABLE READ transaction, so they agree even while a crawl writes.
 """

@@ -1,0 +1,119 @@
+"""Administration: the queue's figures, the requeue of failed tasks and the retention of finished ones."""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from datetime import datetime
+from typing import Final
+
+import psycopg2.errors
+
+from book_assets.db.connection import Cursor
+from book_assets.queue.context import QueueContext, check_number, named_queries
+from book_assets.queue.models import Activity, QueueStats
+
+log = logging.getLogger(__name__)
+
+#: Rows one statement of :meth:`QueueAdmin.prune` deletes at most (per status).
+PRUNE_BATCH: Final = 5000
+
+
+class QueueAdmin:
+    """Stats and housekeeping: what the operator and the crawl's report read, and what they clean up."""
+
+    def __init__(self, ctx: QueueContext) -> None:
+        self.ctx = ctx
+        self.db = ctx.db
+
+    def stats(self, *, top_failures: int = 5) -> QueueStats:
+        """Counts by type and status, oldest pending age, throughput over the last minute, failures by kind.
+
+        ``failed_by_kind`` counts every failed task; ``top_failures`` shows the most frequent messages.
+        """
+        queries = named_queries()
+
+        def _collect(cur: Cursor) -> QueueStats:
+            cur.execute(queries["stats_counts"])
+            counts: dict[str, dict[str, int]] = {}
+            for r in cur.fetchall():
+                counts.setdefault(r["task_type"], {})[r["status"]] = int(r["n"])
+            cur.execute(queries["stats_summary"])
+            summary = cur.fetchone() or {}
+            cur.execute(queries["stats_failures"], {"limit": top_failures})
+            failures = [(r["error"] or "", int(r["n"])) for r in cur.fetchall()]
+            cur.execute(queries["stats_failed_by_kind"])
+            by_kind: dict[str, dict[str, int]] = {}
+            for r in cur.fetchall():
+                by_kind.setdefault(r["task_type"], {})[r["kind"]] = int(r["n"])
+            oldest = summary.get("oldest_pending_s")
+            return QueueStats(
+                counts=counts,
+                oldest_pending_s=float(oldest) if oldest is not None else None,
+                completed_last_minute=int(summary.get("completed_last_minute") or 0),
+                expired_leases=int(summary.get("expired_leases") or 0),
+                top_failures=failures,
+                failed_by_kind=by_kind,
+            )
+
+        return self.db.run(_collect)
+
+    def now(self) -> datetime:
+        """The database's clock, which stamps every task: a run's start on the clock its figures are read by."""
+        return self.db.query(named_queries()["database_now"])[0]["now"]
+
+    def activity_since(self, since: datetime) -> Activity:
+        """Tasks completed since ``since`` by type and group, and the retries they took."""
+        completed: dict[str, dict[str, int]] = {}
+        created: Counter[str] = Counter()
+        failed: Counter[str] = Counter()
+        retries = 0
+        for r in self.db.query(named_queries()["activity_since"], {"since": since}):
+            if r["completed"]:
+                completed.setdefault(r["task_type"], {})[r["grp"]] = int(r["completed"])
+            created[r["task_type"]] += int(r["created"])
+            failed[r["task_type"]] += int(r["failed"])
+            retries += int(r["retries"])
+        return Activity(completed=completed, created=dict(created), failed=dict(failed), retries=retries)
+
+    def requeue(self, task_type: str | None = None, domain: str | None = None, error_like: str | None = None) -> int:
+        """Move failed tasks back to pending with attempts reset; returns how many moved.
+
+        Filters combine with AND; ``error_like`` is a SQL LIKE pattern. A failed task whose URL has a live
+        task again (re-enqueued meanwhile) is skipped, as is every older failed copy of the same URL: the
+        partial unique index allows one live task per URL. Skips are logged.
+        """
+        if task_type is not None:
+            self.ctx.check_type(task_type)
+        params = {"task_type": task_type, "domain": domain, "error_like": error_like}
+        for attempt in range(3):
+            try:
+                row = self.db.query(named_queries()["requeue"], params)[0]
+                break
+            except psycopg2.errors.UniqueViolation:
+                # A concurrent enqueue made one of the URLs live between our check and our update.
+                if attempt == 2:
+                    raise
+        if row["skipped"]:
+            log.info("requeue: %s failed task(s) skipped (their URL has a live task)", row["skipped"])
+        return int(row["requeued"])
+
+    def prune(self, older_than_s: float, *, archive: bool = False, batch: int = PRUNE_BATCH) -> int:
+        """Delete (or move to ``tasks_archive``) finished tasks that ended more than ``older_than_s`` ago.
+
+        Completed tasks count from their completion, failed ones from the claim of their last attempt;
+        pending and leased tasks are never pruned. One short statement per ``batch`` rows, each skipping
+        rows another transaction holds, so a prune of a large table runs beside the workers; returns how
+        many went.
+        """
+        params = {"older_than_s": check_number("older_than_s", older_than_s), "batch": batch}
+        name = "prune_archive" if archive else "prune_finished"
+
+        def _prune(cur: Cursor) -> int:
+            cur.execute(named_queries()[name], params)
+            return int(cur.rowcount)
+
+        total = 0
+        while (pruned := self.db.run(_prune)) > 0:
+            total += pruned
+        return total
