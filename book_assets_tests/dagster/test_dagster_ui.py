@@ -96,7 +96,7 @@ def webserver(tmp_path: Path, database_url: str, db: Database, sandbox: SandboxS
     command = [str(Path(sys.executable).parent / "dagster-webserver"), "-h", "127.0.0.1", "-p", str(port)]
     proc = subprocess.Popen(
         [*command, "-w", str(PROJECT_ROOT / "workspace.yaml")],
-        cwd=PROJECT_ROOT,
+        cwd=home,  # not the project folder: its .env (the project's instance) would override DAGSTER_HOME
         env=env,
         stdout=log,
         stderr=subprocess.STDOUT,
