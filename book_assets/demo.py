@@ -33,7 +33,7 @@ from book_assets.crawl.storage import book_counts
 from book_assets.dagster_instance import dagster_environment
 from book_assets.db.connection import Database, mask_url
 from book_assets.db.migrations import migrate
-from book_assets.defs.crawl.jobs import full_refresh_job
+from book_assets.defs.crawl.jobs import full_refresh_job, publish_job
 from book_assets.defs.resources import (
     ArchiveResource,
     DatabaseResource,
@@ -92,11 +92,12 @@ class DemoReport:
         return lines
 
 
-def _metadata(result: dg.ExecuteInProcessResult, asset: str) -> dict[str, Any]:
-    for event in result.get_asset_materialization_events():
-        mat = event.step_materialization_data.materialization
-        if mat.asset_key == dg.AssetKey(asset):
-            return {k: getattr(v, "value", v) for k, v in mat.metadata.items()}
+def _metadata(results: list[dg.ExecuteInProcessResult], asset: str) -> dict[str, Any]:
+    for result in results:
+        for event in result.get_asset_materialization_events():
+            mat = event.step_materialization_data.materialization
+            if mat.asset_key == dg.AssetKey(asset):
+                return {k: getattr(v, "value", v) for k, v in mat.metadata.items()}
     return {}
 
 
@@ -120,28 +121,36 @@ def demo_resources(sandbox: SandboxServer, overrides: dict[str, Any]) -> dict[st
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
 
-def _run_full_refresh(resources: dict[str, dg.ConfigurableResource]) -> dg.ExecuteInProcessResult:
-    """The project's full_refresh_job bound to the sandbox's resources, recorded on the project's instance
-    under its real job name and tags (the latest day's partition of the snapshot)."""
+def _run_full_refresh(resources: dict[str, dg.ConfigurableResource]) -> list[dg.ExecuteInProcessResult]:
+    """The project's full_refresh_job, then publish_job for today, bound to the sandbox's resources and
+    recorded on the project's instance under their real job names and tags (no publishing after a failed
+    crawl)."""
     from book_assets.definitions import ASSET_CHECKS, ASSETS
 
     demo_defs = dg.Definitions(
         assets=ASSETS,
         asset_checks=ASSET_CHECKS,
-        jobs=[full_refresh_job],
+        jobs=[full_refresh_job, publish_job],
         resources=resources,
         executor=dg.in_process_executor,
     )
-    job = demo_defs.resolve_job_def("full_refresh_job")
-    partitions = job.partitions_def
+    results = []
     with dg.DagsterInstance.get() as instance:
-        return job.execute_in_process(
-            run_config=QUIET,
-            instance=instance,
-            tags={"book-pipeline/demo": "true"},
-            partition_key=partitions.get_last_partition_key() if partitions is not None else None,
-            raise_on_error=False,
-        )
+        for name in ("full_refresh_job", "publish_job"):
+            job = demo_defs.resolve_job_def(name)
+            partitions = job.partitions_def
+            results.append(
+                job.execute_in_process(
+                    run_config=QUIET,
+                    instance=instance,
+                    tags={"book-pipeline/demo": "true"},
+                    partition_key=partitions.get_last_partition_key() if partitions is not None else None,
+                    raise_on_error=False,
+                )
+            )
+            if not results[-1].success:
+                break
+    return results
 
 
 @contextmanager
@@ -189,22 +198,24 @@ def run_demo(
             fetcher = resources["fetcher"]
             echo(f"sandbox:  {sandbox.url}/ (day {day}); fetcher {fetcher.settings_overrides() or 'from the settings'}")
             with _progress_bar(url, resources):
-                result = _run_full_refresh(resources)
+                results = _run_full_refresh(resources)
         checks = {
-            f"{e.asset_key.to_user_string()}:{e.check_name}": e.passed for e in result.get_asset_check_evaluations()
+            f"{e.asset_key.to_user_string()}:{e.check_name}": e.passed
+            for result in results
+            for e in result.get_asset_check_evaluations()
         }
-        snapshot_rows = _metadata(result, "category_balanced_snapshot").get("dagster/row_count")
+        snapshot_rows = _metadata(results, "category_balanced_snapshot").get("dagster/row_count")
         site = f"{sandbox.url}/"
         stats = TaskQueue(db, task_types=TASK_TYPES).stats()
         return DemoReport(
-            run_id=result.run_id,
-            success=result.success,
+            run_id=results[0].run_id,
+            success=len(results) == 2 and all(result.success for result in results),
             site=site,
             counts=book_counts(db),
             site_counts={k: int(v) for k, v in db.query(CHECKS["site_book_counts"], {"prefix": site})[0].items()},
             failed_tasks=stats.total("failed"),
             pending_tasks=stats.total("pending"),
-            this_run=_metadata(result, "book_details"),
+            this_run=_metadata(results, "book_details"),
             snapshot_rows=int(snapshot_rows) if snapshot_rows is not None else None,
             checks=checks,
             elapsed_s=time.monotonic() - started,
