@@ -102,3 +102,36 @@ def test_a_daily_asset_materialized_without_a_partition_key_fails_naming_the_key
     message = failure.step_failure_data.error.message
     assert f"{asset} is partitioned by day (UTC): materialize it with a partition key" in message
     assert db.query("SELECT count(*)::int AS n FROM category_balanced_snapshot")[0]["n"] == 0
+
+
+BLOCKING_CHECKS = ("no_error_pages", "raw_html_present", "required_fields_present", "unique_urls")
+
+
+def _crawl_recorded(instance: dg.DagsterInstance, *, failed_check: str | None = None) -> None:
+    """What a crawl run records for ``book_details``: its materialization, then its blocking checks."""
+    details = dg.AssetKey("book_details")
+    instance.report_runless_asset_event(dg.AssetMaterialization(details))
+    for name in BLOCKING_CHECKS:
+        passed = name != failed_check
+        instance.report_runless_asset_event(
+            dg.AssetCheckEvaluation(
+                asset_key=details, check_name=name, passed=passed, severity=dg.AssetCheckSeverity.ERROR
+            )
+        )
+
+
+@pytest.mark.parametrize("failed_check", [None, "unique_urls"], ids=["checks-passed", "blocking-check-failed"])
+def test_publishing_follows_a_crawl_for_today_only_once_its_blocking_checks_passed(
+    failed_check: str | None, database_url: str, tmp_path: Path
+) -> None:
+    definitions = publishing_definitions(database_url, tmp_path)
+    publish = dg.AssetSelection.assets("category_balanced_snapshot", "book_changes", "raw_archive")
+    with dg.DagsterInstance.ephemeral() as instance:
+        before = dg.evaluate_automation_conditions(definitions, instance, asset_selection=publish)
+        assert before.total_requested == 0  # no crawl yet: nothing to publish
+        _crawl_recorded(instance, failed_check=failed_check)
+        after = dg.evaluate_automation_conditions(definitions, instance, asset_selection=publish, cursor=before.cursor)
+    today = datetime.now(UTC).date().isoformat()
+    expected = set() if failed_check else {today}
+    for key in ("category_balanced_snapshot", "book_changes", "raw_archive"):
+        assert after.get_requested_partitions(dg.AssetKey(key)) == expected, key
