@@ -6,10 +6,14 @@
    book URLs are the same from one demo to the next: a re-run finds the same books "unchanged", and
    ``--day 1`` serves the next simulated day, whose changed prices become new book versions and whose
    removed books are marked removed.
-3. One run of ``full_refresh_job``: ``listing_discovery`` → ``book_details`` → ``category_balanced_snapshot``
-   and ``book_changes``, ``raw_archive`` (the day's WARC files indexed) and their checks, recorded in the
-   project's instance, so ``make ui`` shows the run, metadata and checks.
-4. A summary computed from the database (not from the run's own counters) and the run's metadata.
+3. Two runs of the code location's own jobs, launched on the project's instance as the UI launches them
+   (the location loaded from ``workspace.yaml`` in a code server; the sandbox given as run config):
+   ``full_refresh_job`` (``listing_discovery`` → ``book_details`` and their checks), then ``publish_job``
+   for today (``category_balanced_snapshot``, ``book_changes``, ``raw_archive`` and the snapshot's check).
+   With a daemon running (``make ui``), the runs go through its run queue; otherwise straight to the run
+   launcher. Either way they are runs of the location, like a scheduled one: run-status sensors (the
+   failure alert) see them, and the daemon's run retries and the UI's re-execution can re-run them.
+4. A summary computed from the database (not from the runs' own counters) and the runs' metadata.
 
 Data is kept between demos on purpose; ``make clean`` removes it.
 """
@@ -22,6 +26,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import dagster as dg
@@ -32,10 +37,7 @@ from book_assets.crawl.pipeline import ProgressBar
 from book_assets.dagster_instance import dagster_environment
 from book_assets.db.connection import Database, mask_url
 from book_assets.db.migrations import migrate
-from book_assets.defs.crawl.jobs import full_refresh_job
 from book_assets.defs.resources import (
-    ArchiveResource,
-    DatabaseResource,
     FetcherResource,
     SchedulingResource,
     SiteResource,
@@ -43,7 +45,7 @@ from book_assets.defs.resources import (
 )
 from book_assets.queue import TaskQueue
 from book_assets.sandbox.server import SandboxServer
-from book_assets.settings import Settings
+from book_assets.settings import PROJECT_ROOT, Settings
 from book_assets.sql import load_queries
 from book_assets.store.books import book_counts
 
@@ -92,62 +94,140 @@ class DemoReport:
         return lines
 
 
-def _metadata(result: dg.ExecuteInProcessResult, asset: str) -> dict[str, Any]:
-    for event in result.get_asset_materialization_events():
-        mat = event.step_materialization_data.materialization
-        if mat.asset_key == dg.AssetKey(asset):
-            return {k: getattr(v, "value", v) for k, v in mat.metadata.items()}
-    return {}
+#: The code location, as workspace.yaml names it.
+LOCATION = "book_assets"
+#: How often the demo looks at its run's status.
+POLL_S = 0.5
 
 
-def demo_resources(sandbox: SandboxServer, overrides: dict[str, Any]) -> dict[str, dg.ConfigurableResource]:
-    """The demo's resources: the sandbox as the site, and the database by reference to ``DATABASE_URL``.
+@dataclass
+class DemoRun:
+    """A finished run of the demo: its id, whether it succeeded, its materializations' metadata and checks."""
 
-    Why a reference: a resource built with the URL itself (``DatabaseResource(url=url)``) puts the URL, and
-    its password, into the job snapshot that Dagster stores with every run and shows in the UI;
-    ``EnvVar`` is stored as the variable's name and read when the step runs.
-    """
+    run_id: str
+    success: bool
+    metadata: dict[str, dict[str, Any]]
+    checks: dict[str, bool]
+
+
+def sandbox_run_config(sandbox: SandboxServer, overrides: dict[str, Any]) -> dict[str, Any]:
+    """Run config that points the location's resources at the sandbox (and the fetcher's overrides); the
+    console logger shows warnings and errors only: the event log stays in the UI and the compute logs."""
+    fetcher = {k: v for k, v in overrides.items() if v is not None}
     return {
-        "database": DatabaseResource(url=dg.EnvVar("DATABASE_URL")),
-        "site": SiteResource(base_url=f"{sandbox.url}/", allowed_domains=[sandbox.host]),
-        "fetcher": FetcherResource(**{k: v for k, v in overrides.items() if v is not None}),
-        "scheduling": SchedulingResource(),
-        "archive": ArchiveResource(),
+        "resources": {
+            "site": {"config": {"base_url": f"{sandbox.url}/", "allowed_domains": [sandbox.host]}},
+            "fetcher": {"config": fetcher},
+        },
+        "loggers": {"console": {"config": {"log_level": "WARNING"}}},
     }
 
 
-#: The run's console shows warnings and errors only: the event log stays in the UI and the compute logs.
-QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+def _queue_is_served(instance: dg.DagsterInstance) -> bool:
+    """Whether a daemon dequeues runs now (its heartbeat is recent and healthy)."""
+    from dagster._daemon.controller import get_daemon_statuses
+    from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import QueuedRunCoordinatorDaemon
+
+    daemon = QueuedRunCoordinatorDaemon.daemon_type()
+    return get_daemon_statuses(instance, [daemon], ignore_errors=True)[daemon].healthy is True
 
 
-def _run_full_refresh(resources: dict[str, dg.ConfigurableResource]) -> dg.ExecuteInProcessResult:
-    """The project's full_refresh_job bound to the sandbox's resources, recorded on the project's instance
-    under its real job name and tags (the latest day's partition of the snapshot)."""
-    from book_assets.definitions import ASSET_CHECKS, ASSETS
-
-    demo_defs = dg.Definitions(
-        assets=ASSETS,
-        asset_checks=ASSET_CHECKS,
-        jobs=[full_refresh_job],
-        resources=resources,
-        executor=dg.in_process_executor,
+def _launch(
+    instance: dg.DagsterInstance, workspace: Any, job_name: str, run_config: dict[str, Any], tags: dict[str, str]
+) -> str:
+    """Create a run of the location's job ``job_name`` and hand it to the daemon's run queue when one is
+    served, else to the instance's run launcher; returns its id."""
+    location = workspace.get_code_location(LOCATION)
+    repository = location.get_repository("__repository__")
+    remote_job = repository.get_full_job(job_name)
+    plan = location.get_execution_plan(
+        remote_job, run_config, step_keys_to_execute=None, known_state=None, instance=instance
     )
-    job = demo_defs.resolve_job_def("full_refresh_job")
-    partitions = job.partitions_def
-    with dg.DagsterInstance.get() as instance:
-        return job.execute_in_process(
-            run_config=QUIET,
-            instance=instance,
-            tags={"book-pipeline/demo": "true"},
-            partition_key=partitions.get_last_partition_key() if partitions is not None else None,
-            raise_on_error=False,
-        )
+    run = instance.create_run(
+        job_name=job_name,
+        run_id=None,
+        run_config=run_config,
+        resolved_op_selection=None,
+        step_keys_to_execute=plan.execution_plan_snapshot.step_keys_to_execute,
+        op_selection=None,
+        status=None,
+        root_run_id=None,
+        parent_run_id=None,
+        tags=tags,
+        job_snapshot=remote_job.job_snapshot,
+        execution_plan_snapshot=plan.execution_plan_snapshot,
+        parent_job_snapshot=remote_job.parent_job_snapshot,
+        remote_job_origin=remote_job.get_remote_origin(),
+        job_code_origin=remote_job.get_python_origin(),
+        asset_selection=None,
+        asset_check_selection=None,
+        asset_graph=repository.asset_graph,
+    )
+    if _queue_is_served(instance):
+        instance.submit_run(run.run_id, workspace)
+    else:
+        instance.launch_run(run.run_id, workspace)
+    return run.run_id
+
+
+def _finished(instance: dg.DagsterInstance, run_id: str) -> DemoRun:
+    """``run_id`` once it has finished, with what it recorded."""
+    while True:
+        run = instance.get_run_by_id(run_id)
+        if run is not None and run.is_finished:
+            break
+        time.sleep(POLL_S)
+    metadata: dict[str, dict[str, Any]] = {}
+    checks: dict[str, bool] = {}
+    for entry in instance.all_logs(run_id):
+        event = entry.dagster_event
+        if event is None:
+            continue
+        if event.event_type == dg.DagsterEventType.ASSET_MATERIALIZATION:
+            mat = event.step_materialization_data.materialization
+            metadata[mat.asset_key.to_user_string()] = {k: getattr(v, "value", v) for k, v in mat.metadata.items()}
+        elif event.event_type == dg.DagsterEventType.ASSET_CHECK_EVALUATION:
+            check = event.asset_check_evaluation_data
+            checks[f"{check.asset_key.to_user_string()}:{check.check_name}"] = check.passed
+    return DemoRun(run_id, run.is_success, metadata, checks)
+
+
+def _run_jobs(sandbox: SandboxServer, overrides: dict[str, Any]) -> list[DemoRun]:
+    """``full_refresh_job``, then (if it succeeded) ``publish_job`` for today, each a run of the code location
+    on the project's instance, waited for."""
+    from dagster._core.workspace.context import WorkspaceProcessContext
+    from dagster._core.workspace.load_target import WorkspaceFileTarget
+
+    run_config = sandbox_run_config(sandbox, overrides)
+    tags = {"book-pipeline/demo": "true"}
+    today = datetime.now(UTC).date().isoformat()
+    runs: list[DemoRun] = []
+    with (
+        dg.DagsterInstance.get() as instance,
+        WorkspaceProcessContext(
+            instance,
+            WorkspaceFileTarget(paths=[str(PROJECT_ROOT / "workspace.yaml")]),
+            code_server_log_level="WARNING",  # the console stays the progress bar and the summary
+        ) as ctx,
+    ):
+        workspace = ctx.create_request_context()
+        errors = workspace.get_code_location_error(LOCATION)
+        if errors is not None:
+            raise RuntimeError(f"the code location {LOCATION} did not load: {errors.message}")
+        for job_name, job_tags in (
+            ("full_refresh_job", tags),
+            ("publish_job", {**tags, "dagster/partition": today}),
+        ):
+            runs.append(_finished(instance, _launch(instance, workspace, job_name, run_config, job_tags)))
+            if not runs[-1].success:
+                break
+    return runs
 
 
 @contextmanager
-def _progress_bar(url: str, resources: dict[str, Any]) -> Iterator[None]:
-    """A progress bar on stderr fed by the queue's counters while the run executes."""
-    config = crawl_config(resources["site"], resources["fetcher"], resources["scheduling"])
+def _progress_bar(url: str, site: SiteResource, fetcher: FetcherResource) -> Iterator[None]:
+    """A progress bar on stderr fed by the queue's counters while the runs execute."""
+    config = crawl_config(site, fetcher, SchedulingResource())
     done = threading.Event()
 
     def show() -> None:
@@ -185,26 +265,25 @@ def run_demo(
         migrate(db)
         echo(f"database: {mask_url(url)}; Dagster instance: {env['DAGSTER_HOME']}/dagster.yaml")
         with SandboxServer(day=day, port=port) as sandbox:
-            resources = demo_resources(sandbox, overrides or {})
-            fetcher = resources["fetcher"]
+            fetcher = FetcherResource(**{k: v for k, v in (overrides or {}).items() if v is not None})
             echo(f"sandbox:  {sandbox.url}/ (day {day}); fetcher {fetcher.settings_overrides() or 'from the settings'}")
-            with _progress_bar(url, resources):
-                result = _run_full_refresh(resources)
-        checks = {
-            f"{e.asset_key.to_user_string()}:{e.check_name}": e.passed for e in result.get_asset_check_evaluations()
-        }
-        snapshot_rows = _metadata(result, "category_balanced_snapshot").get("dagster/row_count")
+            site_resource = SiteResource(base_url=f"{sandbox.url}/", allowed_domains=[sandbox.host])
+            with _progress_bar(url, site_resource, fetcher):
+                runs = _run_jobs(sandbox, overrides or {})
+        metadata = {asset: values for run in runs for asset, values in run.metadata.items()}
+        checks = {name: passed for run in runs for name, passed in run.checks.items()}
+        snapshot_rows = metadata.get("category_balanced_snapshot", {}).get("dagster/row_count")
         site = f"{sandbox.url}/"
         stats = TaskQueue(db, task_types=TASK_TYPES).stats()
         return DemoReport(
-            run_id=result.run_id,
-            success=result.success,
+            run_id=runs[0].run_id,
+            success=len(runs) == 2 and all(run.success for run in runs),
             site=site,
             counts=book_counts(db),
             site_counts={k: int(v) for k, v in db.query(CHECKS["site_book_counts"], {"prefix": site})[0].items()},
             failed_tasks=stats.total("failed"),
             pending_tasks=stats.total("pending"),
-            this_run=_metadata(result, "book_details"),
+            this_run=metadata.get("book_details", {}),
             snapshot_rows=int(snapshot_rows) if snapshot_rows is not None else None,
             checks=checks,
             elapsed_s=time.monotonic() - started,

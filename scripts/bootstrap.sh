@@ -3,7 +3,8 @@
 # without root can have too (an existing Chromium, or BOOK_PIPELINE_CHROMIUM). `bootstrap.sh --tests` (for
 # `make test`): also the tools only the tests use, from Debian: psql, a compose client, PgBouncer,
 # libfaketime, iproute2 and stress-ng.
-# The database is brought up by the commands themselves (embedded PostgreSQL unless DATABASE_URL is set).
+# The database is brought up by the commands themselves (embedded PostgreSQL unless DATABASE_URL is set), and by
+# step 4, which writes the Dagster instance's variables to .env.
 # A second run does no work beyond a few existence checks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -72,9 +73,14 @@ if [ -z "${BOOK_PIPELINE_CHROMIUM:-}" ] && ! chromium_ok; then
   chromium_ok || { say "no Chromium: install one (apt-get install -y chromium-headless-shell) or set BOOK_PIPELINE_CHROMIUM=/path/to/chrome"; exit 1; }
 fi
 
+# 4. The Dagster instance's variables (DAGSTER_HOME, DAGSTER_PG_*) in the git-ignored .env, which `dg` and
+#    `dagster` read in the project folder; this brings up the embedded PostgreSQL unless DATABASE_URL is set.
+.venv/bin/python -m book_assets.dagster_instance >/dev/null \
+  || say "could not write .env for the Dagster instance (is the database reachable?); dg commands in this folder need it: .venv/bin/python -m book_assets.dagster_instance"
+
 [ "$TESTS" = 1 ] || exit 0
 
-# 4. psql: the tests log in to the embedded server as another local user, with and without its password.
+# 5. psql: the tests log in to the embedded server as another local user, with and without its password.
 if ! command -v psql >/dev/null 2>&1; then
   say "installing the PostgreSQL client (psql)"
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
@@ -85,7 +91,7 @@ if ! command -v psql >/dev/null 2>&1; then
   command -v psql >/dev/null 2>&1 || { say "no psql: install the PostgreSQL client (apt-get install -y postgresql-client)"; exit 1; }
 fi
 
-# 5. A compose client: the tests validate docker-compose.yml with `config` (no engine needed).
+# 6. A compose client: the tests validate docker-compose.yml with `config` (no engine needed).
 if ! { command -v docker >/dev/null 2>&1 && docker compose version >/dev/null 2>&1; } \
    && ! command -v docker-compose >/dev/null 2>&1; then
   say "installing a compose client (docker-compose) to validate docker-compose.yml"
@@ -97,7 +103,7 @@ if ! { command -v docker >/dev/null 2>&1 && docker compose version >/dev/null 2>
   command -v docker-compose >/dev/null 2>&1 || { say "no compose client: install docker-compose (apt-get install -y docker-compose)"; exit 1; }
 fi
 
-# 6. Scale-out test tools from Debian: PgBouncer (a crawl through transaction pooling), libfaketime (a host
+# 7. Scale-out test tools from Debian: PgBouncer (a crawl through transaction pooling), libfaketime (a host
 #    whose clock is skewed), iproute2 (network namespaces as hosts) and stress-ng (the suite under load,
 #    scripts/test_under_load.sh). Tests that need one skip, naming it, on a machine where none can be installed.
 for tool in pgbouncer:pgbouncer faketime:faketime ip:iproute2 stress-ng:stress-ng; do

@@ -1,22 +1,55 @@
 """Catalog facts shared by the assets of the code location: owners, tags, the crawl pool, freshness, the
-published tables' column schemas, and counter tables as typed metadata.
+publishing assets' automation, the published tables' column schemas, and counter tables as typed metadata.
 
 The tag ``book-pipeline/layer`` says where an asset sits in the one-way flow site → crawl → publish. The column
 schemas are declared here, ahead of any run, and a test keeps them equal to the migrated database's columns.
 """
 
 from collections.abc import Mapping
-from datetime import timedelta
 from typing import Literal
 
 import dagster as dg
+from dagster._utils.schedules import get_smallest_cron_interval, is_valid_cron_string
+
+from book_assets.settings import ConfigError
 
 #: Owners shown in the catalog (Dagster accepts e-mail addresses and ``team:`` names).
 OWNERS = ["team:book-pipeline"]
 #: The concurrency pool of every step that drains the crawl queue (dagster.yaml gives each pool one slot).
 CRAWL_POOL = "crawl"
-#: The daily full refresh runs once a day; two hours of slack for a slow crawl before the asset is stale.
-DAILY_FRESHNESS = dg.FreshnessPolicy.time_window(fail_window=timedelta(hours=26))
+
+
+def invalid_cron(cron: str) -> ConfigError:
+    """The load error of a ``schedule_cron`` that is no cron expression."""
+    return ConfigError(
+        f"invalid setting schedule_cron (BOOK_PIPELINE_SCHEDULE_CRON): {cron!r} is not a five-field "
+        "cron expression such as '0 3 * * *'"
+    )
+
+
+def refresh_freshness(cron: str) -> dg.FreshnessPolicy:
+    """Fresh while each tick of the full refresh's ``cron`` finds a materialization made since the tick before.
+
+    The code location gives it to ``book_details`` with the ``schedule_cron`` of its load
+    (:func:`book_assets.definitions.build_definitions`). The daily assets carry none: Dagster judges freshness by
+    the newest materialization of any partition, which a backfill of old days would renew.
+
+    A cron policy, not a fixed window, so that any cron (weekly, weekdays only) is judged by its own ticks: the
+    run a tick starts must land before the next tick. Dagster 1.13's cron policy has no warn window (only
+    the time-window policy has one).
+    """
+    if not is_valid_cron_string(cron):
+        raise invalid_cron(cron)
+    return dg.FreshnessPolicy.cron(
+        deadline_cron=cron, lower_bound_delta=get_smallest_cron_interval(cron, "UTC"), timezone="UTC"
+    )
+
+
+#: The publishing assets follow the crawl: today's partition is requested once ``book_details`` has updated
+#: and passed its blocking checks (and nothing upstream is missing or running); past days only by a backfill.
+PUBLISH_AUTOMATION = (
+    dg.AutomationCondition.eager() & dg.AutomationCondition.all_deps_blocking_checks_passed()
+).with_label("eager once the blocking checks passed")
 
 Layer = Literal["crawl", "publish"]
 

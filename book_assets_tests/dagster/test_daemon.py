@@ -186,6 +186,7 @@ def test_the_daemon_runs_the_schedule_requeues_transient_failures_once_and_gets_
     started = subprocess.run(
         [str(BIN / "dagster"), "schedule", "start", "daily_full_refresh", "-w", workspace],
         env=daemon_env,
+        cwd=daemon.parent,  # not the project folder: its .env would point dagster at the project's instance
         capture_output=True,
         text=True,
         timeout=180,

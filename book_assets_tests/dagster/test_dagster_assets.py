@@ -51,11 +51,13 @@ def metadata_of(result: dg.ExecuteInProcessResult, asset: str) -> dict[str, obje
 def test_full_materialization_stores_the_whole_catalogue_and_passes_every_check(
     db: Database, database_url: str, sandbox: SandboxServer, tmp_path: Path
 ) -> None:
+    today = datetime.now(UTC).date().isoformat()
     with dg.DagsterInstance.ephemeral() as instance:
         result = dg.materialize(
             [*ASSETS, *ASSET_CHECKS],
             instance=instance,
             resources=sandbox_resources(database_url, sandbox, tmp_path),
+            partition_key=today,  # the daily assets' day (the crawl is unpartitioned)
         )
     assert result.success
 
@@ -75,7 +77,7 @@ def test_full_materialization_stores_the_whole_catalogue_and_passes_every_check(
 
     snapshot = metadata_of(result, "category_balanced_snapshot")
     assert snapshot["dagster/row_count"] == 200
-    assert snapshot["snapshot_day"] == datetime.now(UTC).date().isoformat()  # no partition key: today
+    assert snapshot["snapshot_day"] == today
     categories = {r.data["category"]: r.data for r in snapshot["categories"].records}
     assert sum(row["count"] for row in categories.values()) == 200 and categories["Default"]["available"] == 152
     assert snapshot["target_vs_actual"].startswith("![") and "data:image/png;base64," in snapshot["target_vs_actual"]

@@ -1,7 +1,8 @@
 """The code location loads from the defs folder, and holds exactly the graph it should.
 
 ``test_definitions_snapshot`` is the graph in one value (names, groups, kinds, owners, pools, partitions,
-freshness, checks), in the style of dagster-open-platform's snapshot tests: a change to the graph shows here.
+freshness, automation, checks), in the style of dagster-open-platform's snapshot tests: a change to the graph
+shows here.
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ def asset_facts(repo: dg.RepositoryDefinition) -> dict[str, dict[str, Any]]:
             "tags": {k: v for k, v in spec.tags.items() if not k.startswith("dagster/kind/")},
             "pool": assets_def.op.pool,
             "partitions": type(partitions).__name__ if partitions else None,
-            "freshness_fail_h": freshness.fail_window.to_timedelta() / timedelta(hours=1) if freshness else None,
+            "freshness": type(freshness).__name__ if freshness else None,
+            "automation": spec.automation_condition.get_label() if spec.automation_condition else None,
             "table_name": spec.metadata.get("dagster/table_name"),
             "deps": sorted(d.asset_key.to_user_string() for d in spec.deps),
         }
@@ -54,7 +56,8 @@ def test_definitions_snapshot(repo: dg.RepositoryDefinition) -> None:
             "tags": {"book-pipeline/layer": "crawl"},
             "pool": "crawl",
             "partitions": None,
-            "freshness_fail_h": None,
+            "freshness": None,
+            "automation": None,
             "table_name": None,
             "deps": [],
         },
@@ -65,7 +68,8 @@ def test_definitions_snapshot(repo: dg.RepositoryDefinition) -> None:
             "tags": {"book-pipeline/layer": "crawl"},
             "pool": "crawl",
             "partitions": None,
-            "freshness_fail_h": 26.0,
+            "freshness": "CronFreshnessPolicy",
+            "automation": None,
             "table_name": "public.books",
             "deps": ["listing_discovery"],
         },
@@ -76,7 +80,8 @@ def test_definitions_snapshot(repo: dg.RepositoryDefinition) -> None:
             "tags": {"book-pipeline/layer": "crawl"},
             "pool": None,
             "partitions": "DailyPartitionsDefinition",
-            "freshness_fail_h": 26.0,
+            "freshness": None,
+            "automation": "eager once the blocking checks passed",
             "table_name": None,
             "deps": ["book_details"],
         },
@@ -87,7 +92,8 @@ def test_definitions_snapshot(repo: dg.RepositoryDefinition) -> None:
             "tags": {"book-pipeline/layer": "publish"},
             "pool": None,
             "partitions": "DailyPartitionsDefinition",
-            "freshness_fail_h": 26.0,
+            "freshness": None,
+            "automation": "eager once the blocking checks passed",
             "table_name": "public.category_balanced_snapshot",
             "deps": ["book_details"],
         },
@@ -98,7 +104,8 @@ def test_definitions_snapshot(repo: dg.RepositoryDefinition) -> None:
             "tags": {"book-pipeline/layer": "publish"},
             "pool": None,
             "partitions": "DailyPartitionsDefinition",
-            "freshness_fail_h": 26.0,
+            "freshness": None,
+            "automation": "eager once the blocking checks passed",
             "table_name": None,
             "deps": ["book_details"],
         },
@@ -119,6 +126,7 @@ def test_definitions_snapshot(repo: dg.RepositoryDefinition) -> None:
         "crawl_queue_job",
         "drain_queue_job",
         "full_refresh_job",
+        "publish_job",
         "recrawl_failed_job",
         "requeue_failed_tasks",
     ]
@@ -126,6 +134,7 @@ def test_definitions_snapshot(repo: dg.RepositoryDefinition) -> None:
     assert sorted(s.name for s in repo.sensor_defs) == [
         "asset_alert",
         "failed_tasks_sensor",
+        "publish_after_crawl",
         "run_failure_alert",
         "run_failure_summary",
     ]
@@ -165,7 +174,7 @@ def test_assets_carry_code_references(repo: dg.RepositoryDefinition) -> None:
         assert any(str(r.file_path).endswith(".py") for r in references), key
 
 
-def test_schedule_runs_the_full_refresh_for_the_ticks_day_in_utc(repo: dg.RepositoryDefinition) -> None:
+def test_schedule_runs_the_crawl_unpartitioned_in_utc(repo: dg.RepositoryDefinition) -> None:
     schedule = repo.get_schedule_def("daily_full_refresh")
     assert schedule.cron_schedule == load_settings().schedule_cron
     assert schedule.execution_timezone == "UTC" and schedule.job_name == "full_refresh_job"
@@ -173,7 +182,38 @@ def test_schedule_runs_the_full_refresh_for_the_ticks_day_in_utc(repo: dg.Reposi
     tick = datetime(2026, 11, 30, 3, 0, tzinfo=UTC)
     context = dg.build_schedule_context(scheduled_execution_time=tick, repository_def=repo)
     requests = list(schedule.evaluate_tick(context).run_requests or [])
-    assert [r.partition_key for r in requests] == ["2026-11-30"]
+    assert [r.partition_key for r in requests] == [None]
+
+
+def test_the_crawl_job_is_unpartitioned_and_the_publishing_job_holds_the_daily_assets(
+    repo: dg.RepositoryDefinition,
+) -> None:
+    crawl, publish = repo.get_job("full_refresh_job"), repo.get_job("publish_job")
+    assert crawl.partitions_def is None  # nothing to backfill: a crawl fetches the site as it is now
+    assert {k.to_user_string() for k in crawl.asset_layer.executable_asset_keys} == {
+        "listing_discovery",
+        "book_details",
+    }
+    assert isinstance(publish.partitions_def, dg.DailyPartitionsDefinition)
+    assert {k.to_user_string() for k in publish.asset_layer.executable_asset_keys} == {
+        "category_balanced_snapshot",
+        "book_changes",
+        "raw_archive",
+    }
+    sensor = repo.get_sensor_def("publish_after_crawl")
+    assert sensor.default_status == dg.DefaultSensorStatus.RUNNING
+
+
+@pytest.mark.parametrize("cron", ["0 3 * * *", "30 4 * * 1", "0 */6 * * *"])
+def test_freshness_follows_the_schedules_cron(cron: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BOOK_PIPELINE_SCHEDULE_CRON", cron)
+    repo = build_definitions().get_repository_def()
+    spec = repo.assets_defs_by_key[dg.AssetKey("book_details")].specs_by_key[dg.AssetKey("book_details")]
+    policy = spec.freshness_policy
+    # Each tick must find a materialization made since the tick before: a weekly cron allows a week.
+    interval = {"0 3 * * *": timedelta(days=1), "30 4 * * 1": timedelta(days=7), "0 */6 * * *": timedelta(hours=6)}
+    assert type(policy).__name__ == "CronFreshnessPolicy"
+    assert (policy.deadline_cron, policy.lower_bound_delta, policy.timezone) == (cron, interval[cron], "UTC")  # type: ignore[union-attr]
 
 
 def test_cron_from_the_environment_is_used(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -150,6 +150,16 @@ def test_a_deep_budget_is_split_once_after_discovery_and_met_by_the_drain_steps(
     assert details["budget_met"].value is True and details["budget_completed"].value == 60
     quotas = {r.data["category"]: r.data["quota"] for r in details["quotas"].value.records}
     assert quotas["Travel"] == 11 and sum(quotas.values()) == 60
+    # The run evaluated the checks of what it materialized, as the asset jobs' check steps do.
+    checks = {(e.asset_key.to_user_string(), e.check_name): e.passed for e in result.get_asset_check_evaluations()}
+    assert checks == {
+        ("listing_discovery", "found_books"): True,
+        ("listing_discovery", "no_failed_listing_pages"): True,
+        ("book_details", "unique_urls"): True,
+        ("book_details", "raw_html_present"): True,
+        ("book_details", "no_error_pages"): True,
+        ("book_details", "required_fields_present"): True,
+    }
 
 
 def test_a_drain_job_settles_no_crawl_unless_its_report_names_one(
@@ -175,3 +185,30 @@ def test_a_drain_job_settles_no_crawl_unless_its_report_names_one(
     assert job.execute_in_process(run_config=named).success
     row = db.query(outcome, (owner.opened.id,))[0]
     assert (row["outcome"], row["complete_categories"]) == ("decided", 1)
+
+
+def test_a_queue_run_that_stored_an_error_page_records_its_materialization_then_fails_on_the_blocking_check(
+    db: Database, database_url: str, sandbox: SandboxServer
+) -> None:
+    db.query(
+        "INSERT INTO books (url, title, category, price_amount, upc, raw_html, http_status) "
+        "VALUES ('http://x.test/404', '404', 'Travel', 1, 'u', '<html>Not Found</html>', 404)"
+    )
+    resources = {
+        "database": DatabaseResource(url=database_url),
+        "site": SiteResource(base_url=f"{sandbox.url}/", allowed_domains=[sandbox.host]),
+        "fetcher": FetcherResource(fetch_mode="http", workers=1, concurrency=4),  # type: ignore[arg-type]
+        "scheduling": SchedulingResource(),
+    }
+    job = dg.Definitions(jobs=queue_jobs("in_process"), resources=resources).resolve_job_def("drain_queue_job")
+    result = job.execute_in_process(raise_on_error=False)
+    assert not result.success
+    assert {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()} == {
+        "listing_discovery",
+        "book_details",
+    }
+    checks = {e.check_name: e for e in result.get_asset_check_evaluations()}
+    assert not checks["no_error_pages"].passed and checks["no_error_pages"].blocking
+    assert "found_books" not in checks  # a drain-only run started no discovery to judge
+    (failure,) = [e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE]
+    assert failure.step_key == "check_crawl" and "no_error_pages" in failure.step_failure_data.error.message

@@ -1,6 +1,6 @@
-"""The Dagster UI in a real browser: the lineage shows the three assets, a run launched through the
-webserver's GraphQL API materializes them (today's snapshot partition), and the snapshot's page shows its
-day partitions and its freshness policy.
+"""The Dagster UI in a real browser: the lineage shows the three assets, runs launched through the
+webserver's GraphQL API materialize them (the crawl, then today's partition of the publishing job), the
+snapshot's page shows its day partitions and the crawl's its freshness policy.
 
 Set-up, chosen to keep the test isolated and quick:
 
@@ -96,7 +96,7 @@ def webserver(tmp_path: Path, database_url: str, db: Database, sandbox: SandboxS
     command = [str(Path(sys.executable).parent / "dagster-webserver"), "-h", "127.0.0.1", "-p", str(port)]
     proc = subprocess.Popen(
         [*command, "-w", str(PROJECT_ROOT / "workspace.yaml")],
-        cwd=PROJECT_ROOT,
+        cwd=home,  # not the project folder: its .env (the project's instance) would override DAGSTER_HOME
         env=env,
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -146,15 +146,16 @@ def wait_for_location(url: str, timeout_s: float = 120) -> None:
     pytest.fail("code location did not load")
 
 
-def launch_full_refresh(url: str, partition: str) -> str:
+def launch(url: str, job: str, partition: str | None = None) -> str:
+    tags = [{"key": "dagster/partition", "value": partition}] if partition else []
     params = {
         "selector": {
             "repositoryLocationName": "book_assets",
             "repositoryName": "__repository__",
-            "jobName": "full_refresh_job",
+            "jobName": job,
         },
         "runConfigData": {},
-        "executionMetadata": {"tags": [{"key": "dagster/partition", "value": partition}]},
+        "executionMetadata": {"tags": tags},
     }
     result = graphql(url, LAUNCH_RUN, {"params": params})["launchRun"]
     assert result["__typename"] == "LaunchRunSuccess", result
@@ -201,7 +202,7 @@ def test_lineage_shows_the_three_assets_and_a_launched_run_materializes_them(
     # The run starts first and works while the browser opens the lineage (its run worker loads the code
     # location for seconds; nothing on the lineage page waits for it).
     today = datetime.now(UTC).date().isoformat()
-    run_id = launch_full_refresh(webserver, today)
+    run_id = launch(webserver, "full_refresh_job")
     artifacts = PROJECT_ROOT / "artifacts"
     artifacts.mkdir(exist_ok=True)
     with sync_playwright() as p:
@@ -218,6 +219,9 @@ def test_lineage_shows_the_three_assets_and_a_launched_run_materializes_them(
                 graph.get_by_text(name, exact=True).first.wait_for(timeout=15000)
 
             assert wait_for_run(webserver, run_id) == "SUCCESS", (tmp_path / "webserver.log").read_text()[-3000:]
+            # The day's publishing (what the automation sensor requests after a crawl; no daemon here).
+            publish = launch(webserver, "publish_job", today)
+            assert wait_for_run(webserver, publish) == "SUCCESS", (tmp_path / "webserver.log").read_text()[-3000:]
 
             page.goto(f"{webserver}/runs/{run_id}", wait_until="networkidle")
             page.get_by_text("Success").first.wait_for(timeout=30000)
@@ -237,8 +241,8 @@ def test_lineage_shows_the_three_assets_and_a_launched_run_materializes_them(
             page.goto(f"{webserver}/assets/category_balanced_snapshot?view=partitions", wait_until="networkidle")
             page.get_by_text(today).first.wait_for(timeout=30000)
             page.screenshot(path=str(artifacts / "dagster-snapshot-partitions.png"))
-            # Its overview names the freshness policy (26 hours).
-            page.goto(f"{webserver}/assets/category_balanced_snapshot?view=overview", wait_until="networkidle")
+            # The crawl's overview names its freshness policy (the schedule's cron).
+            page.goto(f"{webserver}/assets/book_details?view=overview", wait_until="networkidle")
             page.get_by_text("Freshness").first.wait_for(timeout=30000)
             page.screenshot(path=str(artifacts / "dagster-snapshot-freshness.png"))
         finally:

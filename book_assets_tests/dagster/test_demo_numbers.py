@@ -1,5 +1,6 @@
 """`book-pipeline demo` end to end (http mode, through Dagster on the project's PostgreSQL instance): every
-number it prints equals what the database holds."""
+number it prints equals what the database holds, and its runs are runs of the code location (launched from
+it, as the UI and the daemon launch them), which run-status sensors see and the daemon can retry."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
@@ -23,14 +24,21 @@ def test_every_number_the_demo_prints_equals_the_database(db: Database, database
         DATABASE_URL=database_url, BOOK_PIPELINE_DATA_DIR=str(tmp_path), BOOK_PIPELINE_WARC_DIR=str(tmp_path / "warc")
     )
     command = [sys.executable, "-m", "book_assets.cli", "demo", "--fetch", "http", "--port", "0"]
+    instance_url = urlunsplit(urlsplit(database_url)._replace(path=f"{urlsplit(database_url).path}_dagster"))
     try:
         proc = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+        with Database(instance_url) as instance:
+            runs = instance.query("SELECT pipeline_name, status, run_body FROM runs ORDER BY create_timestamp")
     finally:
         _admin(database_url, f'DROP DATABASE IF EXISTS "{urlsplit(database_url).path.strip("/")}_dagster" WITH (FORCE)')
     out = proc.stdout
     assert proc.returncode == 0, (out + proc.stderr)[-3000:]
 
     assert re.search(r"Dagster run \S+ succeeded", out), out
+    recorded = [(r["pipeline_name"], r["status"]) for r in runs]
+    assert recorded == [("full_refresh_job", "SUCCESS"), ("publish_job", "SUCCESS")]
+    # Each run's origin is the code location (not an in-process job): re-executable, retried by the daemon.
+    assert all('"location_name": "book_assets"' in r["run_body"] for r in runs)
     books = re.search(r"books: +(\d+) stored from (\S+), (\d+) unique URLs, (\d+) with raw HTML", out)
     versions = re.search(r"versions: +(\d+) book versions", out)
     run = re.search(r"this run: +(\d+) new, (\d+) changed, (\d+) unchanged, (\d+) failed pages", out)

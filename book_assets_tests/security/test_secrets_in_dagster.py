@@ -17,8 +17,13 @@ import pytest
 from dagster._serdes import serialize_value
 
 from book_assets.defs.crawl.assets import crawl
-from book_assets.defs.resources import DatabaseResource, FetcherResource, SchedulingResource, SiteResource
-from book_assets.demo import demo_resources
+from book_assets.defs.resources import (
+    DatabaseResource,
+    FetcherResource,
+    SchedulingResource,
+    SiteResource,
+    default_resources,
+)
 from book_assets.sandbox.server import SandboxServer
 
 pytestmark = pytest.mark.slow
@@ -77,7 +82,7 @@ def test_database_password_never_appears_in_dagster_records_logs_or_summary(
     password = _password(database_url)
     monkeypatch.setenv("DATABASE_URL", database_url)
     resources = {
-        **demo_resources(sandbox, {"fetch_mode": "http", "workers": 1, "concurrency": 4}),
+        **default_resources(),  # the code location's, as the demo's and every launched run use them
         **_sandbox_overrides(sandbox, tmp_path),
     }
     result, kept = _materialize(resources, tmp_path / "dagster")

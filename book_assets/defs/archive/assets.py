@@ -10,7 +10,7 @@ records what the day holds: files, records by type, bytes, and any file cut shor
 import dagster as dg
 
 from book_assets.archive import ArchiveSummary, index_day
-from book_assets.defs.catalog import DAILY_FRESHNESS, OWNERS, tags_for
+from book_assets.defs.catalog import OWNERS, PUBLISH_AUTOMATION, tags_for
 from book_assets.defs.resources import ArchiveResource, run_settings
 from book_assets.defs.snapshot.assets import SNAPSHOT_DAYS, snapshot_day
 
@@ -66,7 +66,7 @@ def archive_metadata(summary: ArchiveSummary) -> dict[str, object]:
     kinds={"python", "warc"},
     deps=[dg.AssetKey("book_details")],
     partitions_def=SNAPSHOT_DAYS,
-    freshness_policy=DAILY_FRESHNESS,
+    automation_condition=PUBLISH_AUTOMATION,
     owners=OWNERS,
     tags=tags_for("crawl"),
     description=(

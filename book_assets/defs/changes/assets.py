@@ -1,8 +1,8 @@
 """``book_changes``: the change feed of each day, exported as files, with a chart of changes per day.
 
 Partitioned by day (UTC) like the snapshot: partition ``D`` holds the books new, changed (with the changed
-fields), removed or returned on ``D`` (:mod:`book_assets.crawl.changes`), so a backfill rebuilds past days. A
-run without a partition key exports today's feed. The asset only orchestrates: the library writes the files
+fields), removed or returned on ``D`` (:mod:`book_assets.publish.changes`), so a backfill rebuilds past days. A
+run without a partition key fails. The asset only orchestrates: the library writes the files
 and draws the chart, this module turns the result into Dagster metadata (the chart inline, as the snapshot's).
 """
 
@@ -10,7 +10,7 @@ from datetime import timedelta
 
 import dagster as dg
 
-from book_assets.defs.catalog import DAILY_FRESHNESS, OWNERS, tags_for
+from book_assets.defs.catalog import OWNERS, PUBLISH_AUTOMATION, tags_for
 from book_assets.defs.resources import DatabaseResource, SchedulingResource, run_settings
 from book_assets.defs.snapshot.assets import SNAPSHOT_DAYS, embedded_png, snapshot_day
 from book_assets.publish.changes import CHANGES, PublishedChanges, publish_changes
@@ -51,7 +51,7 @@ def per_day_table(published: PublishedChanges) -> dg.MetadataValue:
     kinds={"postgres", "csv"},
     deps=[dg.AssetKey("book_details")],
     partitions_def=SNAPSHOT_DAYS,
-    freshness_policy=DAILY_FRESHNESS,
+    automation_condition=PUBLISH_AUTOMATION,
     owners=OWNERS,
     tags=tags_for("publish"),
     metadata={"dagster/column_schema": FEED_SCHEMA},

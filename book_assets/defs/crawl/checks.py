@@ -11,7 +11,12 @@ run, so the failure alert fires; as the crawl step materializes both passes at o
 runs on ``listing_discovery`` after that step, not ``book_details``. The count of
 books found is the discovery's own materialization metadata; the failures are the queue's dead-lettered
 listing tasks, by error kind.
+
+The queue jobs, whose report is an op rather than the asset step, evaluate the same checks with the same
+functions and record them as check evaluations (:func:`book_evaluations`, :func:`listing_evaluations`).
 """
+
+from collections.abc import Iterator
 
 import dagster as dg
 
@@ -43,14 +48,42 @@ def run_check(database: DatabaseResource, query: str, rule: str) -> dg.AssetChec
     )
 
 
+#: Each blocking check of ``book_details``: its query and the rule it holds.
+BOOK_RULES = {
+    "unique_urls": ("duplicate_urls", "one row per URL"),
+    "raw_html_present": ("missing_raw_html", "raw HTML stored"),
+    "no_error_pages": ("error_pages_stored", "a product page served with HTTP 200"),
+    "required_fields_present": ("missing_required_fields", "title, price, UPC and category present"),
+}
+
+
+def evaluation(key: dg.AssetKey, name: str, result: dg.AssetCheckResult, *, blocking: bool) -> dg.AssetCheckEvaluation:
+    """``result`` as the evaluation event an op records for the check ``name`` of ``key``."""
+    return dg.AssetCheckEvaluation(
+        asset_key=key,
+        check_name=name,
+        passed=result.passed,
+        metadata=result.metadata,
+        severity=result.severity,
+        description=result.description,
+        blocking=blocking,
+    )
+
+
+def book_evaluations(database: DatabaseResource) -> Iterator[dg.AssetCheckEvaluation]:
+    """The blocking checks of ``book_details``, as an op records them."""
+    for name, (query, rule) in BOOK_RULES.items():
+        yield evaluation(BOOK_DETAILS, name, run_check(database, query, rule), blocking=True)
+
+
 @dg.asset_check(asset=BOOK_DETAILS, blocking=True, description="No book URL is stored twice.")
 def unique_urls(database: DatabaseResource) -> dg.AssetCheckResult:
-    return run_check(database, "duplicate_urls", "one row per URL")
+    return run_check(database, *BOOK_RULES["unique_urls"])
 
 
 @dg.asset_check(asset=BOOK_DETAILS, blocking=True, description="Every stored book keeps the raw HTML of its page.")
 def raw_html_present(database: DatabaseResource) -> dg.AssetCheckResult:
-    return run_check(database, "missing_raw_html", "raw HTML stored")
+    return run_check(database, *BOOK_RULES["raw_html_present"])
 
 
 @dg.asset_check(
@@ -59,14 +92,14 @@ def raw_html_present(database: DatabaseResource) -> dg.AssetCheckResult:
     description="No error page was stored as a book: product block present, real title, HTTP 200.",
 )
 def no_error_pages(database: DatabaseResource) -> dg.AssetCheckResult:
-    return run_check(database, "error_pages_stored", "a product page served with HTTP 200")
+    return run_check(database, *BOOK_RULES["no_error_pages"])
 
 
 @dg.asset_check(
     asset=BOOK_DETAILS, blocking=True, description="Title, price, UPC and category are present on every book."
 )
 def required_fields_present(database: DatabaseResource) -> dg.AssetCheckResult:
-    return run_check(database, "missing_required_fields", "title, price, UPC and category present")
+    return run_check(database, *BOOK_RULES["required_fields_present"])
 
 
 def books_found_by_discovery(context: dg.AssetCheckExecutionContext, database: DatabaseResource) -> tuple[int, str]:
@@ -87,7 +120,11 @@ def books_found_by_discovery(context: dg.AssetCheckExecutionContext, database: D
     description="The listing pass found at least one book (a detail pass over nothing would publish stale data).",
 )
 def found_books(context: dg.AssetCheckExecutionContext, database: DatabaseResource) -> dg.AssetCheckResult:
-    found, source = books_found_by_discovery(context, database)
+    return found_books_result(*books_found_by_discovery(context, database))
+
+
+def found_books_result(found: int, source: str) -> dg.AssetCheckResult:
+    """``found_books`` of a discovery that found ``found`` books (as ``source`` says)."""
     return dg.AssetCheckResult(
         passed=found > 0,
         severity=dg.AssetCheckSeverity.ERROR,
@@ -101,6 +138,11 @@ def found_books(context: dg.AssetCheckExecutionContext, database: DatabaseResour
     description="No listing page is dead-lettered; failures are reported by error kind with the commonest errors.",
 )
 def no_failed_listing_pages(database: DatabaseResource) -> dg.AssetCheckResult:
+    return failed_listing_pages_result(database)
+
+
+def failed_listing_pages_result(database: DatabaseResource) -> dg.AssetCheckResult:
+    """``no_failed_listing_pages`` of the queue as it is."""
     with database.open(application_name="book-pipeline checks") as db:
         stats = TaskQueue(db, task_types=TASK_TYPES).stats(top_failures=5)
     by_kind = stats.failed_by_kind.get(LISTING, {})
@@ -132,3 +174,14 @@ def no_failed_listing_pages(database: DatabaseResource) -> dg.AssetCheckResult:
 
 BOOK_CHECKS = [unique_urls, raw_html_present, no_error_pages, required_fields_present]
 LISTING_CHECKS = [found_books, no_failed_listing_pages]
+
+
+def listing_evaluations(database: DatabaseResource, books_found: int | None) -> Iterator[dg.AssetCheckEvaluation]:
+    """The checks of ``listing_discovery`` as an op records them: ``found_books`` only after a discovery from
+    the start page (``books_found`` not None)."""
+    if books_found is not None:
+        yield evaluation(
+            LISTING_DISCOVERY, "found_books", found_books_result(books_found, "this run's discovery"), blocking=True
+        )
+    failed_pages = failed_listing_pages_result(database)
+    yield evaluation(LISTING_DISCOVERY, "no_failed_listing_pages", failed_pages, blocking=False)

@@ -1,7 +1,7 @@
 """The queue jobs: the crawl's work fanned out into Dagster steps, one per worker, placed by the executor.
 
-- ``crawl_queue_job``: ``seed_queue`` → ``share_work`` → ``drain_queue`` × W → ``report_crawl``: a crawl without
-  the snapshot, for operators and for deployments that scale out through Dagster.
+- ``crawl_queue_job``: ``seed_queue`` → ``share_work`` → ``drain_queue`` × W → ``report_crawl`` → ``check_crawl``:
+  a crawl without the snapshot, for operators and for deployments that scale out through Dagster.
 - ``drain_queue_job``: the same without the seed: finish whatever is pending (after a requeue or an
   interrupted run).
 
@@ -13,7 +13,10 @@ crawl's own run may still be at work on another host) unless its ``report_crawl`
 ``share_work`` fans out one ``drain_queue`` step per worker (W: the fetcher's ``workers``); each step runs one
 worker in its own process until the queue has nothing left it may claim, and ``report_crawl`` collects their
 stats and records the materializations of ``listing_discovery`` and ``book_details`` with the metadata the
-crawl step records (:func:`~book_assets.defs.crawl.assets.materializations`). Where the steps run is the
+crawl step records (:func:`~book_assets.defs.crawl.assets.materializations`); ``check_crawl`` then evaluates
+the checks of the assets the run materialized, the same functions the asset jobs' check steps run, recorded
+as check evaluations: a failed blocking check fails the run, and the publishing assets' automation waits for
+the checks as it does after the asset jobs. Where the steps run is the
 executor's business, chosen by the ``step_executor`` setting when the code location loads
 (``BOOK_PIPELINE_STEP_EXECUTOR``): ``multiprocess`` (the default: a process per step on this host),
 ``in_process`` (one after the other: the first step drains the queue), ``k8s`` (``k8s_job_executor``, a
@@ -51,6 +54,7 @@ from book_assets.defs.crawl.assets import (
     LISTING_DISCOVERY,
     materializations,
 )
+from book_assets.defs.crawl.checks import book_evaluations, listing_evaluations
 from book_assets.defs.resources import DatabaseResource, FetcherResource, SchedulingResource, SiteResource, crawl_config
 from book_assets.defs.retries import TRANSIENT_RETRY, transient_only
 from book_assets.settings import load_settings
@@ -109,6 +113,18 @@ class SharedWork:
     seeded: bool = False
     #: The crawl this run's seed opened: the one its report settles (None: a drain-only run).
     crawl: OpenCrawl | None = None
+
+
+@dataclass(frozen=True)
+class Reported:
+    """What ``report_crawl`` hands to ``check_crawl``: the assets the run materialized, whether its seed
+    started a discovery, and the books found."""
+
+    pages: int
+    listing: bool
+    details: bool
+    discovered: bool
+    books_found: int
 
 
 def _crawl(
@@ -211,7 +227,7 @@ def report_crawl(
     site: SiteResource,
     fetcher: FetcherResource,
     scheduling: SchedulingResource,
-) -> Iterator[dg.AssetMaterialization | dg.Output[int]]:
+) -> Iterator[dg.AssetMaterialization | dg.Output[Reported]]:
     stats = WorkerStats(worker_id="all")
     stats.merge(shared.first)
     for one in drained:
@@ -235,9 +251,25 @@ def report_crawl(
         if result.asset_key in changed:
             yield dg.AssetMaterialization(asset_key=result.asset_key, metadata=result.metadata)
     yield dg.Output(
-        report.run.pages,
+        Reported(
+            report.run.pages,
+            listing=LISTING_DISCOVERY in changed,
+            details=BOOK_DETAILS in changed,
+            discovered=shared.crawl is not None,
+            books_found=report.stats.books_found,
+        ),
         metadata={"pages": report.run.pages, "drain_steps": len(drained), "elapsed_s": round(report.elapsed_s, 1)},
     )
+
+
+@dg.op(description="Evaluate the checks of the assets the run materialized (a failed blocking check fails the run).")
+def check_crawl(reported: Reported, database: DatabaseResource) -> Iterator[dg.AssetCheckEvaluation | dg.Output[None]]:
+    if reported.listing:
+        # found_books judges a discovery from the start page; a drain-only run started none.
+        yield from listing_evaluations(database, reported.books_found if reported.discovered else None)
+    if reported.details:
+        yield from book_evaluations(database)
+    yield dg.Output(None)
 
 
 def queue_jobs(executor: str) -> list[dg.JobDefinition]:
@@ -252,7 +284,7 @@ def queue_jobs(executor: str) -> list[dg.JobDefinition]:
     )
     def crawl_queue_job() -> None:
         shared, steps = share_work(seeded=seed_queue())
-        report_crawl(shared=shared, drained=steps.map(drain_queue).collect())
+        check_crawl(report_crawl(shared=shared, drained=steps.map(drain_queue).collect()))
 
     @dg.job(
         name="drain_queue_job",
@@ -262,7 +294,7 @@ def queue_jobs(executor: str) -> list[dg.JobDefinition]:
     )
     def drain_queue_job() -> None:
         shared, steps = share_work()
-        report_crawl(shared=shared, drained=steps.map(drain_queue).collect())
+        check_crawl(report_crawl(shared=shared, drained=steps.map(drain_queue).collect()))
 
     return [crawl_queue_job, drain_queue_job]
 

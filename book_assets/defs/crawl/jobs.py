@@ -1,7 +1,12 @@
-"""Jobs: the full refresh of the assets, the retry of the failures, and the requeue of dead letters.
+"""Jobs: the full refresh of the crawl, the publishing of days, the retry of the failures, and the requeue
+of dead letters.
 
-- ``full_refresh_job``: the five assets (discovery, details, snapshot, change feed, the day's archive) and
-  their checks; the daily schedule runs it.
+- ``full_refresh_job``: the crawl (``listing_discovery``, ``book_details``) and its checks, unpartitioned; the
+  daily schedule runs it. The day's publishing follows it by declarative automation
+  (:data:`book_assets.defs.catalog.PUBLISH_AUTOMATION`).
+- ``publish_job``: the daily assets (snapshot, change feed, archive) of one day, rebuilt from what the
+  database and the archive hold; the job to backfill, since no crawl is in it (a crawl fetches the site as it
+  is now, whatever day a run is for).
 - ``recrawl_failed_job``: the crawl step with ``requeue_failed``: every failed task back to pending, drained,
   ``book_details`` materialized and checked; launched by ``failed_tasks_sensor``.
 - ``requeue_failed_tasks``: move dead-lettered tasks back to pending (filters: task type, domain, error), for
@@ -19,21 +24,24 @@ from book_assets.defs.crawl.assets import CRAWL_RUN_TAGS
 from book_assets.defs.resources import DatabaseResource
 from book_assets.queue import TaskQueue
 
-#: The assets of a full refresh, in lineage order.
-FULL_REFRESH_ASSETS = (
-    "listing_discovery",
-    "book_details",
-    "category_balanced_snapshot",
-    "book_changes",
-    "raw_archive",
-)
+#: The assets of a crawl, in lineage order.
+CRAWL_ASSETS = ("listing_discovery", "book_details")
+#: The daily assets, each partitioned by day and built from the stored history.
+PUBLISH_ASSETS = ("category_balanced_snapshot", "book_changes", "raw_archive")
 
 full_refresh_job = dg.define_asset_job(
     name="full_refresh_job",
-    selection=dg.AssetSelection.assets(*FULL_REFRESH_ASSETS),
+    selection=dg.AssetSelection.assets(*CRAWL_ASSETS),
     tags=CRAWL_RUN_TAGS,
-    description="Re-crawl the site (listing pages, then every book), record changed and removed books, rebuild "
-    "the snapshot and export the day's change feed.",
+    description="Re-crawl the site (listing pages, then every book) and record changed and removed books; the "
+    "day's snapshot, change feed and archive follow by automation (publish_job).",
+)
+
+publish_job = dg.define_asset_job(
+    name="publish_job",
+    selection=dg.AssetSelection.assets(*PUBLISH_ASSETS),
+    description="Rebuild one day's snapshot, change feed and archive index from the stored history (no crawl): "
+    "launch it with the day as partition key, or backfill it over past days.",
 )
 
 

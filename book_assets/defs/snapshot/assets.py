@@ -1,23 +1,23 @@
 """``category_balanced_snapshot``: the scheduling module's weighted sample of the stored books, one per day.
 
 The asset is partitioned by day (UTC). Partition ``D`` is built from ``book_versions`` as the books stood at
-the end of ``D``, so a backfill rebuilds past days and the UI shows one row per day. A run without a
-partition key (an unpartitioned launch of the full refresh) builds today's snapshot.
+the end of ``D``, so a backfill rebuilds past days and the UI shows one row per day. A run names its day:
+without a partition key the step fails (:func:`snapshot_day`) rather than guess one.
 
-The asset only orchestrates: :mod:`book_assets.scheduling.snapshot` chooses the books (each category's share
+The asset only orchestrates: :mod:`book_assets.publish.snapshot` chooses the books (each category's share
 of the budget follows its weight, capped by the books it has) and publishes them (table rows of the day,
 Parquet, CSV, a target-vs-actual PNG); this module turns the result into Dagster metadata. The chart is
 embedded in a Markdown value as a base64 data URI so the UI shows it inline, next to the file's path.
 """
 
 import base64
-from datetime import UTC, date, datetime
+from datetime import date
 from pathlib import Path
 
 import dagster as dg
 import pandas as pd
 
-from book_assets.defs.catalog import DAILY_FRESHNESS, OWNERS, SNAPSHOT_SCHEMA, SNAPSHOT_TABLE, tags_for
+from book_assets.defs.catalog import OWNERS, PUBLISH_AUTOMATION, SNAPSHOT_SCHEMA, SNAPSHOT_TABLE, tags_for
 from book_assets.defs.resources import DatabaseResource, SchedulingResource, run_settings
 from book_assets.publish.snapshot import build_snapshot, write_snapshot
 from book_assets.scheduling.weights import resolve_weights, warn_unknown
@@ -45,10 +45,19 @@ SUMMARY_SCHEMA = dg.TableSchema(
 
 
 def snapshot_day(context: dg.AssetExecutionContext | dg.OpExecutionContext) -> date:
-    """The run's partition as a date; today (UTC) for a run without a partition key."""
-    if context.has_partition_key:
-        return date.fromisoformat(context.partition_key)
-    return datetime.now(UTC).date()
+    """The run's partition as a date; a run without a partition key fails, naming what to give.
+
+    Why not today by default: a run launched without a key would then rebuild today's partition whatever
+    day it was meant for, and a backfill's run that lost its key would overwrite today in silence.
+    """
+    if not context.has_partition_key:
+        names = ", ".join(key.to_user_string() for key in context.selected_asset_keys)
+        raise dg.Failure(
+            description=f"{names} is partitioned by day (UTC): materialize it with a partition key, e.g. "
+            "`dg launch --job publish_job --partition 2026-03-01`, or backfill publish_job over a range of days",
+            allow_retries=False,
+        )
+    return date.fromisoformat(context.partition_key)
 
 
 def summary_table(summary: pd.DataFrame) -> dg.MetadataValue:
@@ -83,7 +92,7 @@ def embedded_png(path: Path, alt: str = "chart") -> dg.MetadataValue:
     kinds={"pandas", "postgres", "parquet"},
     deps=[dg.AssetKey("book_details")],
     partitions_def=SNAPSHOT_DAYS,
-    freshness_policy=DAILY_FRESHNESS,
+    automation_condition=PUBLISH_AUTOMATION,
     owners=OWNERS,
     tags=tags_for("publish"),
     metadata={"dagster/table_name": SNAPSHOT_TABLE, "dagster/column_schema": SNAPSHOT_SCHEMA},
