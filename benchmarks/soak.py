@@ -5,8 +5,9 @@ What runs: ``book-pipeline sandbox serve`` (a process of its own, with a per-pag
 long enough to be hit), ``book-pipeline daemon`` on the project's ``dagster.yaml`` (run monitoring's poll and
 slot-freeing cut to seconds, as a minute stands for a day), ``daily_full_refresh`` switched on with the cron
 ``* * * * *``, the failed-tasks sensor with a low threshold and short requeue back-off, a task retention of a
-few minutes, and an alert webhook that this script receives. Scratch databases ``bookpipeline_soak`` and
-``bookpipeline_soak_dagster`` beside the configured one are made anew.
+few minutes, and an alert webhook that this script receives. The databases ``bookpipeline_soak`` and
+``bookpipeline_soak_dagster`` live on an embedded server of the soak's own (``.data/soak``, made anew), or
+on the server ``DATABASE_URL`` names (then PostgreSQL is not restarted).
 
 Between runs (nothing queued or running, the last run succeeded) the sandbox is asked for its next day
 (``POST /__sandbox__/day``), so every simulated day is crawled whole by at least one run. Faults, each at the
@@ -174,9 +175,10 @@ def _with_name(url: str, name: str) -> str:
 
 @contextlib.contextmanager
 def _process(command: list[str], env: dict[str, str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """A child in a process group of its own, stopped (and whatever it started) on the way out."""
+    """A child in a process group of its own, in the log's folder (not the project's, whose ``.env`` names the
+    project's own Dagster instance), stopped with whatever it started on the way out."""
     with log.open("wb") as out:
-        proc = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, process_group=0)
+        proc = subprocess.Popen(command, env=env, cwd=log.parent, stdout=out, stderr=subprocess.STDOUT, process_group=0)
     try:
         yield proc
     finally:
@@ -355,7 +357,8 @@ class Soak:
 
     def _dagster(self, *args: str) -> None:
         command = [str(BIN / "dagster"), *args, "-w", str(PROJECT_ROOT / "workspace.yaml")]
-        done = subprocess.run(command, env=self.env, capture_output=True, text=True, timeout=300)
+        folder = Path(self.env["DAGSTER_HOME"]).parent  # not the project's: its .env names the project's instance
+        done = subprocess.run(command, env=self.env, cwd=folder, capture_output=True, text=True, timeout=300)
         if done.returncode != 0:
             raise SystemExit(f"soak: {' '.join(args)} failed: {done.stderr.strip()[-500:]}")
 
@@ -457,7 +460,11 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the work folder (logs) and print its path")
     args = parser.parse_args()
 
-    settings = load_settings()
+    configured = load_settings()
+    # An embedded server of its own (restarted by a fault), unless DATABASE_URL names one.
+    data_dir = configured.data_dir / "soak"
+    shutil.rmtree(data_dir, ignore_errors=True)
+    settings = load_settings(data_dir=data_dir)
     pg_dir = None if settings.database_url else settings.pg_dir
     base = resolve_database_url(settings)
     _scratch(_with_name(base, "postgres"), SOAK_DB, f"{SOAK_DB}_dagster")
@@ -467,12 +474,12 @@ def main() -> None:
     folder = Path(tempfile.mkdtemp(prefix="book-pipeline-soak-"))
     receiver = AlertReceiver()
     os.environ["DAGSTER_HOME"] = str(_dagster_home(folder))
-    instance = dagster_environment(load_settings(database_url=url, data_dir=folder / "data"))
+    instance = dagster_environment(load_settings(database_url=url, data_dir=data_dir))
     os.environ.update(instance)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("BOOK_PIPELINE_", "DATABASE_"))}
     env.update(
         DATABASE_URL=url,
-        BOOK_PIPELINE_DATA_DIR=str(folder / "data"),
+        BOOK_PIPELINE_DATA_DIR=str(data_dir),
         BOOK_PIPELINE_FETCH_MODE="http",
         BOOK_PIPELINE_MIN_INTERVAL_S="0",
         BOOK_PIPELINE_WORKERS="2",
@@ -500,10 +507,13 @@ def main() -> None:
         "retention_s": args.retention_s,
         "run_monitoring": "poll 5 s, slots freed 5 s after a run ends",
     }
+    if pg_dir is not None:
+        embedded.down(pg_dir)
     if args.keep:
         result["work_folder"] = str(folder)
     else:
         shutil.rmtree(folder, ignore_errors=True)
+        shutil.rmtree(data_dir, ignore_errors=True)
     print(json.dumps(result, default=str))
     sys.exit(0 if result["ok"] else 1)
 
