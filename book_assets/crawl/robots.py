@@ -1,7 +1,7 @@
 """robots.txt, obeyed by every worker: fetched once per origin per crawl and shared through PostgreSQL.
 
 The rules are Protego's (the parser Scrapy uses; Google's robots.txt specification, RFC 9309). The file
-lives in the ``robots_txt`` table (migration 0010), one row per origin: the first worker that needs it
+lives in the ``robots_txt`` table, one row per origin: the first worker that needs it
 takes the fetch, the others wait for the row and parse the same bytes. The fetch is held step by step
 (:func:`step_hold_s`: the next slot wait or retry pause, one request bounded by the fetch timeout, a margin),
 so a worker that dies while fetching (SIGKILL) is replaced once its step's hold runs out; a worker that is

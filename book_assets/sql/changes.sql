@@ -1,5 +1,5 @@
 -- Queries of the change feed: listing pages seen per crawl, removals decided at a crawl's end
--- (book_assets/crawl/removals.py), and the feed of a day (book_assets/crawl/changes.py).
+-- (book_assets/store/removals.py), and the feed of a day (book_assets/publish/changes.py).
 
 -- abandon_open_crawls --
 -- A crawl begins: earlier crawls that never reported are closed, their removals never decided.

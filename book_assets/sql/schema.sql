@@ -1117,7 +1117,7 @@ CREATE FUNCTION public.snapshot_books_as_of_v1(p_until timestamp with time zone)
 $$;
 
 COMMENT ON FUNCTION public.snapshot_books_as_of_v1(p_until timestamp with time zone) IS 'Every book as it stood before p_until: the latest version of each book recorded before then, with the
-snapshot''s typed fields read from the version''s JSON (fields as book_assets/crawl/storage.py records them).';
+snapshot''s typed fields read from the version''s JSON (fields as book_assets/store/books.py records them).';
 
 CREATE TABLE public.adaptive_decisions (
     domain text NOT NULL,

@@ -1,4 +1,4 @@
--- Queries of the category-balanced snapshot (book_assets/scheduling/snapshot/) and its check.
+-- Queries of the category-balanced snapshot (book_assets/publish/snapshot/) and its check.
 -- A day's books are snapshot_books_as_of_v1(<the next midnight, UTC>): each book's latest version by then.
 
 -- consistent_read --
