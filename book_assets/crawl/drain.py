@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import multiprocessing
 import multiprocessing.context
+import multiprocessing.forkserver
 import signal
 import socket
 import time
@@ -47,6 +48,14 @@ def worker_context() -> multiprocessing.context.BaseContext:
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(list(PRELOAD))
     return context
+
+
+def warm_up(workers: int) -> None:
+    """Start the fork server now, when ``workers`` processes will be forked later: its imports then run
+    beside the caller's own start (database, robots.txt, seeding) instead of before the first worker."""
+    if workers > 1:
+        worker_context()
+        multiprocessing.forkserver.ensure_running()
 
 
 #: How often the supervisor wakes to report progress while it waits for its workers.
