@@ -41,9 +41,9 @@ def worker_context() -> multiprocessing.context.BaseContext:
     Why not ``spawn``: each spawned worker imported the crawl again and re-ran the main module (the CLI),
     about a second of CPU per worker, half the Python CPU of an http crawl of the sandbox
     (``benchmarks/crawl_bench.py``). Why not ``fork``: the drain's process has threads (a database pool, a
-    progress bar, Dagster's), which a fork copies in whatever state they hold. The fork server is a clean
-    single-threaded process; when the drain's process dies, the fork server sees its pipe close and exits, so
-    the workers' parent changes and their lifeline stops them (``lifeline.py``).
+    progress bar, Dagster's), which a fork copies in whatever state they hold; the fork server is a clean
+    single-threaded process. A worker follows the drain's process, not the fork server it was forked from: when
+    the drain dies, its lifeline stops it (``lifeline.py``).
     """
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(list(PRELOAD))
