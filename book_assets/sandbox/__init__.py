@@ -18,6 +18,7 @@ from book_assets.sandbox.catalogue import (
     Category,
 )
 from book_assets.sandbox.faults import Action, Decision, Faults
+from book_assets.sandbox.fleet import SandboxFleet
 from book_assets.sandbox.pages import Site
 from book_assets.sandbox.server import SandboxApp, SandboxServer, SandboxStats
 
@@ -33,6 +34,7 @@ __all__ = [
     "Decision",
     "Faults",
     "SandboxApp",
+    "SandboxFleet",
     "SandboxServer",
     "SandboxStats",
     "Site",

@@ -1,17 +1,25 @@
-"""A catalogue of any size: the same markup, pagination, ground truth and days as the
+"""A catalogue of any size and a fleet of sites: the same markup, pagination, ground truth and days as the
 replica, the replica itself unchanged by default, and pages rendered on demand within a bounded cache."""
 
 from __future__ import annotations
 
 import hashlib
+import re
+import signal
+import subprocess
+import sys
 from posixpath import join, normpath
+from urllib.parse import urljoin
 
 import httpx
 import pytest
+from click.testing import CliRunner
 from selectolax.lexbor import LexborHTMLParser
 
 from book_assets.sandbox import BOOK_COUNT, CATEGORY_SIZES, Catalogue, Site
 from book_assets.sandbox.catalogue import category_plan
+from book_assets.sandbox.cli import sandbox
+from book_assets.sandbox.fleet import SandboxFleet, host_sizes
 from book_assets.sandbox.pages import DAY_BEFORE_CACHE_SIZE
 from book_assets.sandbox.testing import SandboxFactory
 
@@ -151,3 +159,50 @@ def test_a_sized_server_keeps_its_size_from_day_to_day(sandbox_factory: SandboxF
     assert day["day"] == 1 and 1495 <= day["books"] <= 1505
     assert server.catalogue.size == 1500 and len(server.catalogue.categories) == 60
     assert server.app.site._day_before is None  # the previous day's site was not kept
+
+
+def test_a_fleet_serves_distinct_catalogues_on_distinct_ports() -> None:
+    assert host_sizes(10, 3) == [4, 3, 3]
+    with SandboxFleet(3, seed=5, books=301, categories=8) as fleet:
+        assert len(set(fleet.urls)) == 3 and len({s.port for s in fleet.servers}) == 3
+        assert [len(s.catalogue) for s in fleet.servers] == [101, 100, 100] and fleet.book_count() == 301
+        assert [s.catalogue.seed for s in fleet.servers] == [5, 6, 7]
+        truth = fleet.ground_truth()
+        assert len(truth) == 301
+        titles = []
+        for server in fleet.servers:
+            response = httpx.get(server.url_for("/index.html"))
+            assert f"<strong>{len(server.catalogue)}</strong> results" in response.text
+            titles.append({b.title for b in server.catalogue})
+            book = server.catalogue.books[0]
+            page = httpx.get(urljoin(server.url + "/", book.url_path.lstrip("/")))
+            assert page.status_code == 200 and truth[server.url + book.url_path] is book
+        assert titles[0] != titles[1] != titles[2]
+        fleet.set_day(1)
+        assert {s.catalogue.day for s in fleet.servers} == {1}
+    with pytest.raises(ValueError, match="cannot fill"):
+        SandboxFleet(4, books=3)
+
+
+def test_serve_with_hosts_prints_every_url_and_each_serves_its_own_site() -> None:
+    command = [sys.executable, "-m", "book_assets.sandbox.cli", "serve", "--port", "0", "--hosts", "3"]
+    command += ["--books", "90", "--categories", "5"]
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None
+        lines = [child.stdout.readline() for _ in range(3)]
+        urls = [m.group(1) for line in lines if (m := re.search(r"(http://127\.0\.0\.1:\d+)/", line))]
+        assert len(set(urls)) == 3, lines
+        for url in urls:
+            assert "<strong>30</strong> results" in httpx.get(url + "/index.html", timeout=5).text
+        child.send_signal(signal.SIGTERM)
+        assert child.wait(timeout=10) == 0
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+
+
+def test_more_hosts_than_books_is_a_usage_error() -> None:
+    result = CliRunner().invoke(sandbox, ["serve", "--books", "2", "--hosts", "3"])
+    assert result.exit_code == 2 and "cannot fill --hosts 3" in result.output
