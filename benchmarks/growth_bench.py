@@ -37,8 +37,10 @@ import multiprocessing
 import os
 import platform
 import resource
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from multiprocessing.connection import Connection
@@ -248,6 +250,9 @@ def run_case(url: str, books: int, hosts: int, interval: float | None, args: arg
         "concurrency": args.concurrency,
         "min_interval_s": interval or 0.0,
         "timeout_s": 60,
+        # The WARC index covers its UTC day's archive: a folder of the case's own keeps other runs out of it
+        # (the day-1 re-crawl, on the same UTC day, still indexes day 0's records beside its own).
+        "warc_dir": tempfile.mkdtemp(prefix="growth-warc-"),
     }
     if hosts > 1:
         settings["allowed_domains"] = ("127.0.0.1", *(u.removeprefix("http://").rstrip("/") for u in sandbox.urls[1:]))
@@ -266,6 +271,7 @@ def run_case(url: str, books: int, hosts: int, interval: float | None, args: arg
         out["db_mb_after_day1"] = round(_database_mb(url), 1)
     finally:
         sandbox.close()
+        shutil.rmtree(settings["warc_dir"], ignore_errors=True)
     if interval:
         bound = hosts / interval
         out["politeness_bound_pages_per_s"] = round(bound, 1)
