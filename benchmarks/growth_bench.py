@@ -264,6 +264,7 @@ def run_case(url: str, books: int, hosts: int, interval: float | None, args: arg
     }
     try:
         out["day0"] = measure(url, sandbox, settings, sandbox.urls[1:])
+        print(json.dumps({"books": books, "hosts": hosts, "day0": out["day0"]}), file=sys.stderr, flush=True)
         out["db_mb"] = round(_database_mb(url), 1)
         out["db_mb_per_1000_books"] = round((out["db_mb"] - empty_mb) / (books / 1000), 2)
         sandbox.next_day()
