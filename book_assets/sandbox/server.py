@@ -372,17 +372,10 @@ class SandboxApp:
                 await asyncio.sleep(faults.hang_s)
                 writer.transport.abort()
                 return False
-            if action is Action.NOT_FOUND:
-                respond(404, self.site.not_found, head_only=method == "HEAD")
-                return True
-            if action is Action.ERROR_500 or action is Action.ERROR_503:
-                status = 500 if action is Action.ERROR_500 else 503
-                respond(status, error_html(status, _REASONS[status]), head_only=method == "HEAD")
-                return True
-            if action is Action.RATE_LIMIT:
-                extra = f"Retry-After: {faults.retry_after_s}\r\n".encode()
-                body = error_html(429, _REASONS[429])
-                respond(429, body, head_only=method == "HEAD", extra=extra)
+            error = self._faulted_error(action, faults)
+            if error is not None:
+                status, body, extra = error
+                respond(status, body, head_only=method == "HEAD", extra=extra)
                 return True
             if method not in ("GET", "HEAD"):
                 respond(405, error_html(405, "Not Allowed"), head_only=False)
@@ -408,6 +401,17 @@ class SandboxApp:
             return True
         finally:
             recorder.end()
+
+    def _faulted_error(self, action: Action, faults: Faults) -> tuple[int, bytes, bytes] | None:
+        """The error response a fault decided on (status, body, extra header lines), or None."""
+        if action is Action.NOT_FOUND:
+            return 404, self.site.not_found, b""
+        if action is Action.ERROR_500 or action is Action.ERROR_503:
+            status = 500 if action is Action.ERROR_500 else 503
+            return status, error_html(status, _REASONS[status]), b""
+        if action is Action.RATE_LIMIT:
+            return 429, error_html(429, _REASONS[429]), f"Retry-After: {faults.retry_after_s}\r\n".encode()
+        return None
 
     def _validator_values(self, path: str) -> tuple[str, float]:
         etag = self.site.etag(path)
