@@ -31,6 +31,7 @@ NOT_SETTINGS = {
     ("sandbox", "workers"),
     ("sandbox", "concurrency"),
     ("sandbox", "max_concurrency"),
+    ("sandbox", "categories"),  # how many categories a sized catalogue has
     ("sandbox", "timeout_s"),
     ("crawl/discovery.py", "categories"),  # a count of categories followed
     ("crawl/stats.py", "concurrency"),  # the values the autoscaler moved through
