@@ -253,7 +253,7 @@ class Soak:
             return "skipped: DATABASE_URL names a server this script does not manage"
         embedded.down(self.pg_dir)
         time.sleep(3)
-        embedded.up(self.pg_dir, report=lambda line: None)
+        embedded.up(self.pg_dir)
         return f"PostgreSQL restarted while run {run.run_id[:8]} crawled"
 
     def _burst(self, run: Any, worker: psutil.Process) -> str:

@@ -69,9 +69,18 @@ def env_file_values(settings: Settings, root: Path) -> dict[str, str]:
     return values
 
 
-def _quoted(value: str) -> str:
-    """``value`` as a single-quoted dotenv value (python-dotenv unescapes ``\\\\`` and ``\\'`` only there)."""
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+def _line(name: str, value: str) -> str:
+    """One ``.env`` line that gives ``value`` unless the environment already sets ``name``.
+
+    ``NAME="${NAME:-value}"``: python-dotenv (which ``dg``, the ``dagster`` CLI and the settings all read the
+    file with) expands it from the environment at read time. Dagster's CLI lets a ``.env`` in its working
+    directory override the environment, so a literal value would take a command that was handed another
+    instance (``DATABASE_URL`` set in the shell, a test's database) onto this one. A value that the expansion
+    cannot carry (``$``, ``}``, ``"``, ``\\``) is written single-quoted, as a literal.
+    """
+    if any(c in value for c in '$}"\\'):
+        return f"{name}='" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    return f'{name}="${{{name}:-{value}}}"'
 
 
 def write_env_file(settings: Settings, root: Path = PROJECT_ROOT) -> Path:
@@ -82,7 +91,7 @@ def write_env_file(settings: Settings, root: Path = PROJECT_ROOT) -> Path:
     kept = re.sub(rf"(?ms)^{re.escape(BLOCK_START)}$.*?^{re.escape(BLOCK_END)}$\n?", "", kept)
     if kept and not kept.endswith("\n"):
         kept += "\n"
-    block = [BLOCK_START, *(f"{k}={_quoted(v)}" for k, v in env_file_values(settings, root).items()), BLOCK_END]
+    block = [BLOCK_START, *(_line(k, v) for k, v in env_file_values(settings, root).items()), BLOCK_END]
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as out:
         out.write(kept + "\n".join(block) + "\n")

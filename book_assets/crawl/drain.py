@@ -1,7 +1,8 @@
 """Run a crawl's worker processes until the queue has nothing left they may claim, replacing any that die.
 
-Each worker is a spawned process of its own (one browser each) that sends its stats back over a pipe when it
-finishes. A worker that dies instead (SIGKILL, the OOM killer, a crashed interpreter) sends nothing: its
+Each worker is a process of its own (one browser each) that sends its stats back over a pipe when it
+finishes. Workers are forked from a fork server that imported the worker's modules once
+(:func:`worker_context`). A worker that dies instead (SIGKILL, the OOM killer, a crashed interpreter) sends nothing: its
 leases run out and the other workers take its tasks over, and a replacement is started so the crawl keeps
 its width. The drain reports every lost worker; its page counters are missing from the totals, the
 database's counts are not. Replacements are bounded (one per worker slot), so a worker that cannot start
@@ -13,6 +14,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import multiprocessing
+import multiprocessing.context
+import multiprocessing.forkserver
 import signal
 import socket
 import time
@@ -25,6 +28,35 @@ from book_assets.crawl.config import TASK_TYPES, CrawlConfig
 from book_assets.crawl.lifeline import follow_parent
 from book_assets.crawl.stats import WorkerStats
 from book_assets.crawl.worker import Worker
+
+#: What the fork server imports before it forks a worker: the process's main module (so no worker runs it
+#: again, as a spawned one would) and everything a worker runs.
+PRELOAD = ("__main__", "book_assets.crawl.drain")
+
+
+def worker_context() -> multiprocessing.context.BaseContext:
+    """Start workers from a fork server (one per drain process, started on first use) that has imported
+    :data:`PRELOAD`: a worker starts in milliseconds with the crawl's modules already loaded.
+
+    Why not ``spawn``: each spawned worker imported the crawl again and re-ran the main module (the CLI),
+    about a second of CPU per worker, half the Python CPU of an http crawl of the sandbox
+    (``benchmarks/crawl_bench.py``). Why not ``fork``: the drain's process has threads (a database pool, a
+    progress bar, Dagster's), which a fork copies in whatever state they hold; the fork server is a clean
+    single-threaded process. A worker follows the drain's process, not the fork server it was forked from: when
+    the drain dies, its lifeline stops it (``lifeline.py``).
+    """
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(list(PRELOAD))
+    return context
+
+
+def warm_up(workers: int) -> None:
+    """Start the fork server now, when ``workers`` processes will be forked later: its imports then run
+    beside the caller's own start (database, robots.txt, seeding) instead of before the first worker."""
+    if workers > 1:
+        worker_context()
+        multiprocessing.forkserver.ensure_running()
+
 
 #: How often the supervisor wakes to report progress while it waits for its workers.
 TICK_S = 0.5
@@ -97,7 +129,7 @@ class Drain:
         self.replacements_left = workers
         self.running: list[_Running] = []
         self.total = WorkerStats(worker_id="all")
-        self._ctx = multiprocessing.get_context("spawn")
+        self._ctx = worker_context()
 
     def _start(self) -> None:
         ours, theirs = self._ctx.Pipe(duplex=False)
@@ -165,7 +197,7 @@ def drain(
 ) -> WorkerStats:
     """Run workers until nothing claimable is left; returns their summed stats.
 
-    One worker and nobody watching: it runs in this process (no spawn, no second browser start).
+    One worker and nobody watching: it runs in this process (no fork, no second browser start).
     """
     follow_parent()  # in a Dagster step: a run worker that dies leaves no drain (and no worker of it) behind
     n = workers or config.workers

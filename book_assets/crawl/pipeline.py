@@ -21,6 +21,7 @@ from book_assets.crawl.adaptive import Decision, forget_decisions, list_decision
 from book_assets.crawl.config import DETAIL, LISTING, TASK_TYPES, CrawlConfig
 from book_assets.crawl.discovery import start_task
 from book_assets.crawl.drain import drain as run_drain
+from book_assets.crawl.drain import warm_up
 from book_assets.crawl.robots import RobotsRecord, forget_robots, list_robots
 from book_assets.crawl.stats import WorkerStats
 from book_assets.crawl.worker import make_queue
@@ -334,6 +335,7 @@ class Crawl:
 
     def start(self) -> bool:
         """Store the crawl's policies and seed the start page; False when it was already queued."""
+        warm_up(self.config.workers)
         with Database(self.database_url) as db:
             prepare(db, self.config)
             self.opened = open_crawl(db)

@@ -46,6 +46,9 @@ class WorkerStats:
     not_modified: int = 0
     retried: int = 0
     released: int = 0
+    #: Tasks this worker abandoned because another worker took them over (its lease was gone): only the
+    #: worker knows, the database sees the new holder.
+    lost_leases: int = 0
     #: AutoThrottle: the highest interval this worker's observations set (seconds).
     max_interval_s: float = field(default=0.0, metadata=_combined(max))
     #: Adaptive mode: pages fetched in the browser / over plain HTTP / both ways and compared, and

@@ -232,6 +232,7 @@ class Worker:
             job = self._jobs.get(task_id)
             if job is not None and not job.done():
                 job.cancel()
+                self.stats.lost_leases += 1
             self._in_flight.pop(task_id, None)
 
     async def _wait_for_work(self, retry_in_s: float | None) -> None:
@@ -261,7 +262,7 @@ class Worker:
         except asyncio.CancelledError:
             raise
         except LeaseLost:  # another worker owns the task now; it will finish it
-            pass
+            self.stats.lost_leases += 1
         except Exception as exc:  # a bug or an outage: record it on the task, keep the worker alive
             log.exception("task %s (%s) failed unexpectedly", task.id, task.payload.get("url"))
             with contextlib.suppress(Exception):

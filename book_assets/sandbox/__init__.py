@@ -8,13 +8,23 @@ Public surface::
         ...  # crawl server.url, then compare with server.catalogue.ground_truth()
 """
 
-from book_assets.sandbox.catalogue import BOOK_COUNT, CATEGORY_SIZES, PAGE_SIZE, Book, Catalogue, Category
+from book_assets.sandbox.catalogue import (
+    BOOK_COUNT,
+    CATEGORY_COUNT,
+    CATEGORY_SIZES,
+    PAGE_SIZE,
+    Book,
+    Catalogue,
+    Category,
+)
 from book_assets.sandbox.faults import Action, Decision, Faults
+from book_assets.sandbox.fleet import SandboxFleet
 from book_assets.sandbox.pages import Site
 from book_assets.sandbox.server import SandboxApp, SandboxServer, SandboxStats
 
 __all__ = [
     "BOOK_COUNT",
+    "CATEGORY_COUNT",
     "CATEGORY_SIZES",
     "PAGE_SIZE",
     "Action",
@@ -24,6 +34,7 @@ __all__ = [
     "Decision",
     "Faults",
     "SandboxApp",
+    "SandboxFleet",
     "SandboxServer",
     "SandboxStats",
     "Site",

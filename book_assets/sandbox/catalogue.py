@@ -5,6 +5,10 @@ replica copies those exactly and invents the rest (titles, prices, ratings, UPCs
 seeded RNG, so the same seed always yields the same site and tests can compare every stored field with what
 was served. The ``day`` parameter replays a deterministic history of small changes (prices and stock move,
 a few books appear and disappear) so incremental crawls have something to detect.
+
+``books`` and ``categories`` size the catalogue for growth benchmarks: any other size keeps the markup, the
+URL scheme, pagination and the simulated days, names the categories past the live site's 50 after them
+("Travel 2", ...) and spreads the books in the live site's proportions. The default is the replica itself.
 """
 
 from __future__ import annotations
@@ -33,13 +37,48 @@ CATEGORY_SIZES: tuple[tuple[str, int], ...] = (
 )  # fmt: skip
 
 BOOK_COUNT = 1000
+CATEGORY_COUNT = len(CATEGORY_SIZES)
 PAGE_SIZE = 20
 RATING_WORDS = ("One", "Two", "Three", "Four", "Five")
 
-#: Share of books whose price and stock move each simulated day, and how many books come and go per day.
+#: Share of books whose price and stock move each simulated day, and how many books come and go per day in
+#: each 1,000 books (a larger catalogue sees proportionally more).
 DAILY_CHANGE_FRACTION = 0.05
 DAILY_ADDED = (2, 3)
 DAILY_REMOVED = (2, 3)
+#: Books without a description per 1,000, like the live site's book 840.
+BARE_PER_THOUSAND = 6
+
+
+def category_plan(books: int, categories: int) -> list[tuple[str, int]]:
+    """The ``(name, size)`` of each category of a catalogue of ``books`` books in ``categories`` categories.
+
+    The live site's own list for its own size; otherwise names cycle through the live ones with a number
+    after the first round ("Travel", ..., "Crime", "Travel 2", ...), and sizes follow the live sizes of those
+    names scaled to ``books`` by largest remainder, so they sum to ``books`` exactly, each category keeping
+    at least one book while there are books enough.
+    """
+    if books < 1 or categories < 1:
+        raise ValueError("a catalogue needs at least one book and one category")
+    if (books, categories) == (BOOK_COUNT, CATEGORY_COUNT):
+        return list(CATEGORY_SIZES)
+    names = [
+        CATEGORY_SIZES[i % CATEGORY_COUNT][0] + (f" {i // CATEGORY_COUNT + 1}" if i >= CATEGORY_COUNT else "")
+        for i in range(categories)
+    ]
+    weights = [CATEGORY_SIZES[i % CATEGORY_COUNT][1] for i in range(categories)]
+    total = sum(weights)
+    exact = [books * w / total for w in weights]
+    sizes = [int(x) for x in exact]
+    by_remainder = sorted(range(categories), key=lambda i: (-(exact[i] - sizes[i]), i))
+    for i in by_remainder[: books - sum(sizes)]:
+        sizes[i] += 1
+    for i in range(categories):  # an empty category borrows from the largest while there are books enough
+        if sizes[i] == 0 and books >= categories:
+            largest = max(range(categories), key=lambda j: (sizes[j], -j))
+            sizes[largest] -= 1
+            sizes[i] = 1
+    return list(zip(names, sizes, strict=True))
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,27 +270,42 @@ class Catalogue:
     """Every book and category of the replica for one ``(seed, day)``; pure data, no HTML.
 
     Books are listed newest first (highest id first), as on the live site, so day-to-day additions appear at
-    the top of the first listing page.
+    the top of the first listing page. ``books`` and ``categories`` give day 0's size (see
+    :func:`category_plan`); the defaults are the live site's.
     """
 
-    def __init__(self, seed: int = 0, day: int = 0) -> None:
+    def __init__(
+        self, seed: int = 0, day: int = 0, *, books: int = BOOK_COUNT, categories: int = CATEGORY_COUNT
+    ) -> None:
         if day < 0:
             raise ValueError("day must be >= 0")
         self.seed = seed
         self.day = day
+        self.size = books
+        self.category_count = categories
         base_categories = [
             Category(name=name, slug=slugify(name), id=index + 2, size=size)
-            for index, (name, size) in enumerate(CATEGORY_SIZES)
+            for index, (name, size) in enumerate(category_plan(books, categories))
         ]
-        books = self._generate(base_categories)
-        self.added_ids: frozenset[int] = frozenset()
-        self.removed_ids: frozenset[int] = frozenset()
-        self.changed_ids: frozenset[int] = frozenset()
+        states = [self._generate(base_categories)]
         if day:
-            books = self._replay_days(books, base_categories)
+            self._replay_days(states, base_categories)
+        self._settle(states, base_categories)
+
+    def _settle(self, states: list[dict[int, Book]], base_categories: list[Category]) -> None:
+        """Index the last of ``states`` (one ``{id: Book}`` per day from day 0, unchanged books shared)."""
+        #: Every day's books up to this one: an unchanged book is the same object on each day, which makes
+        #: the day before (``day_before``) a view rather than a second catalogue, and a book's last change
+        #: the first day of its run of identical objects.
+        self._states = states
+        self._base_categories = base_categories
+        books, day0 = states[-1], states[0]
+        self.added_ids: frozenset[int] = frozenset(books.keys() - day0.keys())
+        self.removed_ids: frozenset[int] = frozenset(day0.keys() - books.keys())
+        self.changed_ids: frozenset[int] = frozenset(i for i in books.keys() & day0.keys() if books[i] is not day0[i])
         self.books: list[Book] = sorted(books.values(), key=lambda b: b.id, reverse=True)
         self._by_path = {b.url_path: b for b in self.books}
-        self._by_id = {b.id: b for b in self.books}
+        self._by_id = books
         sizes: dict[int, int] = {}
         for book in self.books:
             sizes[book.category_id] = sizes.get(book.category_id, 0) + 1
@@ -261,14 +315,24 @@ class Catalogue:
         for book in self.books:
             self._by_category[book.category_id].append(book)
 
+    def day_before(self) -> Catalogue:
+        """The same catalogue one simulated day earlier, sharing this one's unchanged books."""
+        if self.day == 0:
+            raise ValueError("day 0 has no day before")
+        previous = object.__new__(Catalogue)
+        previous.seed, previous.day = self.seed, self.day - 1
+        previous.size, previous.category_count = self.size, self.category_count
+        previous._settle(self._states[:-1], self._base_categories)
+        return previous
+
     def _generate(self, categories: list[Category]) -> dict[int, Book]:
         rng = random.Random(f"book-pipeline-sandbox:{self.seed}")
         assignment = [c for c in categories for _ in range(c.size)]
         rng.shuffle(assignment)
-        # A few books have no description, like the live site's book 840.
-        no_description = set(rng.sample(range(1, BOOK_COUNT + 1), 6))
+        bare = min(self.size, max(1, round(BARE_PER_THOUSAND * self.size / 1000)))
+        no_description = set(rng.sample(range(1, self.size + 1), bare))
         books: dict[int, Book] = {}
-        for book_id in range(1, BOOK_COUNT + 1):
+        for book_id in range(1, self.size + 1):
             books[book_id] = self._new_book(rng, book_id, assignment[book_id - 1], book_id in no_description)
         return books
 
@@ -286,12 +350,14 @@ class Catalogue:
             seed=self.seed,
         )
 
-    def _replay_days(self, books: dict[int, Book], categories: list[Category]) -> dict[int, Book]:
-        """Apply days 1..``self.day`` in order, each from its own seeded RNG, so day N is reproducible."""
-        next_id = BOOK_COUNT + 1
-        day0_ids = set(books)
-        changed: set[int] = set()
+    def _replay_days(self, states: list[dict[int, Book]], categories: list[Category]) -> None:
+        """Append days 1..``self.day`` to ``states`` in order, each from its own seeded RNG, so day N is
+        reproducible; a day copies the day before's dict and replaces only the books that change."""
+        next_id = self.size + 1
+        per_thousand = max(1, round(self.size / 1000))
+        added, removed = [n * per_thousand for n in DAILY_ADDED], [n * per_thousand for n in DAILY_REMOVED]
         for day in range(1, self.day + 1):
+            books = dict(states[-1])
             rng = random.Random(f"book-pipeline-sandbox:{self.seed}:day:{day}")
             alive = sorted(books)
             for book_id in rng.sample(alive, max(1, round(len(alive) * DAILY_CHANGE_FRACTION))):
@@ -303,16 +369,12 @@ class Catalogue:
                 while stock == book.stock:
                     stock = rng.randint(1, 22)
                 books[book_id] = _with_stock(_with_price(book, price), stock)
-                changed.add(book_id)
-            for book_id in rng.sample(alive, rng.randint(*DAILY_REMOVED)):
+            for book_id in rng.sample(alive, min(rng.randint(*removed), len(alive) - 1)):
                 del books[book_id]
-            for _ in range(rng.randint(*DAILY_ADDED)):
+            for _ in range(rng.randint(*added)):
                 books[next_id] = self._new_book(rng, next_id, rng.choice(categories), bare=False)
                 next_id += 1
-        self.added_ids = frozenset(set(books) - day0_ids)
-        self.removed_ids = frozenset(day0_ids - set(books))
-        self.changed_ids = frozenset(changed & set(books) & day0_ids)
-        return books
+            states.append(books)
 
     # --- lookups -----------------------------------------------------------------------------------------
 
@@ -330,6 +392,14 @@ class Catalogue:
 
     def book_by_id(self, book_id: int) -> Book | None:
         return self._by_id.get(book_id)
+
+    def book_changed_on(self, book: Book) -> int:
+        """The simulated day the book's record last changed: the day it was added or its price and stock
+        last moved, 0 for a book unchanged since day 0."""
+        day = self.day
+        while day > 0 and self._states[day - 1].get(book.id) is book:
+            day -= 1
+        return day
 
     def category_by_id(self, category_id: int) -> Category:
         return self._categories_by_id[category_id]

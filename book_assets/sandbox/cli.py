@@ -14,7 +14,9 @@ from types import FrameType
 
 import click
 
+from book_assets.sandbox.catalogue import BOOK_COUNT, CATEGORY_COUNT
 from book_assets.sandbox.faults import Faults, parse_action
+from book_assets.sandbox.fleet import SandboxFleet
 from book_assets.sandbox.server import SandboxServer
 
 _RATE = click.FloatRange(0.0, 1.0)
@@ -44,6 +46,23 @@ def sandbox() -> None:
 @click.option("--port", type=click.IntRange(0, 65535), default=8800, show_default=True, help="0 picks a free port.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Catalogue and fault seed.")
 @click.option("--day", type=click.IntRange(min=0), default=0, show_default=True, help="Simulated day (changes).")
+@click.option(
+    "--books",
+    type=click.IntRange(min=1),
+    default=BOOK_COUNT,
+    show_default=True,
+    help="Books on day 0, over all hosts (the default is the live site's catalogue).",
+)
+@click.option(
+    "--categories", type=click.IntRange(min=1), default=CATEGORY_COUNT, show_default=True, help="Categories per host."
+)
+@click.option(
+    "--hosts",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Sites on consecutive ports from --port, each its own domain and catalogue (seed + i).",
+)
 @click.option("--js-mode", is_flag=True, help="Book pages carry their data only in a script (needs a browser).")
 @click.option("--latency", type=_SECONDS, default=0.0, show_default=True, help="Fixed delay per page (s).")
 @click.option("--jitter", type=_SECONDS, default=0.0, show_default=True, help="Extra random delay up to this (s).")
@@ -83,6 +102,9 @@ def serve(
     port: int,
     seed: int,
     day: int,
+    books: int,
+    categories: int,
+    hosts: int,
     js_mode: bool,
     latency: float,
     jitter: float,
@@ -119,27 +141,54 @@ def serve(
         )
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
-    server = SandboxServer(seed=seed, day=day, faults=faults, js_mode=js_mode, host=host, port=port)
+    if books < hosts:
+        raise click.UsageError(f"--books {books} cannot fill --hosts {hosts}: each host needs at least one book")
+    if hosts > 1:
+        fleet = SandboxFleet(
+            hosts,
+            seed=seed,
+            day=day,
+            books=books,
+            categories=categories,
+            faults=faults,
+            js_mode=js_mode,
+            host=host,
+            port=port,
+        )
+        try:
+            fleet.start()
+        except OSError as exc:
+            raise click.ClickException(f"cannot listen on {host} from port {port}: {exc.strerror or exc}") from None
+        _serve_until_stopped(fleet.servers)
+        return
+    server = SandboxServer(
+        seed=seed, day=day, books=books, categories=categories, faults=faults, js_mode=js_mode, host=host, port=port
+    )
     try:
         server.start()
     except OSError as exc:
         raise click.ClickException(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
-    _serve_until_stopped(server)
+    _serve_until_stopped([server])
 
 
-def _serve_until_stopped(server: SandboxServer) -> None:
-    """Keep a started ``server`` up until Ctrl-C or SIGTERM."""
+def _serve_until_stopped(servers: list[SandboxServer]) -> None:
+    """Keep started ``servers`` up until Ctrl-C or SIGTERM; prints every site's URL."""
     stopping = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         stopping.set()
 
     previous = signal.signal(signal.SIGTERM, on_signal)
-    seed, day = server.catalogue.seed, server.catalogue.day
-    click.echo(f"Sandbox serving {len(server.catalogue)} books (seed {seed}, day {day}) at {server.url}/", err=False)
-    control = f"{server.url}/__sandbox__/"
+    for server in servers:
+        seed, day = server.catalogue.seed, server.catalogue.day
+        click.echo(
+            f"Sandbox serving {len(server.catalogue)} books (seed {seed}, day {day}) at {server.url}/", err=False
+        )
+    control = f"{servers[0].url}/__sandbox__/"
     click.echo(f"Stats: {control}stats  Reset: {control}reset", err=True)
     click.echo(f"Next day: POST {control}day  Fault burst: POST {control}faults?error_rate=0.3&seconds=60", err=True)
+    if len(servers) > 1:
+        click.echo("Each host has its own /__sandbox__/ endpoints.", err=True)
     try:
         while not stopping.wait(0.5):
             pass
@@ -147,7 +196,8 @@ def _serve_until_stopped(server: SandboxServer) -> None:
         pass
     finally:
         signal.signal(signal.SIGTERM, previous)
-        server.stop()
+        for server in servers:
+            server.stop()
         click.echo("Sandbox stopped.", err=True)
 
 

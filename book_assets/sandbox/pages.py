@@ -5,10 +5,12 @@ could look (head, header, breadcrumb, sidebar, ``article.product_pod``, pager, `
 ``#product_description`` + ``p``, the striped table in the live site's row order), and every link is
 relative exactly as on the live site, because resolving those links is where crawlers go wrong.
 
-``Site`` maps a URL path to bytes. Pages are rendered on first request and cached, so a server built per
-test costs nothing up front and a benchmark measures serving, not templating. It also gives each page's
+``Site`` maps a URL path to bytes. Pages are rendered on first request and kept in a bounded LRU (the whole
+default site fits, so a server built per test costs nothing up front and a benchmark of the replica measures
+serving, not templating; a 100,000-book catalogue renders most pages on demand). It also gives each page's
 validators: an ``ETag`` (a hash of the body, so a page's ETag changes exactly when its bytes do) and the
-simulated day of its last change (``Last-Modified``), found by comparing the page with the day before.
+simulated day of its last change (``Last-Modified``): for a book page the day its record last changed, for
+a listing page found by comparing the page with the day before.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import hashlib
 import json
 import posixpath
 import re
+from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -535,44 +538,56 @@ _ALL_RE = re.compile(r"^/catalogue/category/books_1/(?:index|page-(\d+))\.html$"
 _CATEGORY_RE = re.compile(r"^/catalogue/category/books/([a-z0-9-]+_\d+)/(?:index|page-(\d+))\.html$")
 
 
+#: Rendered pages a ``Site`` keeps (about 25 MB of the default site's ~1,150 pages, all of which fit), and
+#: what each earlier day's ``Site`` keeps while ``changed_on`` compares listing pages with it.
+PAGE_CACHE_SIZE = 2048
+DAY_BEFORE_CACHE_SIZE = 64
+
+
 class Site:
     """The replica's pages for one catalogue: ``get(path)`` returns the UTF-8 body or ``None`` for a 404.
 
-    Rendering is lazy and cached (bounded by the site's ~1,150 pages), so repeated hits cost a dict lookup.
+    Rendering is lazy; the last ``cache_size`` pages rendered are kept with their ETags, so repeated hits
+    on the default site cost a dict lookup while a large catalogue's memory stays bounded.
     """
 
-    def __init__(self, catalogue: Catalogue, js_mode: bool = False) -> None:
+    def __init__(self, catalogue: Catalogue, js_mode: bool = False, cache_size: int = PAGE_CACHE_SIZE) -> None:
+        if cache_size < 1:
+            raise ValueError("cache_size must be >= 1")
         self.catalogue = catalogue
         self.js_mode = js_mode
-        self._cache: dict[str, bytes | None] = {}
+        self.cache_size = cache_size
+        self._cache: OrderedDict[str, tuple[bytes, str] | None] = OrderedDict()
         self._categories = {c.key: c for c in catalogue.categories}
         self.not_found = NOT_FOUND_HTML.encode()
-        self._etags: dict[str, str] = {}
-        self._changed_on: dict[str, int] = {}
+        self._listing_changed_on: dict[str, int] = {}
         self._day_before: Site | None = None
+
+    @property
+    def cached_pages(self) -> int:
+        """How many pages (and 404s) the cache holds now; never more than ``cache_size``."""
+        return len(self._cache)
 
     def etag(self, path: str) -> str | None:
         """The page's strong ``ETag``: a hash of its body, so it changes exactly when the bytes do."""
-        try:
-            return self._etags[path]
-        except KeyError:
-            pass
-        body = self.get(path)
-        if body is None:
-            return None
-        tag = '"' + hashlib.sha256(body).hexdigest()[:24] + '"'
-        self._etags[path] = tag
-        return tag
+        entry = self._entry(path)
+        return None if entry is None else entry[1]
 
     def changed_on(self, path: str) -> int:
         """The simulated day on which the page last changed: the first of the unbroken run of days, up to
-        this one, that served these very bytes (0 when it has not changed since the first day)."""
-        if path in self._changed_on:
-            return self._changed_on[path]
+        this one, that served these very bytes (0 when it has not changed since the first day).
+
+        A book page's bytes are a function of its record alone, so its day is the record's; a listing page
+        is compared with the day before's, whose own answer is remembered (listings are a tenth of a site).
+        """
+        if _BOOK_RE.match(path) and (book := self.catalogue.book_by_path(path)) is not None:
+            return self.catalogue.book_changed_on(book)
+        if path in self._listing_changed_on:
+            return self._listing_changed_on[path]
         body, day = self.get(path), self.catalogue.day
         if day > 0 and body is not None and self.day_before().get(path) == body:
             day = self.day_before().changed_on(path)
-        self._changed_on[path] = day
+        self._listing_changed_on[path] = day
         return day
 
     def last_modified(self, path: str) -> datetime:
@@ -583,23 +598,36 @@ class Site:
         return format_datetime(self.last_modified(path), usegmt=True)
 
     def day_before(self) -> Site:
-        """The same site one simulated day earlier (built on first use)."""
+        """The same site one simulated day earlier (built on first use, with a small page cache)."""
         if self._day_before is None:
-            if self.catalogue.day == 0:
-                raise ValueError("day 0 has no day before")
-            previous = Catalogue(seed=self.catalogue.seed, day=self.catalogue.day - 1)
-            self._day_before = Site(previous, js_mode=self.js_mode)
+            previous = self.catalogue.day_before()  # raises for day 0
+            self._day_before = Site(previous, js_mode=self.js_mode, cache_size=DAY_BEFORE_CACHE_SIZE)
         return self._day_before
 
     def get(self, path: str) -> bytes | None:
+        entry = self._entry(path)
+        return None if entry is None else entry[0]
+
+    def _entry(self, path: str) -> tuple[bytes, str] | None:
+        """The page's body and ETag, from the cache or rendered now (and cached, evicting the oldest)."""
+        cache = self._cache
         try:
-            return self._cache[path]
+            entry = cache[path]
         except KeyError:
             pass
+        else:
+            cache.move_to_end(path)
+            return entry
         html = self._render(path)
-        body = html.encode("utf-8") if html is not None else None
-        self._cache[path] = body
-        return body
+        if html is None:
+            entry = None
+        else:
+            body = html.encode("utf-8")
+            entry = (body, '"' + hashlib.sha256(body).hexdigest()[:24] + '"')
+        cache[path] = entry
+        if len(cache) > self.cache_size:
+            cache.popitem(last=False)
+        return entry
 
     def _page_number(self, raw: str | None, pages: int, allow_index: bool) -> int | None:
         number = 1 if raw is None else int(raw)

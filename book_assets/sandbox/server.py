@@ -31,7 +31,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from book_assets.sandbox.bomb import gzip_bomb
-from book_assets.sandbox.catalogue import Catalogue
+from book_assets.sandbox.catalogue import BOOK_COUNT, CATEGORY_COUNT, Catalogue
 from book_assets.sandbox.faults import NO_FAULTS, Action, Faults
 from book_assets.sandbox.pages import Site, error_html
 
@@ -227,15 +227,15 @@ class SandboxApp:
 
     def set_catalogue(self, catalogue: Catalogue) -> None:
         """Serve another catalogue (another simulated day) from the next request on."""
-        previous = self.site
-        self.site = Site(catalogue, js_mode=previous.js_mode)
-        if previous.catalogue.seed == catalogue.seed and previous.catalogue.day == catalogue.day - 1:
-            self.site._day_before = previous  # its rendered pages tell which pages changed today
+        # The previous day's site is not kept: the new catalogue carries its own days before, which share
+        # its unchanged books, so serving day after day does not pile up sites and their page caches.
+        self.site = Site(catalogue, js_mode=self.site.js_mode)
         self.catalogue = catalogue
 
     def set_day(self, day: int) -> None:
         """Serve simulated day ``day`` of the same catalogue from the next request on."""
-        self.set_catalogue(Catalogue(seed=self.catalogue.seed, day=day))
+        current = self.catalogue
+        self.set_catalogue(Catalogue(seed=current.seed, day=day, books=current.size, categories=current.category_count))
 
     @property
     def faults(self) -> Faults:
@@ -522,6 +522,8 @@ class SandboxServer:
         catalogue: the site's data; built from ``seed`` and ``day`` when omitted.
         seed: catalogue seed (when no catalogue is given) and fault seed.
         day: simulated day of the catalogue (see ``Catalogue``).
+        books: day 0's number of books (when no catalogue is given); the live site's 1,000 by default.
+        categories: number of categories (when no catalogue is given); the live site's 50 by default.
         faults: fault injection for this run; none by default.
         js_mode: serve book pages whose product data only a browser running JavaScript sees.
         host: interface to bind; loopback by default so the sandbox is never exposed.
@@ -535,6 +537,8 @@ class SandboxServer:
         *,
         seed: int = 0,
         day: int = 0,
+        books: int = BOOK_COUNT,
+        categories: int = CATEGORY_COUNT,
         faults: Faults | None = None,
         js_mode: bool = False,
         host: str = "127.0.0.1",
@@ -542,7 +546,7 @@ class SandboxServer:
         keepalive_timeout_s: float = 5.0,
     ) -> None:
         self.app = SandboxApp(
-            catalogue if catalogue is not None else Catalogue(seed=seed, day=day),
+            catalogue if catalogue is not None else Catalogue(seed=seed, day=day, books=books, categories=categories),
             faults=faults or NO_FAULTS,
             js_mode=js_mode,
             seed=seed,

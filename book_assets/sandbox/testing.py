@@ -2,7 +2,7 @@
 
 - ``sandbox``: one fault-free server (seed 0, day 0) shared by the whole session. Tests that read its stats
   should call ``sandbox.reset_stats()`` first, since other tests hit it too.
-- ``sandbox_factory``: builds servers with faults, another seed or day, or JavaScript mode; each is started
+- ``sandbox_factory``: builds servers with faults, another seed, day or size, or JavaScript mode; each is started
   on a free port and stopped when the test ends, so no server outlives its test.
 """
 
@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from book_assets.sandbox.catalogue import Catalogue
+from book_assets.sandbox.catalogue import BOOK_COUNT, CATEGORY_COUNT, Catalogue
 from book_assets.sandbox.faults import Faults
 from book_assets.sandbox.server import SandboxServer
 
@@ -34,6 +34,8 @@ def sandbox_factory() -> Iterator[SandboxFactory]:
         faults: Faults | None = None,
         seed: int = 0,
         day: int = 0,
+        books: int = BOOK_COUNT,
+        categories: int = CATEGORY_COUNT,
         js_mode: bool = False,
         catalogue: Catalogue | None = None,
         keepalive_timeout_s: float = 5.0,
@@ -42,6 +44,8 @@ def sandbox_factory() -> Iterator[SandboxFactory]:
             catalogue,
             seed=seed,
             day=day,
+            books=books,
+            categories=categories,
             faults=faults,
             js_mode=js_mode,
             keepalive_timeout_s=keepalive_timeout_s,

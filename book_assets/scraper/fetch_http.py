@@ -15,13 +15,15 @@ with ``not_modified`` set and no body (see ``fetching.conditional_headers``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Self
+from typing import Any, Self
 from urllib.parse import urljoin
 
 import aiohttp
+from aiohttp.helpers import basicauth_from_netrc, get_env_proxy_for_url, netrc_from_env
 from yarl import URL
 
 from book_assets.scraper.errors import ErrorKind, FetchError
@@ -47,6 +49,39 @@ from book_assets.scraper.fetching import (
 CHUNK_BYTES = 64 * 1024
 
 
+class EnvironmentRoutes:
+    """The proxy (``HTTP_PROXY``, ``HTTPS_PROXY``, ``NO_PROXY``) and ``~/.netrc`` credentials the environment
+    gives each origin, read once per origin with aiohttp's own rules.
+
+    Why not ``trust_env=True``: aiohttp then parses the environment and the netrc file again for every
+    request, each in a thread of its own (two executor hops per page), about a quarter of the client's CPU
+    on the sandbox (``benchmarks/browser_cpu.py --runs http``). The environment of a crawl does not change
+    while it runs.
+    """
+
+    def __init__(self) -> None:
+        self._options: dict[tuple[str, str | None, int | None], dict[str, Any]] = {}
+
+    def options(self, url: URL) -> dict[str, Any]:
+        """Keyword arguments for one request to ``url``: ``proxy``, ``proxy_auth`` and ``auth`` as they apply."""
+        origin = (url.scheme, url.host, url.port)
+        found = self._options.get(origin)
+        if found is None:
+            found = self._options[origin] = self._read(url)
+        return found
+
+    @staticmethod
+    def _read(url: URL) -> dict[str, Any]:
+        options: dict[str, Any] = {}
+        with contextlib.suppress(LookupError):  # no proxy for this scheme, or NO_PROXY names the host
+            options["proxy"], options["proxy_auth"] = get_env_proxy_for_url(url)
+        netrc = netrc_from_env()
+        if netrc is not None and url.host is not None and url.user is None:
+            with contextlib.suppress(LookupError):
+                options["auth"] = basicauth_from_netrc(netrc, url.host)
+        return options
+
+
 class HttpFetcher:
     """Fetch pages with aiohttp; see ``fetching.Fetcher`` for the contract.
 
@@ -59,6 +94,7 @@ class HttpFetcher:
     def __init__(self, settings: FetchSettings | None = None) -> None:
         self.settings = settings or FetchSettings(mode="http")
         self._session: aiohttp.ClientSession | None = None
+        self._routes = EnvironmentRoutes()
         self._semaphore = asyncio.Semaphore(self.settings.concurrency)
         self._counters: dict[str, int] = {
             "pages_fetched": 0,
@@ -90,7 +126,7 @@ class HttpFetcher:
                 headers={"User-Agent": self.settings.user_agent},
                 # Cookies a site sets are sent back to it, on IP-addressed hosts too (as a browser would).
                 cookie_jar=aiohttp.CookieJar(unsafe=True),
-                trust_env=True,  # HTTP(S)_PROXY and NO_PROXY, as curl and pip read them
+                trust_env=False,  # proxies and netrc credentials come from EnvironmentRoutes, once per origin
             )
         return self._session
 
@@ -185,7 +221,8 @@ class HttpFetcher:
         self._counters["requests"] += 1
         try:
             target = _request_url(url)
-            async with session.get(target, headers=extra_headers, allow_redirects=False) as response:
+            options = self._routes.options(target)
+            async with session.get(target, headers=extra_headers, allow_redirects=False, **options) as response:
                 headers = _lower(response.headers.items())
                 sent = _lower(response.request_info.headers.items())
                 status = response.status

@@ -17,6 +17,7 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
+from dotenv import dotenv_values
 
 from book_assets.dagster_instance import BLOCK_END, BLOCK_START, write_env_file
 from book_assets.db.connection import Database
@@ -67,7 +68,10 @@ def test_dg_check_defs_fails_on_a_bad_cron_naming_the_setting(project: Path) -> 
     assert "invalid setting schedule_cron (BOOK_PIPELINE_SCHEDULE_CRON)" in result.stdout + result.stderr
 
 
-def test_env_file_keeps_the_users_own_lines_and_is_private(project: Path, database_url: str, tmp_path: Path) -> None:
+def test_env_file_keeps_the_users_own_lines_and_is_private(
+    project: Path, database_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
     (project / ".env").write_text("BOOK_PIPELINE_RATE=2\n")
     settings = load_settings(database_url=database_url, data_dir=tmp_path / "data")
     try:
@@ -77,7 +81,7 @@ def test_env_file_keeps_the_users_own_lines_and_is_private(project: Path, databa
         _admin(database_url, f'DROP DATABASE IF EXISTS "{urlsplit(database_url).path.strip("/")}_dagster" WITH (FORCE)')
     assert text.startswith("BOOK_PIPELINE_RATE=2\n")
     assert text.count(BLOCK_START) == text.count(BLOCK_END) == 1
-    assert f"DAGSTER_HOME='{project}'" in text
+    assert dotenv_values(project / ".env")["DAGSTER_HOME"] == str(project)
     assert os.stat(project / ".env").st_mode & 0o077 == 0
 
 
@@ -106,3 +110,20 @@ def test_dg_and_dagster_in_the_project_folder_use_the_projects_instance(
         assert [(r["pipeline_name"], r["status"]) for r in recorded] == [("requeue_failed_tasks", "SUCCESS")]
     finally:
         _admin(database_url, f'DROP DATABASE IF EXISTS "{instance_db}" WITH (FORCE)')
+
+
+def test_a_dagster_command_handed_another_instance_keeps_it_in_the_project_folder(
+    project: Path, database_url: str, tmp_path: Path
+) -> None:
+    """Dagster's CLI lets the working directory's ``.env`` override the environment; the project's ``.env``
+    defers to a variable already set, so a wrapper or a test that hands a command another home keeps it."""
+    write_env_file(load_settings(database_url=database_url, data_dir=tmp_path / "data"), project)
+    other = tmp_path / "other_home"
+    other.mkdir()
+    (other / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+
+    info = run_in(project, str(BIN / "dagster"), "instance", "info", DAGSTER_HOME=str(other))
+
+    assert info.returncode == 0, (info.stdout + info.stderr)[-3000:]
+    assert f"$DAGSTER_HOME: {other}\n" in info.stdout
+    assert "run_storage: PostgresRunStorage" not in info.stdout

@@ -33,7 +33,7 @@ NOT_SETTINGS = {
     ("sandbox", "max_concurrency"),
     ("sandbox", "timeout_s"),
     ("crawl/discovery.py", "categories"),  # a count of categories followed
-    ("crawl/worker.py", "concurrency"),  # the values the autoscaler moved through
+    ("crawl/stats.py", "concurrency"),  # the values the autoscaler moved through
     ("scheduling/weights.py", "weights"),  # the entries of a weights value
 }
 #: Run config fields that are what one run does, not settings.

@@ -10,6 +10,13 @@ import pytest
 
 from book_assets.sandbox.catalogue import Catalogue
 from book_assets.sandbox.server import SandboxServer
+from book_assets.sandbox.testing import SandboxFactory
+
+
+@pytest.fixture
+def sandbox(sandbox_factory: SandboxFactory) -> SandboxServer:
+    """A server of this test's own: moving the day or starting a burst must not reach the session's sandbox."""
+    return sandbox_factory()
 
 
 def _price_of(server: SandboxServer, path: str) -> str:

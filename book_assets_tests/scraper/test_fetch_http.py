@@ -11,6 +11,7 @@ from typing import TypeVar
 import pytest
 from scraper_site import POUND_PAGE, LocalSite
 
+from book_assets.sandbox.server import SandboxServer
 from book_assets.scraper.errors import FetchError
 from book_assets.scraper.fetch_http import HttpFetcher
 from book_assets.scraper.fetching import FetchResult, FetchSettings
@@ -160,3 +161,31 @@ def test_close_twice_is_safe_and_releases_the_connection_pool() -> None:
         return opened, fetcher._session is None
 
     assert asyncio.run(main()) == (True, True)
+
+
+def test_a_proxy_from_the_environment_carries_the_requests_and_no_proxy_bypasses_it(
+    sandbox: SandboxServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The sandbox answers absolute-form requests as a forward proxy would: a page of a host that does not
+    # resolve can only arrive through it.
+    monkeypatch.setenv("HTTP_PROXY", sandbox.url)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    before = sandbox.stats().hits.get("/index.html", 0)
+    proxied = fetch("http://books.invalid/index.html", allowed_domains=frozenset({"books.invalid", "127.0.0.1"}))
+    direct = fetch(sandbox.url_for("/index.html"), allowed_domains=frozenset({"books.invalid", "127.0.0.1"}))
+
+    assert proxied.status == direct.status == 200
+    assert proxied.body == direct.body
+    assert sandbox.stats().hits["/index.html"] - before == 2
+
+
+def test_no_proxy_is_used_when_the_environment_names_none(
+    sandbox: SandboxServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    before = sandbox.stats().total_requests
+    error = fetch_error("http://books.invalid/index.html", allowed_domains=frozenset({"books.invalid"}))
+
+    assert error.kind.retryable  # the host does not resolve: a connection error, not a proxied page
+    assert sandbox.stats().total_requests == before

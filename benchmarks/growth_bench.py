@@ -1,0 +1,403 @@
+"""Growth benchmark: how a crawl's cost grows with the catalogue and the number of hosts (not in ``make test``).
+
+Each case serves a sandbox of its size in its own process (``sandbox serve --books N [--hosts K]``), crawls it
+in http mode into an emptied scratch database through the project's crawl composition (``Crawl``: start,
+work, report), then moves the sandbox to day 1 and crawls again (a conditional re-crawl: the stored
+validators are sent). Cases:
+
+- ``1000``, ``10000``, ``100000``: one host of that many books, politeness off (the loopback default).
+- ``hosts``: ``--host-books`` books over ``--hosts`` hosts (one port each, so one politeness domain each)
+  with a per-domain interval of ``--interval`` seconds, which binds: the politeness bound is
+  ``hosts / interval`` pages/s. The crawl's start seeds the first host; the others' start pages are
+  enqueued beside it, and every host's domain is an allowed domain, so each gets the interval.
+
+For each crawl: pages/s and its share of the politeness bound; CPU ms per page of the crawl's coordinator,
+its workers (summed), the sandbox and PostgreSQL (the postmaster and every backend, those that exited
+included); the peak RSS of the largest worker and of the sandbox; the time of the crawl's start, its work
+and its end (``report``), and within the end the steps it runs (book counts, run figures, removals, robots,
+task pruning, WARC index); the database's size per 1,000 books (over the migrated empty database's).
+``ratios`` gives each single-host case's per-page figures over the ``1000`` case's. ``--sandbox-pass N``
+instead fetches every page of an N-book sandbox once and reports the sandbox's peak RSS (its memory serving
+a full pass). JSON on stdout::
+
+    {"machine": {...}, "cases": {"1000": {"day0": {...}, "day1": {...}, "db_mb_per_1000_books": N}, ...},
+     "ratios": {"10000": {"cpu_ms_per_page": {...}, "end_s_per_1000_books": N, ...}}}
+
+Usage: python benchmarks/growth_bench.py [--cases 1000,10000,hosts] [--workers 2] [--concurrency 8]
+       [--hosts 100 --host-books 10000 --host-categories 10 --interval 2.0] | --sandbox-pass 100000
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import multiprocessing
+import os
+import platform
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+import psycopg2
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from crawl_bench import _scratch_database
+
+from book_assets.crawl import pipeline
+from book_assets.crawl.config import LISTING, LISTING_PRIORITY, CrawlConfig
+from book_assets.crawl.worker import make_queue
+from book_assets.db.connection import Database
+from book_assets.db.migrations import migrate
+from book_assets.sandbox.catalogue import Catalogue
+
+BENCH_DB = "bookpipeline_bench_growth"
+#: The steps of ``Crawl.report`` timed one by one (module attributes of ``book_assets.crawl.pipeline``).
+END_STEPS = ("book_counts", "settle", "list_robots", "index_days", "list_decisions")
+
+
+# --- the sandbox -------------------------------------------------------------------------------------------
+
+
+class Sandbox:
+    """``sandbox serve`` in its own process: its URLs, its CPU time and its peak RSS."""
+
+    def __init__(self, books: int, hosts: int = 1, categories: int | None = None) -> None:
+        command = [sys.executable, "-m", "book_assets.cli", "sandbox", "serve", "--port", "0", "--books", str(books)]
+        command += ["--hosts", str(hosts)] + (["--categories", str(categories)] if categories else [])
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        assert self.process.stdout is not None
+        lines = [self.process.stdout.readline() for _ in range(hosts)]
+        self.urls = [next(tok for tok in line.split() if tok.startswith("http")).rstrip("/") + "/" for line in lines]
+        self.ps = psutil.Process(self.process.pid)
+
+    def cpu_s(self) -> float:
+        times = self.ps.cpu_times()
+        return times.user + times.system
+
+    def peak_rss_mb(self) -> float:
+        """The process's high-water mark of resident memory (``VmHWM``)."""
+        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 1024, 1)
+        return 0.0
+
+    def next_day(self) -> None:
+        for url in self.urls:
+            httpx.post(url + "__sandbox__/day", timeout=120).raise_for_status()
+
+    def close(self) -> None:
+        self.process.terminate()
+        self.process.wait(10)
+
+
+# --- PostgreSQL's CPU --------------------------------------------------------------------------------------
+
+
+def _postmaster(url: str) -> psutil.Process:
+    with Database(url) as db:
+        data_directory = db.query("SHOW data_directory")[0]["data_directory"]
+    return psutil.Process(int(Path(data_directory, "postmaster.pid").read_text().split()[0]))
+
+
+def _postgres_cpu_s(postmaster: psutil.Process) -> float:
+    """CPU seconds of the postmaster, its live children and the children it has reaped (exited backends)."""
+    times = postmaster.cpu_times()
+    total = times.user + times.system + times.children_user + times.children_system
+    for child in postmaster.children():
+        with contextlib.suppress(psutil.Error):
+            c = child.cpu_times()
+            total += c.user + c.system
+    return total
+
+
+# --- one crawl in its own process --------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _timed_steps(times: dict[str, float]) -> Iterator[None]:
+    """Time the end-of-crawl steps ``Crawl.report`` calls (and ``TaskQueue.prune``), summed per step."""
+
+    def wrap(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                times[name] = times.get(name, 0.0) + time.perf_counter() - started
+
+        return timed
+
+    saved = {name: getattr(pipeline, name) for name in END_STEPS}
+    read, prune = pipeline.RunFigures.read, pipeline.TaskQueue.prune
+    for name, fn in saved.items():
+        setattr(pipeline, name, wrap(name, fn))
+    pipeline.RunFigures.read = wrap("run_figures", read)  # type: ignore[method-assign]
+    pipeline.TaskQueue.prune = wrap("prune_tasks", prune)  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        for name, fn in saved.items():
+            setattr(pipeline, name, fn)
+        pipeline.RunFigures.read = read  # type: ignore[method-assign]
+        pipeline.TaskQueue.prune = prune  # type: ignore[method-assign]
+
+
+def _crawl(url: str, settings: dict[str, Any], extra_starts: list[str], out: Connection) -> None:
+    before = resource.getrusage(resource.RUSAGE_SELF)  # after the imports, which are not the crawl's
+    config = CrawlConfig.resolve(**settings)
+    crawl = pipeline.Crawl(url, config)
+    steps: dict[str, float] = {}
+    t0 = time.perf_counter()
+    crawl.start()
+    with Database(url) as db:
+        queue = make_queue(db, config)
+        for start in extra_starts:
+            queue.enqueue(LISTING, {"url": start, "depth": 1, "start": True}, priority=LISTING_PRIORITY)
+    t1 = time.perf_counter()
+    stats = crawl.work()
+    t2 = time.perf_counter()
+    with _timed_steps(steps):
+        report = crawl.report(stats)
+    t3 = time.perf_counter()
+    me, workers = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    out.send(
+        {
+            "pages": report.run.pages,
+            "books": report.counts["total"],
+            "not_modified": report.run.not_modified,
+            "books_changed": report.run.books_changed,
+            "books_new": report.run.books_new,
+            "failed": sum(report.failed_by_reason.values()),
+            "removed": report.removals.removed if report.removals is not None else None,
+            "start_s": round(t1 - t0, 3),
+            "work_s": round(t2 - t1, 3),
+            "end_s": round(t3 - t2, 3),
+            "end_steps_s": {name: round(s, 3) for name, s in sorted(steps.items())},
+            "coordinator_cpu_s": me.ru_utime + me.ru_stime - before.ru_utime - before.ru_stime,
+            "workers_cpu_s": workers.ru_utime + workers.ru_stime,
+            "peak_worker_rss_mb": round(workers.ru_maxrss / 1024, 1),
+        }
+    )
+    out.close()
+
+
+def measure(url: str, sandbox: Sandbox, settings: dict[str, Any], extra_starts: list[str]) -> dict[str, Any]:
+    """One crawl in a spawned process, with the CPU of every process involved over its span."""
+    postmaster = _postmaster(url)
+    ctx = multiprocessing.get_context("spawn")
+    receive, send = ctx.Pipe(duplex=False)
+    pg0, sb0 = _postgres_cpu_s(postmaster), sandbox.cpu_s()
+    started = time.monotonic()
+    proc = ctx.Process(target=_crawl, args=(url, settings, extra_starts, send))
+    proc.start()
+    send.close()
+    result: dict[str, Any] = receive.recv()
+    proc.join()
+    wall = time.monotonic() - started
+    pg, sb = _postgres_cpu_s(postmaster) - pg0, sandbox.cpu_s() - sb0
+    pages = max(1, result["pages"])
+    result["pages_per_s"] = round(result["pages"] / result["work_s"], 1) if result["work_s"] else 0.0
+    result["wall_s"] = round(wall, 2)
+    cpu = {
+        "coordinator": result.pop("coordinator_cpu_s"),
+        "workers": result.pop("workers_cpu_s"),
+        "postgres": pg,
+        "sandbox": sb,
+    }
+    result["cpu_ms_per_page"] = {name: round(1000 * s / pages, 3) for name, s in cpu.items()}
+    result["cpu_ms_per_page"]["crawl_total"] = round(
+        1000 * (cpu["coordinator"] + cpu["workers"] + cpu["postgres"]) / pages, 3
+    )
+    result["sandbox_peak_rss_mb"] = sandbox.peak_rss_mb()
+    return result
+
+
+def _database_mb(url: str) -> float:
+    conn = psycopg2.connect(url)
+    with conn.cursor() as cur:
+        cur.execute("SELECT pg_database_size(current_database())")
+        size = cur.fetchone()[0]
+    conn.close()
+    return size / 1e6
+
+
+def run_case(url: str, books: int, hosts: int, interval: float | None, args: argparse.Namespace) -> dict[str, Any]:
+    """Day 0 into an empty database, then day 1 conditionally, on a fresh sandbox of ``books`` over ``hosts``."""
+    _scratch_database(BENCH_DB)
+    with Database(url) as db:  # before any timing: the first crawl would otherwise include the migrations
+        migrate(db)
+    empty_mb = _database_mb(url)
+    t = time.perf_counter()
+    sandbox = Sandbox(books, hosts, args.host_categories if hosts > 1 else None)
+    sandbox_start_s = time.perf_counter() - t
+    settings: dict[str, Any] = {
+        "base_url": sandbox.urls[0],
+        "fetch_mode": "http",
+        "workers": args.workers,
+        "concurrency": args.concurrency,
+        "min_interval_s": interval or 0.0,
+        "timeout_s": 60,
+        # The WARC index covers its UTC day's archive: a folder of the case's own keeps other runs out of it
+        # (the day-1 re-crawl, on the same UTC day, still indexes day 0's records beside its own).
+        "warc_dir": tempfile.mkdtemp(prefix="growth-warc-"),
+    }
+    if hosts > 1:
+        settings["allowed_domains"] = ("127.0.0.1", *(u.removeprefix("http://").rstrip("/") for u in sandbox.urls[1:]))
+    out: dict[str, Any] = {
+        "books": books,
+        "hosts": hosts,
+        "sandbox_start_s": round(sandbox_start_s, 2),
+        "db_mb_empty": round(empty_mb, 1),
+    }
+    try:
+        out["day0"] = measure(url, sandbox, settings, sandbox.urls[1:])
+        print(json.dumps({"books": books, "hosts": hosts, "day0": out["day0"]}), file=sys.stderr, flush=True)
+        out["db_mb"] = round(_database_mb(url), 1)
+        out["db_mb_per_1000_books"] = round((out["db_mb"] - empty_mb) / (books / 1000), 2)
+        sandbox.next_day()
+        out["day1"] = measure(url, sandbox, settings, sandbox.urls[1:])
+        out["db_mb_after_day1"] = round(_database_mb(url), 1)
+    finally:
+        sandbox.close()
+        shutil.rmtree(settings["warc_dir"], ignore_errors=True)
+    if interval:
+        bound = hosts / interval
+        out["politeness_bound_pages_per_s"] = round(bound, 1)
+        for day in ("day0", "day1"):
+            out[day]["share_of_bound"] = round(out[day]["pages_per_s"] / bound, 3)
+    return out
+
+
+def ratios(cases: dict[str, Any]) -> dict[str, Any]:
+    """Each single-host case's figures per page (per 1,000 books for the end) over the ``1000`` case's."""
+    base = cases.get("1000")
+    if base is None:
+        return {}
+    out: dict[str, Any] = {}
+    for name, case in cases.items():
+        if name == "1000" or case["hosts"] != 1:
+            continue
+        scale = case["books"] / base["books"]
+        entry: dict[str, Any] = {}
+        for day in ("day0", "day1"):
+            now, then = case[day], base[day]
+            entry[day] = {
+                "cpu_ms_per_page": {
+                    k: round(v / then["cpu_ms_per_page"][k], 2) if then["cpu_ms_per_page"][k] else None
+                    for k, v in now["cpu_ms_per_page"].items()
+                },
+                "pages_per_s": round(now["pages_per_s"] / then["pages_per_s"], 2),
+                "end_s_per_book": round((now["end_s"] / scale) / then["end_s"], 2) if then["end_s"] else None,
+                "end_steps_s_per_book": {
+                    k: round((v / scale) / then["end_steps_s"][k], 2)
+                    for k, v in now["end_steps_s"].items()
+                    if then["end_steps_s"].get(k)
+                },
+                "peak_worker_rss": round(now["peak_worker_rss_mb"] / then["peak_worker_rss_mb"], 2),
+            }
+        entry["db_mb_per_1000_books"] = round(case["db_mb_per_1000_books"] / base["db_mb_per_1000_books"], 2)
+        out[name] = entry
+    return out
+
+
+# --- the sandbox alone: a full pass over its pages ---------------------------------------------------------
+
+
+def sandbox_pass(books: int, concurrency: int = 16) -> dict[str, Any]:
+    """Fetch every page of an N-book sandbox once (listings, then books): its peak RSS and build time."""
+    t = time.perf_counter()
+    catalogue = Catalogue(books=books)
+    build_s = time.perf_counter() - t
+    paths = catalogue.listing_paths() + [b.url_path for b in catalogue.books]
+    del catalogue
+    t = time.perf_counter()
+    sandbox = Sandbox(books)
+    start_s = time.perf_counter() - t
+    rss_at_start = sandbox.peak_rss_mb()
+
+    async def fetch_all() -> int:
+        failures = 0
+        todo = iter(paths)
+        async with httpx.AsyncClient(base_url=sandbox.urls[0], timeout=60) as client:
+
+            async def worker() -> None:
+                nonlocal failures
+                for path in todo:
+                    response = await client.get(path)
+                    failures += response.status_code != 200
+
+            await asyncio.gather(*(worker() for _ in range(concurrency)))
+        return failures
+
+    try:
+        t = time.perf_counter()
+        failures = asyncio.run(fetch_all())
+        elapsed = time.perf_counter() - t
+        return {
+            "books": books,
+            "pages": len(paths),
+            "failures": failures,
+            "catalogue_build_s": round(build_s, 2),
+            "sandbox_start_s": round(start_s, 2),
+            "sandbox_rss_after_start_mb": rss_at_start,
+            "sandbox_peak_rss_mb": sandbox.peak_rss_mb(),
+            "pass_s": round(elapsed, 1),
+            "pages_per_s": round(len(paths) / elapsed, 1),
+            "sandbox_cpu_ms_per_page": round(1000 * sandbox.cpu_s() / len(paths), 3),
+        }
+    finally:
+        sandbox.close()
+
+
+def machine() -> dict[str, Any]:
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False)
+    return {
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "commit": commit.stdout.strip(),
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cases", default="1000,10000", help="comma-separated: 1000, 10000, 100000, hosts")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--hosts", type=int, default=100)
+    parser.add_argument("--host-books", type=int, default=10_000)
+    parser.add_argument("--host-categories", type=int, default=10, help="categories per host in the hosts case")
+    parser.add_argument("--interval", type=float, default=2.0, help="per-domain interval of the hosts case (s)")
+    parser.add_argument("--sandbox-pass", type=int, default=0, metavar="N", help="only a full pass over N books")
+    args = parser.parse_args()
+    if args.sandbox_pass:
+        print(json.dumps({"machine": machine(), "sandbox_pass": sandbox_pass(args.sandbox_pass)}))
+        return
+    url = _scratch_database(BENCH_DB)
+    cases: dict[str, Any] = {}
+    for name in args.cases.split(","):
+        if name == "hosts":
+            case = run_case(url, args.host_books, args.hosts, args.interval, args)
+        else:
+            case = run_case(url, int(name), 1, None, args)
+        cases[name] = case
+        print(json.dumps({name: case}), file=sys.stderr)
+    print(json.dumps({"machine": machine(), "cases": cases, "ratios": ratios(cases)}))
+
+
+if __name__ == "__main__":
+    main()
