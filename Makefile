@@ -16,7 +16,9 @@ setup-tests:
 demo: setup
 	$(VENV)/book-pipeline demo
 
+# The type check first: a type error fails `make test` before the suite starts.
 test: setup-tests
+	$(VENV)/mypy
 	$(VENV)/pytest
 
 # The whole suite from a fresh clone while the machine is busy, three times (scripts/test_under_load.sh).
@@ -34,7 +36,7 @@ dev: setup
 	$(VENV)/python scripts/dg_dev.py $(ARGS)
 
 lint: setup
-	$(VENV)/ruff check . && $(VENV)/ruff format --check .
+	$(VENV)/ruff check . && $(VENV)/ruff format --check . && $(VENV)/mypy
 
 bench: setup
 	$(VENV)/python benchmarks/sandbox_bench.py

@@ -11,7 +11,7 @@ import functools
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import click
 
@@ -21,7 +21,11 @@ from book_assets.db.migrations import SchemaTooNew, current_version, migrate
 from book_assets.setting_options import setting_options
 from book_assets.settings import ConfigError, Settings, load_settings
 
-F = TypeVar("F", bound=Callable[..., Any])
+if TYPE_CHECKING:
+    from book_assets.publish import changes, export
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 #: Errors a user can fix; shown as one line, exit status 2.
 USER_ERRORS: tuple[type[Exception], ...] = (
@@ -32,12 +36,12 @@ USER_ERRORS: tuple[type[Exception], ...] = (
 )
 
 
-def user_errors(fn: F) -> F:
+def user_errors(fn: Callable[P, R]) -> Callable[P, R]:
     """Turn expected failures into ``error: <one line>``: exit status 2 for the user's, 1 for a run's."""
     from book_assets.crawl.drain import WorkersLost
 
     @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return fn(*args, **kwargs)
         except USER_ERRORS as exc:
@@ -47,7 +51,7 @@ def user_errors(fn: F) -> F:
             click.echo(f"error: {exc}", err=True)
             sys.exit(1)
 
-    return wrapper  # type: ignore[return-value]
+    return wrapper
 
 
 def open_database(settings: Settings, *, migrate_schema: bool = True) -> Database:
@@ -250,13 +254,13 @@ def status_cmd() -> None:
 @click.option("--output", type=click.Path(dir_okay=False, path_type=Path), help="Default: .data/exports/books.<fmt>")
 @click.option("--with-html", is_flag=True, help="Include raw_html.")
 @user_errors
-def export_cmd(fmt: str, output: Path | None, with_html: bool) -> None:
+def export_cmd(fmt: export.Format, output: Path | None, with_html: bool) -> None:
     """Write the stored books (all structured fields) to a file."""
     from book_assets.publish.export import export_books
 
     settings = load_settings()
     target = output or settings.data_dir / "exports" / f"books.{fmt}"
-    n = export_books(open_database(settings), fmt, target, with_html=with_html)  # type: ignore[arg-type]
+    n = export_books(open_database(settings), fmt, target, with_html=with_html)
     click.echo(f"wrote {n} books to {target}")
 
 
@@ -269,7 +273,7 @@ def export_cmd(fmt: str, output: Path | None, with_html: bool) -> None:
 @click.option("--format", "fmt", type=click.Choice(["jsonl", "csv"]), default="jsonl", show_default=True)
 @click.option("--output", type=click.Path(dir_okay=False, path_type=Path), help="Default: standard output.")
 @user_errors
-def changes_cmd(day: Any, fmt: str, output: Path | None) -> None:
+def changes_cmd(day: Any, fmt: changes.Format, output: Path | None) -> None:
     """The change feed of a day: each book new, changed (with its fields), removed or returned that day."""
     from datetime import UTC, datetime
 
@@ -278,9 +282,9 @@ def changes_cmd(day: Any, fmt: str, output: Path | None) -> None:
     when = day.date() if day is not None else datetime.now(UTC).date()
     with open_database(load_settings()) as database:
         if output is None:
-            write_changes(changes_of_day(database, when), fmt, sys.stdout)  # type: ignore[arg-type]
+            write_changes(changes_of_day(database, when), fmt, sys.stdout)
             return
-        n = export_changes(database, when, fmt, output)  # type: ignore[arg-type]
+        n = export_changes(database, when, fmt, output)
     click.echo(f"wrote {n} changes of {when} to {output}", err=True)
 
 

@@ -32,11 +32,11 @@ ASSETS = [crawl, category_balanced_snapshot, book_changes, raw_archive]
 ASSET_CHECKS = [*LISTING_CHECKS, *BOOK_CHECKS, *SNAPSHOT_CHECKS]
 
 
-def _config_error(exc: BaseException) -> ConfigError | None:
+def _config_error(exc: BaseException | None) -> ConfigError | None:
     while exc is not None:
         if isinstance(exc, ConfigError):
             return exc
-        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+        exc = exc.__cause__ or exc.__context__
     return None
 
 
@@ -71,14 +71,19 @@ def with_code_references(loaded: dg.Definitions, freshness: dg.FreshnessPolicy |
     """
     unique = list({id(a): a for a in loaded.assets or []}.values())
     if freshness is not None:
-        unique = dg.map_asset_specs(
-            lambda spec: spec.replace_attributes(freshness_policy=freshness) if spec.key == BOOK_DETAILS else spec,
-            unique,  # type: ignore[arg-type]
-        )
+
+        def fresh(spec: dg.AssetSpec) -> dg.AssetSpec:
+            return spec.replace_attributes(freshness_policy=freshness) if spec.key == BOOK_DETAILS else spec
+
+        for i, asset in enumerate(unique):
+            if isinstance(asset, dg.AssetsDefinition):
+                unique[i] = asset.map_asset_specs(fresh)
+            elif isinstance(asset, dg.AssetSpec):
+                unique[i] = fresh(asset)
     with warnings.catch_warnings():
         # Code references are a beta API; the warning would repeat on every load of the location.
         warnings.simplefilter("ignore", dg.BetaWarning)
-        assets = dg.with_source_code_references(unique)  # type: ignore[arg-type]
+        assets = dg.with_source_code_references(unique)
     return dg.Definitions(
         assets=assets,
         asset_checks=loaded.asset_checks,

@@ -291,9 +291,9 @@ def describe(name: str) -> str:
 
 def load_settings(**overrides: object) -> Settings:
     """Settings from defaults, ``.env``, the environment and ``overrides`` (None values are ignored)."""
-    clean = {k: v for k, v in overrides.items() if v is not None}
+    clean: dict[str, Any] = {k: v for k, v in overrides.items() if v is not None}  # pydantic validates them
     try:
-        return Settings(**clean)  # type: ignore[arg-type]
+        return Settings(**clean)
     except ValidationError as exc:
         raise ConfigError(_one_line(exc)) from None
     except (SettingsError, ValueError) as exc:  # a value the environment source cannot even decode

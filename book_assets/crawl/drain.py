@@ -34,7 +34,7 @@ from book_assets.crawl.worker import Worker
 PRELOAD = ("__main__", "book_assets.crawl.drain")
 
 
-def worker_context() -> multiprocessing.context.BaseContext:
+def worker_context() -> multiprocessing.context.ForkServerContext:
     """Start workers from a fork server (one per drain process, started on first use) that has imported
     :data:`PRELOAD`: a worker starts in milliseconds with the crawl's modules already loaded.
 

@@ -193,7 +193,7 @@ class Database:
         """A cursor inside one transaction: committed on success, rolled back on error."""
         conn = self.connection()
         try:
-            with conn, conn.cursor() as cur:
+            with conn, conn.cursor(cursor_factory=Cursor) as cur:
                 if self.pooled:
                     cur.execute(transaction_settings(self._loaded_settings()))
                 yield cur
@@ -207,7 +207,7 @@ class Database:
         conn = self.connection()
         try:
             conn.autocommit = True
-            with conn.cursor() as cur:
+            with conn.cursor(cursor_factory=Cursor) as cur:
                 yield cur
         except CONNECTION_ERRORS:
             self._discard()

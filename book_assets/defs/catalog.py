@@ -6,7 +6,7 @@ schemas are declared here, ahead of any run, and a test keeps them equal to the 
 """
 
 from collections.abc import Mapping
-from typing import Literal
+from typing import Literal, TypeAlias
 
 import dagster as dg
 from dagster._utils.schedules import get_smallest_cron_interval, is_valid_cron_string
@@ -17,6 +17,8 @@ from book_assets.settings import ConfigError
 OWNERS = ["team:book-pipeline"]
 #: The concurrency pool of every step that drains the crawl queue (dagster.yaml gives each pool one slot).
 CRAWL_POOL = "crawl"
+#: Asset metadata as these assets record it: numbers, strings, None and Dagster's typed values (tables, Markdown).
+AssetMetadata: TypeAlias = dict[str, dg.MetadataValue | str | int | float | None]
 
 
 def invalid_cron(cron: str) -> ConfigError:

@@ -23,7 +23,8 @@ from book_assets.db.connection import Database, mask_url, resolve_database_url
 from book_assets.settings import Settings, describe, load_settings
 
 
-class DatabaseResource(dg.ConfigurableResource):
+# A ConfigurableResource is generic in the value it hands an asset, which for these is the resource itself.
+class DatabaseResource(dg.ConfigurableResource[Any]):
     """The project's PostgreSQL: queue, books and snapshot tables."""
 
     url: str | None = Field(
@@ -44,13 +45,13 @@ class DatabaseResource(dg.ConfigurableResource):
         return Database(self.resolved_url(), application_name=application_name)
 
 
-def overrides_of(model: dg.ConfigurableResource | dg.Config) -> dict[str, Any]:
+def overrides_of(model: dg.ConfigurableResource[Any] | dg.Config) -> dict[str, Any]:
     """The fields of a resource or run config that are set, by setting name (enum choices as their value)."""
     values = {name: getattr(model, name) for name in type(model).model_fields if name in SETTING_NAMES}
     return {name: getattr(v, "value", v) for name, v in values.items() if v is not None}
 
 
-class SettingsResource(dg.ConfigurableResource):
+class SettingsResource(dg.ConfigurableResource[Any]):
     """Overrides of the settings of the same names: a field left unset keeps the setting's value."""
 
     def settings_overrides(self) -> dict[str, Any]:
@@ -83,7 +84,9 @@ SETTING_NAMES = frozenset(Settings.model_fields)
 def _choices(name: str) -> type[enum.Enum]:
     """The choices of setting ``name`` as an enum: how Dagster's launchpad offers a fixed set of values."""
     values = typing.get_args(Settings.model_fields[name].annotation)
-    return enum.Enum(f"{name.title().replace('_', '')}", {str(v): str(v) for v in values}, type=str)  # type: ignore[return-value]
+    members = {str(v): str(v) for v in values}
+    # mypy reads Enum() with a computed class name as a member lookup, which returns a member, not a class.
+    return enum.Enum(f"{name.title().replace('_', '')}", members, type=str)  # type: ignore[return-value]
 
 
 FetchMode = _choices("fetch_mode")
@@ -93,6 +96,8 @@ JavaScript = _choices("javascript")
 class FetcherResource(SettingsResource):
     """How pages are fetched: Playwright Chromium or plain HTTP, and how many at once."""
 
+    # The two enums are built at import time from the settings' Literal choices (declared once, there), and
+    # mypy cannot take a value computed at import time as a type: valid-type, for these two fields only.
     fetch_mode: FetchMode | None = Field(default=None, description=describe("fetch_mode"))  # type: ignore[valid-type]
     javascript: JavaScript | None = Field(default=None, description=describe("javascript"))  # type: ignore[valid-type]
     workers: int | None = Field(default=None, description=describe("workers"))
@@ -154,7 +159,7 @@ def settings_overrides_of(*resources: SettingsResource) -> dict[str, Any]:
     return overrides
 
 
-def default_resources() -> dict[str, dg.ConfigurableResource]:
+def default_resources() -> dict[str, dg.ConfigurableResource[Any]]:
     """The resources of the code location; everything unset reads the settings at run time."""
     url = os.environ.get("DATABASE_URL")
     return {

@@ -135,9 +135,10 @@ def publish_changes(db: Database, day: date, data_dir: Path) -> PublishedChanges
     rows = changes_of_day(db, day)
     folder = Path(data_dir) / "changes" / day.isoformat()
     folder.mkdir(parents=True, exist_ok=True)
-    paths = {fmt: folder / f"book_changes.{fmt}" for fmt in ("jsonl", "csv")}
+    formats: tuple[Format, ...] = ("jsonl", "csv")
+    paths = {fmt: folder / f"book_changes.{fmt}" for fmt in formats}
     for fmt, path in paths.items():
-        _write_file(rows, fmt, path)  # type: ignore[arg-type]
+        _write_file(rows, fmt, path)
     per_day = changes_per_day(db, day)
     by_change = dict.fromkeys(CHANGES, 0)
     for row in rows:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from datetime import datetime
-from typing import Final
+from typing import Any, Final
 
 import psycopg2.errors
 
@@ -39,7 +39,7 @@ class QueueAdmin:
             for r in cur.fetchall():
                 counts.setdefault(r["task_type"], {})[r["status"]] = int(r["n"])
             cur.execute(queries["stats_summary"])
-            summary = cur.fetchone() or {}
+            summary: dict[str, Any] = cur.fetchone() or {}
             cur.execute(queries["stats_failures"], {"limit": top_failures})
             failures = [(r["error"] or "", int(r["n"])) for r in cur.fetchall()]
             cur.execute(queries["stats_failed_by_kind"])
@@ -60,7 +60,8 @@ class QueueAdmin:
 
     def now(self) -> datetime:
         """The database's clock, which stamps every task: a run's start on the clock its figures are read by."""
-        return self.db.query(named_queries()["database_now"])[0]["now"]
+        now: datetime = self.db.query(named_queries()["database_now"])[0]["now"]
+        return now
 
     def activity_since(self, since: datetime) -> Activity:
         """Tasks completed since ``since`` by type and group, and the retries they took."""

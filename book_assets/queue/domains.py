@@ -96,7 +96,8 @@ class DomainPolicy:
             "seconds": check_number("seconds", seconds),
             "default_interval_s": self.ctx.default_interval_s,
         }
-        return self.db.query(named_queries()["push_domain"], params)[0]["next_slot_at"]
+        next_slot_at: datetime = self.db.query(named_queries()["push_domain"], params)[0]["next_slot_at"]
+        return next_slot_at
 
     def take_slot(self, domain: str) -> float | None:
         """A politeness slot for a request that is not a task (robots.txt), taken from the domain's slots like

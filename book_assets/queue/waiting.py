@@ -74,7 +74,12 @@ class Waiting:
             return True
         loop = asyncio.get_running_loop()
         readable: asyncio.Future[None] = loop.create_future()
-        loop.add_reader(fd, lambda: readable.done() or readable.set_result(None))
+
+        def _ready() -> None:
+            if not readable.done():
+                readable.set_result(None)
+
+        loop.add_reader(fd, _ready)
         stopped = asyncio.ensure_future(stop.wait()) if stop is not None else loop.create_future()
         try:
             await asyncio.wait({readable, stopped}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)

@@ -166,7 +166,7 @@ class Faults:
     def decide(self, seed: int, path: str, n: int) -> Decision:
         """The fate of the ``n``-th (0-based) request for ``path``: deterministic in its arguments."""
         script = self.scripted.get(path)
-        scripted = script[n] if script is not None and n < len(script) else None
+        scripted = parse_action(script[n]) if script is not None and n < len(script) else None
         if not self.is_random:
             return Decision(scripted or Action.SERVE, self.latency_s)
         rng = random.Random(f"{seed}|{path}|{n}")

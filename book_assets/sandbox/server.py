@@ -255,7 +255,8 @@ class SandboxApp:
             raise ValueError(f"unknown fault {sorted(unknown)[0]!r}; use one of: {', '.join(sorted(BURST_FIELDS))}")
         if seconds < 0:
             raise ValueError("seconds must not be negative")
-        burst = replace(self.base_faults, **overrides) if seconds else None
+        fields: dict[str, Any] = dict(overrides)  # keys checked above: every burst field is a float field
+        burst = replace(self.base_faults, **fields) if seconds else None
         self._burst, self._burst_until = burst, time.time() + seconds
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> None:
@@ -280,7 +281,7 @@ class SandboxApp:
     async def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
-        self._tasks.add(task)  # type: ignore[arg-type]
+        self._tasks.add(task)
         slots = self._slots
         holding = False
         try:
@@ -302,7 +303,7 @@ class SandboxApp:
                 slots.release()
             if not writer.transport.is_closing():
                 writer.transport.close()
-            self._tasks.discard(task)  # type: ignore[arg-type]
+            self._tasks.discard(task)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """Serve requests on one keep-alive connection until the client closes, idles or a fault ends it."""

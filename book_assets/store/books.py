@@ -144,7 +144,9 @@ def write_book(cur: Cursor, detail: BookDetail, fetch: FetchResult, *, requested
             cur.execute(Q["touch_book"], {**params, "id": current["id"]})
             return StoredBook(current["id"], current["version"], "unchanged")
         cur.execute(Q["update_book"], {**params, "id": current["id"]})
-        version = cur.fetchone()["version"]
+        updated = cur.fetchone()
+        assert updated is not None  # UPDATE ... RETURNING of the row just read
+        version = updated["version"]
         _record_version(cur, current["id"], version, detail.url, fields, changed, fetch)
         return StoredBook(current["id"], version, "changed", changed)
 

@@ -31,6 +31,7 @@ def open_crawl(db: Database) -> OpenCrawl:
         cur.execute(Q["abandon_open_crawls"])
         cur.execute(Q["insert_crawl"])
         row = cur.fetchone()
+        assert row is not None  # INSERT ... RETURNING returns the new row
         return OpenCrawl(row["id"], row["started_at"])
 
     return db.run(_open)

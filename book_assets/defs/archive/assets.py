@@ -10,7 +10,7 @@ records what the day holds: files, records by type, bytes, and any file cut shor
 import dagster as dg
 
 from book_assets.archive import ArchiveSummary, index_day
-from book_assets.defs.catalog import OWNERS, PUBLISH_AUTOMATION, tags_for
+from book_assets.defs.catalog import OWNERS, PUBLISH_AUTOMATION, AssetMetadata, tags_for
 from book_assets.defs.resources import ArchiveResource, run_settings
 from book_assets.defs.snapshot.assets import SNAPSHOT_DAYS, snapshot_day
 
@@ -42,7 +42,7 @@ def files_table(summary: ArchiveSummary) -> dg.MetadataValue:
     return dg.MetadataValue.table(records=rows, schema=FILES_SCHEMA)
 
 
-def archive_metadata(summary: ArchiveSummary) -> dict[str, object]:
+def archive_metadata(summary: ArchiveSummary) -> AssetMetadata:
     """The day's counts as typed metadata."""
     return {
         "dagster/row_count": summary.responses,
@@ -74,7 +74,7 @@ def archive_metadata(summary: ArchiveSummary) -> dict[str, object]:
         "worker process), with the day's CDXJ index; metadata: files, records and bytes."
     ),
 )
-def raw_archive(context: dg.AssetExecutionContext, archive: ArchiveResource) -> dg.MaterializeResult:
+def raw_archive(context: dg.AssetExecutionContext, archive: ArchiveResource) -> dg.MaterializeResult[None]:
     day = snapshot_day(context)
     settings = run_settings(archive)
     summary = index_day(settings.archive_dir, day)

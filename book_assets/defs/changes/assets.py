@@ -62,7 +62,7 @@ def per_day_table(published: PublishedChanges) -> dg.MetadataValue:
 )
 def book_changes(
     context: dg.AssetExecutionContext, database: DatabaseResource, scheduling: SchedulingResource
-) -> dg.MaterializeResult:
+) -> dg.MaterializeResult[None]:
     day = snapshot_day(context)
     with database.open() as db:
         published = publish_changes(db, day, run_settings(scheduling).data_dir)

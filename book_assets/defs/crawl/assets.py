@@ -17,6 +17,7 @@ from book_assets.defs.catalog import (
     BOOKS_TABLE,
     CRAWL_POOL,
     OWNERS,
+    AssetMetadata,
     count_table,
     tags_for,
 )
@@ -40,7 +41,7 @@ LISTING_DISCOVERY = dg.AssetKey("listing_discovery")
 BOOK_DETAILS = dg.AssetKey("book_details")
 
 
-def _fetch_metadata(report: CrawlReport) -> dict[str, object]:
+def _fetch_metadata(report: CrawlReport) -> AssetMetadata:
     """Adaptive mode: pages rendered vs fetched plain, disagreements, and the decision per page type."""
     if not report.decisions:
         return {}
@@ -60,7 +61,7 @@ def _fetch_metadata(report: CrawlReport) -> dict[str, object]:
     }
 
 
-def _run_metadata(report: CrawlReport) -> dict[str, object]:
+def _run_metadata(report: CrawlReport) -> AssetMetadata:
     """What both assets record: the run's configuration, failures and lost workers."""
     return {
         "config": dg.MetadataValue.json(report.config.as_dict()),
@@ -75,7 +76,7 @@ def _run_metadata(report: CrawlReport) -> dict[str, object]:
     }
 
 
-def listing_metadata(report: CrawlReport) -> dict[str, object]:
+def listing_metadata(report: CrawlReport) -> AssetMetadata:
     """``listing_discovery``'s metadata of a crawl."""
     return {
         "start_url": dg.MetadataValue.url(report.config.base_url),
@@ -88,10 +89,10 @@ def listing_metadata(report: CrawlReport) -> dict[str, object]:
     }
 
 
-def details_metadata(report: CrawlReport) -> dict[str, object]:
+def details_metadata(report: CrawlReport) -> AssetMetadata:
     """``book_details``' metadata of a crawl (with the deep budget's outcome when one was set)."""
     run, counts = report.run, report.counts
-    metadata: dict[str, object] = {
+    metadata: AssetMetadata = {
         "dagster/row_count": counts["total"],
         "books_stored": run.books_stored,
         "books_new": run.books_new,
@@ -123,7 +124,7 @@ def details_metadata(report: CrawlReport) -> dict[str, object]:
     return metadata
 
 
-def materializations(report: CrawlReport, *, discovered: bool = True) -> Iterator[dg.MaterializeResult]:
+def materializations(report: CrawlReport, *, discovered: bool = True) -> Iterator[dg.MaterializeResult[None]]:
     """The assets' results of one crawl (``listing_discovery`` only when it ``discovered``): what the asset
     step and the queue ops both record. A failed run raises instead, with what it did: no materialization
     for the snapshot to build on, and no retry of the step (the queue retried its pages already)."""
@@ -169,7 +170,7 @@ def crawl(
     site: SiteResource,
     fetcher: FetcherResource,
     scheduling: SchedulingResource,
-) -> Iterator[dg.MaterializeResult]:
+) -> Iterator[dg.MaterializeResult[None]]:
     with transient_only():
         resolved = crawl_config(site, fetcher, scheduling, config)
         context.log.info(f"crawling {resolved.base_url} into {database.masked_url()}")

@@ -45,7 +45,7 @@ from pydantic import Field
 
 from book_assets.crawl.config import DETAIL, LISTING, TASK_TYPES
 from book_assets.crawl.pipeline import Crawl, drain
-from book_assets.crawl.worker import WorkerStats
+from book_assets.crawl.stats import WorkerStats
 from book_assets.db.connection import Database
 from book_assets.defs.catalog import CRAWL_POOL
 from book_assets.defs.crawl.assets import (

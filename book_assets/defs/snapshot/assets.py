@@ -11,8 +11,10 @@ embedded in a Markdown value as a base64 data URI so the UI shows it inline, nex
 """
 
 import base64
+from collections.abc import Iterable
 from datetime import date
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 import pandas as pd
@@ -63,7 +65,9 @@ def snapshot_day(context: dg.AssetExecutionContext | dg.OpExecutionContext) -> d
 def summary_table(summary: pd.DataFrame) -> dg.MetadataValue:
     """The per-category summary as a Dagster table (shares rounded to 4 places, NaN means left out)."""
     records = []
-    for r in summary.itertuples(index=False):
+    # Each row's fields are the summary's columns, which pandas types only as "any scalar".
+    rows: Iterable[Any] = summary.itertuples(index=False)
+    for r in rows:
         row: dict[str, str | int | float] = {
             "category": str(r.category),
             "weight": float(r.weight),
@@ -103,7 +107,7 @@ def embedded_png(path: Path, alt: str = "chart") -> dg.MetadataValue:
 )
 def category_balanced_snapshot(
     context: dg.AssetExecutionContext, database: DatabaseResource, scheduling: SchedulingResource
-) -> dg.MaterializeResult:
+) -> dg.MaterializeResult[None]:
     day = snapshot_day(context)
     settings = run_settings(scheduling)
     weights = resolve_weights(settings)

@@ -6,6 +6,9 @@ Dagster Markdown value.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
 import pandas as pd
 
 from book_assets.scheduling.weights import CategoryWeights
@@ -61,7 +64,9 @@ def summary_markdown(summary: pd.DataFrame) -> str:
     """The summary as a Markdown table (for ``dg.MetadataValue.md``); shares in percent, means rounded."""
     header = "| category | weight | available | quota | count | target | actual | mean price | mean rating |"
     lines = [header, "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for r in summary.itertuples(index=False):
+    # Each row's fields are the summary's columns (SUMMARY_COLUMNS), which pandas types only as "any scalar".
+    rows: Iterable[Any] = summary.itertuples(index=False)
+    for r in rows:
         price = "" if pd.isna(r.mean_price) else f"{r.mean_price:.2f}"
         rating = "" if pd.isna(r.mean_rating) else f"{r.mean_rating:.2f}"
         lines.append(

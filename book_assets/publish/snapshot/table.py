@@ -7,7 +7,9 @@ one, never a mix or nothing, and the other days stay as they are.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import date
+from typing import Any
 
 import pandas as pd
 import psycopg2.extras
@@ -21,6 +23,8 @@ TABLE = "category_balanced_snapshot"
 def replace_day(db: Database, day: date, frame: pd.DataFrame) -> int:
     """Make ``frame`` the table's rows for ``day``; returns the number of rows written."""
     queries = load_queries("snapshot")
+    # Each row's fields are the frame's columns (SNAPSHOT_COLUMNS), which pandas types only as "any scalar".
+    rows: Iterable[Any] = frame.itertuples(index=False)
     values = [
         (
             day,
@@ -32,7 +36,7 @@ def replace_day(db: Database, day: date, frame: pd.DataFrame) -> int:
             None if pd.isna(r.stock) else int(r.stock),
             r.scraped_at.to_pydatetime(),
         )
-        for r in frame.itertuples(index=False)
+        for r in rows
     ]
 
     def _replace(cur: Cursor) -> None:
