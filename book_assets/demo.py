@@ -123,13 +123,22 @@ def sandbox_run_config(sandbox: SandboxServer, overrides: dict[str, Any]) -> dic
     }
 
 
+#: How late a daemon's heartbeat may be for the demo to count on it (it beats every 30 s). Dagster's own
+#: tolerance is 30 minutes, for a UI's health page: a daemon stopped ten minutes ago would get the demo's runs
+#: and leave them queued for good.
+HEARTBEAT_TOLERANCE_S = 60.0
+
+
 def _queue_is_served(instance: dg.DagsterInstance) -> bool:
     """Whether a daemon dequeues runs now (its heartbeat is recent and healthy)."""
     from dagster._daemon.controller import get_daemon_statuses
     from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import QueuedRunCoordinatorDaemon
 
     daemon = QueuedRunCoordinatorDaemon.daemon_type()
-    return get_daemon_statuses(instance, [daemon], ignore_errors=True)[daemon].healthy is True
+    statuses = get_daemon_statuses(
+        instance, [daemon], ignore_errors=True, heartbeat_tolerance_seconds=HEARTBEAT_TOLERANCE_S
+    )
+    return statuses[daemon].healthy is True
 
 
 def _launch(
