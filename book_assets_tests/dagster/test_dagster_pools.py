@@ -2,7 +2,9 @@
 in no pool (the snapshot) runs beside them without waiting.
 
 Three runs start together in three processes on one instance whose dagster.yaml holds the project's pool
-settings (and Dagster's own SQLite storage in a temporary DAGSTER_HOME); each step holds for a few seconds.
+settings and storage (PostgreSQL, in a database of the test's own); each step holds for a few seconds. Not
+Dagster's SQLite storage: two processes that claim the pool's one slot in the same millisecond can both get
+it there, which the project's PostgreSQL storage never allows.
 """
 
 from __future__ import annotations
@@ -11,7 +13,9 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 import dagster as dg
 import pytest
@@ -19,6 +23,7 @@ import yaml
 
 from book_assets.defs.catalog import CRAWL_POOL
 from book_assets.settings import PROJECT_ROOT
+from book_assets_tests.conftest import _admin
 
 pytestmark = pytest.mark.slow
 
@@ -29,14 +34,41 @@ def overlap(a: dict[str, float], b: dict[str, float]) -> bool:
     return a["start"] < b["end"] and b["start"] < a["end"]
 
 
-def test_crawl_pool_steps_run_one_at_a_time_and_a_step_in_no_pool_does_not_wait(tmp_path: Path) -> None:
-    pools = yaml.safe_load((PROJECT_ROOT / "dagster.yaml").read_text())["concurrency"]["pools"]
+@pytest.fixture
+def instance_env(database_url: str, tmp_path: Path) -> Iterator[dict[str, str]]:
+    """A DAGSTER_HOME with the project's storage and pool settings, on a fresh ``<test database>_pools``."""
+    project = yaml.safe_load((PROJECT_ROOT / "dagster.yaml").read_text())
     (tmp_path / "dagster.yaml").write_text(
-        yaml.safe_dump({"concurrency": {"pools": pools}, "telemetry": {"enabled": False}})
+        yaml.safe_dump(
+            {"storage": project["storage"], "concurrency": {"pools": project["concurrency"]["pools"]}}
+            | {"telemetry": {"enabled": False}}
+        )
     )
-    # Create the instance's storage once, before three processes would race to create it.
-    dg.DagsterInstance.from_config(str(tmp_path)).dispose()
+    parts = urlsplit(database_url)
+    name = f"{parts.path.strip('/')}_pools"
+    _admin(database_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)', f'CREATE DATABASE "{name}"')
     env = {**os.environ, "DAGSTER_HOME": str(tmp_path)}
+    env.update(
+        DAGSTER_PG_USERNAME=unquote(parts.username or "postgres"),
+        DAGSTER_PG_PASSWORD=unquote(parts.password or "trust"),
+        DAGSTER_PG_HOST=parts.hostname or "127.0.0.1",
+        DAGSTER_PG_PORT=str(parts.port or 5432),
+        DAGSTER_PG_DB=name,
+    )
+    yield env
+    _admin(database_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def test_crawl_pool_steps_run_one_at_a_time_and_a_step_in_no_pool_does_not_wait(
+    instance_env: dict[str, str], tmp_path: Path
+) -> None:
+    # Create the instance's storage once, before three processes would race to create it.
+    with pytest.MonkeyPatch.context() as patch:
+        for variable, value in instance_env.items():
+            if variable.startswith("DAGSTER_"):
+                patch.setenv(variable, value)
+        dg.DagsterInstance.from_config(str(tmp_path)).dispose()
+    env = instance_env
     probes = [("crawl_a", CRAWL_POOL), ("crawl_b", CRAWL_POOL), ("snapshot", "-")]
     procs = [
         subprocess.Popen(
