@@ -36,7 +36,6 @@ import json
 import math
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -66,6 +65,7 @@ from book_assets.queue.failures import RequeuePolicy, failing_now
 from book_assets.sandbox.catalogue import Catalogue
 from book_assets.sandbox.truth import changes_by_day, stored_vs_truth
 from book_assets.settings import PROJECT_ROOT, load_settings
+from book_assets.supervise import stop_groups
 
 SOAK_DB = "bookpipeline_soak"
 JOB = "full_refresh_job"
@@ -175,20 +175,14 @@ def _with_name(url: str, name: str) -> str:
 
 @contextlib.contextmanager
 def _process(command: list[str], env: dict[str, str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """A child in a process group of its own, in the log's folder (not the project's, whose ``.env`` names the
-    project's own Dagster instance), stopped with whatever it started on the way out."""
+    """A child in a process group of its own, in the log's folder (not the project's, whose ``.env`` fills in
+    what the environment leaves unset), stopped with whatever it started on the way out."""
     with log.open("wb") as out:
         proc = subprocess.Popen(command, env=env, cwd=log.parent, stdout=out, stderr=subprocess.STDOUT, process_group=0)
     try:
         yield proc
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        stop_groups([proc], grace_s=60)
 
 
 def _sandbox_url(log: Path, deadline_s: float = 60) -> str:
@@ -357,7 +351,7 @@ class Soak:
 
     def _dagster(self, *args: str) -> None:
         command = [str(BIN / "dagster"), *args, "-w", str(PROJECT_ROOT / "workspace.yaml")]
-        folder = Path(self.env["DAGSTER_HOME"]).parent  # not the project's: its .env names the project's instance
+        folder = Path(self.env["DAGSTER_HOME"]).parent  # not the project's folder, as for _process
         done = subprocess.run(command, env=self.env, cwd=folder, capture_output=True, text=True, timeout=300)
         if done.returncode != 0:
             raise SystemExit(f"soak: {' '.join(args)} failed: {done.stderr.strip()[-500:]}")
