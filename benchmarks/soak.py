@@ -73,11 +73,6 @@ SCHEDULE = "daily_full_refresh"
 BIN = Path(sys.executable).parent
 
 
-def is_tick(run: Run) -> bool:
-    """A run the schedule requested (the daemon's retry of a crashed run copies its tags, but names its parent)."""
-    return run.tags.get("dagster/schedule_name") == SCHEDULE and "dagster/parent_run_id" not in run.tags
-
-
 UNFINISHED = ("QUEUED", "NOT_STARTED", "STARTING", "STARTED", "CANCELING")
 #: Seconds between two looks at the runs.
 POLL_S = 2.0
@@ -118,6 +113,11 @@ class Run:
     tags: dict[str, str]
     created: float
     started: float | None
+
+
+def is_tick(run: Run) -> bool:
+    """A run the schedule requested (the daemon's retry of a crashed run copies its tags, but names its parent)."""
+    return run.tags.get("dagster/schedule_name") == SCHEDULE and "dagster/parent_run_id" not in run.tags
 
 
 class Runs:
@@ -220,6 +220,8 @@ class Soak:
         self.pending_faults.pop(0, None)
         self.tasks_after_run: list[int] = []
         self.counted: set[str] = set()
+        #: Since when no run has been unfinished (None while one is).
+        self.quiet_since: float | None = None
 
     # --- faults ------------------------------------------------------------------------------------------
 
@@ -333,12 +335,12 @@ class Soak:
         """No run unfinished for ``seconds`` (the sensors may still launch a requeue after the last tick)."""
         runs = self.runs.all()
         if not runs or any(run.status in UNFINISHED for run in runs):
-            self._quiet_since: float | None = None
+            self.quiet_since = None
             return False
         self._after_success(runs)
-        since = getattr(self, "_quiet_since", None) or time.monotonic()
-        self._quiet_since = since
-        return time.monotonic() - since >= seconds
+        if self.quiet_since is None:
+            self.quiet_since = time.monotonic()
+        return time.monotonic() - self.quiet_since >= seconds
 
     @staticmethod
     def _wait_until(predicate: Callable[[], bool], timeout_s: float) -> bool:
