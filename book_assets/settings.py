@@ -19,6 +19,12 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict, Settin
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 LIVE_SITE_URL = "https://books.toscrape.com/"
+#: Pages in flight per worker a browser or adaptive crawl starts at unless ``min_concurrency`` is set: each is
+#: a Chromium tab (tens of MB). An http crawl starts at ``max_concurrency``: a request in flight costs kilobytes,
+#: and with fewer of them a worker sits idle while its next claim is on its way (the claim is the queue's
+#: dearest statement; ``benchmarks/queue_bench.py``): an http crawl of the sandbox ran 4.4 s at 4 per worker, 3.3 s
+#: at 16, where autoscaling (a step every 5 s) never got there.
+BROWSER_MIN_CONCURRENCY = 4
 
 
 class ConfigError(ValueError):
@@ -121,8 +127,12 @@ class Settings(BaseSettings):
         le=64,
         description="Pages in flight per worker: a number pins it; unset, it autoscales (min/max_concurrency).",
     )
-    min_concurrency: int = Field(
-        default=4, ge=1, le=64, description="Autoscaling: pages in flight per worker at the start and at least."
+    min_concurrency: int | None = Field(
+        default=None,
+        ge=1,
+        le=64,
+        description="Autoscaling: pages in flight per worker at the start and at least. Unset: "
+        f"{BROWSER_MIN_CONCURRENCY} in browser and adaptive mode (a tab each), max_concurrency in http mode.",
     )
     max_concurrency: int = Field(default=16, ge=1, le=64, description="Autoscaling: most pages in flight per worker.")
     timeout_s: float = Field(default=30.0, gt=0, description="Navigation / request timeout in seconds.")

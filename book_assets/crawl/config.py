@@ -15,7 +15,7 @@ from book_assets.scheduling.weights import CategoryWeights
 from book_assets.scraper.errors import ErrorKind
 from book_assets.scraper.fetching import FetchSettings
 from book_assets.scraper.targets import with_start_port
-from book_assets.settings import ConfigError, Settings, load_settings
+from book_assets.settings import BROWSER_MIN_CONCURRENCY, ConfigError, Settings, load_settings
 
 LISTING = "listing"
 DETAIL = "detail"
@@ -114,7 +114,8 @@ class CrawlConfig:
                 "fetch": fetch,
                 "weights": resolve_weights(settings),
                 "min_interval_s": interval,
-                "min_concurrency": settings.concurrency or min(settings.min_concurrency, settings.max_concurrency),
+                "min_concurrency": settings.concurrency
+                or min(_starting_concurrency(settings), settings.max_concurrency),
                 "archive_dir": settings.archive_dir if settings.warc else None,
             }
         )
@@ -144,6 +145,13 @@ def _json_ready(value: object) -> object:
     if isinstance(value, tuple):
         return list(value)
     return value
+
+
+def _starting_concurrency(settings: Settings) -> int:
+    """Pages in flight per worker an autoscaled crawl starts at (see ``BROWSER_MIN_CONCURRENCY``)."""
+    if settings.min_concurrency is not None:
+        return settings.min_concurrency
+    return settings.max_concurrency if settings.fetch_mode == "http" else BROWSER_MIN_CONCURRENCY
 
 
 def _fetch_settings(settings: Settings, domains: frozenset[str]) -> FetchSettings:

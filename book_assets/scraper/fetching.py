@@ -81,7 +81,7 @@ class FetchSettings:
 
     mode: FetchMode = default("fetch_mode")
     javascript: JavaScript = default("javascript")
-    concurrency: int = default("min_concurrency")
+    concurrency: int = default("max_concurrency")
     timeout_s: float = default("timeout_s")
     block_resource_types: frozenset[str] = frozenset(default("block_resource_types"))
     block_url_patterns: tuple[str, ...] = default("block_url_patterns")

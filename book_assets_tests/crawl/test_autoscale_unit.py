@@ -6,7 +6,7 @@ import pytest
 
 from book_assets.crawl.autoscale import Autoscaler, LoadSample
 from book_assets.crawl.config import CrawlConfig
-from book_assets.settings import load_settings
+from book_assets.settings import BROWSER_MIN_CONCURRENCY, load_settings
 
 CALM = LoadSample(cpu=0.5, memory=0.5, loop_lag_s=0.001)
 HOT_CPU = LoadSample(cpu=0.99, memory=0.5, loop_lag_s=0.001)
@@ -55,3 +55,13 @@ def test_concurrency_pinned_by_a_number_and_autoscaled_when_unset() -> None:
     assert Autoscaler(3, 3).pinned and not Autoscaler(2, 12).pinned
     with pytest.raises(ValueError, match="min_concurrency"):
         Autoscaler(5, 4)
+
+
+def test_an_http_crawl_starts_at_its_ceiling_and_a_browser_crawl_at_a_few_tabs() -> None:
+    http = CrawlConfig.from_settings(load_settings(fetch_mode="http", max_concurrency=12))
+    assert (http.min_concurrency, http.fetch.concurrency) == (12, 12)
+    for mode in ("browser", "adaptive"):
+        browser = CrawlConfig.from_settings(load_settings(fetch_mode=mode, max_concurrency=12))
+        assert (browser.min_concurrency, browser.fetch.concurrency) == (BROWSER_MIN_CONCURRENCY, 12)
+    chosen = CrawlConfig.from_settings(load_settings(fetch_mode="http", min_concurrency=3))
+    assert chosen.min_concurrency == 3
