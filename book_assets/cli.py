@@ -164,12 +164,19 @@ CRAWL_OPTIONS: tuple[str | tuple[str, str], ...] = (
 )
 
 
-def _crawl_config(overrides: dict[str, Any]) -> tuple[str, Any]:
-    """The database URL (migrated) and the crawl the settings with ``overrides`` describe."""
+def _crawl_config(overrides: dict[str, Any], *, forks_workers: bool = False) -> tuple[str, Any]:
+    """The database URL (migrated) and the crawl the settings with ``overrides`` describe.
+
+    ``forks_workers``: the command will fork the crawl's worker processes; their fork server starts first, so
+    that its imports run beside this process's (the database, the crawl's policies, the seed) instead of after.
+    """
     from book_assets.crawl.config import CrawlConfig
+    from book_assets.crawl.drain import warm_up
 
     settings = load_settings(**overrides)
     config = CrawlConfig.from_settings(settings)
+    if forks_workers:
+        warm_up(config.workers)
     with open_database(settings) as database:
         return database.url, config
 
@@ -188,7 +195,7 @@ def crawl_cmd(progress: bool, show_config: bool, **overrides: Any) -> None:
     """Seed the queue from the start URL and drain it to completion, then print a summary."""
     from book_assets.crawl.pipeline import crawl
 
-    url, config = _crawl_config(overrides)
+    url, config = _crawl_config(overrides, forks_workers=True)
     click.echo(
         f"crawling {config.base_url} with {config.workers} worker(s) x {_pages_in_flight(config)} pages "
         f"({config.fetch.mode} mode), {config.min_interval_s}s between requests per domain",

@@ -27,11 +27,11 @@ from multiprocessing.process import BaseProcess
 from book_assets.crawl.config import TASK_TYPES, CrawlConfig
 from book_assets.crawl.lifeline import follow_parent
 from book_assets.crawl.stats import WorkerStats
-from book_assets.crawl.worker import Worker
 
 #: What the fork server imports before it forks a worker: the process's main module (so no worker runs it
-#: again, as a spawned one would) and everything a worker runs.
-PRELOAD = ("__main__", "book_assets.crawl.drain")
+#: again, as a spawned one would) and everything a worker runs. The drain's own process does not import the
+#: worker (its HTTP client, browser driver, parsers): that is the fork server's work, done beside the drain's.
+PRELOAD = ("__main__", "book_assets.crawl.drain", "book_assets.crawl.worker")
 
 
 def worker_context() -> multiprocessing.context.ForkServerContext:
@@ -86,6 +86,8 @@ def run_worker(
     database_url: str, config: CrawlConfig, worker_id: str | None, task_types: tuple[str, ...]
 ) -> WorkerStats:
     """One worker in this process until the queue is drained (its id, unset: ``host:pid``, unique across hosts)."""
+    from book_assets.crawl.worker import Worker
+
     worker = Worker(database_url, config, worker_id=worker_id, task_types=task_types)
     return asyncio.run(worker.run())
 
