@@ -92,9 +92,15 @@ def run_worker(
     return asyncio.run(worker.run())
 
 
-def _child(conn: Connection, database_url: str, config: CrawlConfig, task_types: tuple[str, ...]) -> None:
+#: What a worker process runs: :func:`run_worker`'s signature.
+RunWorker = Callable[[str, CrawlConfig, str | None, tuple[str, ...]], WorkerStats]
+
+
+def _child(
+    conn: Connection, run: RunWorker, database_url: str, config: CrawlConfig, task_types: tuple[str, ...]
+) -> None:
     follow_parent()  # a drain that dies without a word leaves no worker crawling on (lifeline.py)
-    stats = run_worker(database_url, config, None, task_types)
+    stats = run(database_url, config, None, task_types)
     with contextlib.suppress(BrokenPipeError):  # the drain is gone: nobody is left to tell
         conn.send(stats)
     conn.close()
@@ -102,29 +108,48 @@ def _child(conn: Connection, database_url: str, config: CrawlConfig, task_types:
 
 @dataclass
 class _Running:
+    """A worker process and the pipe its stats come back through."""
+
     process: BaseProcess
     results: Connection
+    stats: object = None
 
     @property
     def worker_id(self) -> str:
         return f"{socket.gethostname()}:{self.process.pid}"
 
+    def receive(self) -> None:
+        """Take what the worker sent (its stats), or nothing when it died first (its end of the pipe closed).
 
-def _received(results: Connection) -> object:
-    """What a finished worker sent: its stats, or None when it died first (its end of the pipe just closed)."""
-    try:
-        return results.recv() if results.poll() else None
-    except EOFError:
-        return None
-    finally:
-        results.close()
+        Read as soon as it is readable, not once the worker has ended: a worker blocks in its send until the
+        pipe's buffer (64 KiB) has room, so stats larger than that (a crawl over thousands of categories) would
+        keep it from ending while its drain waited for it to end.
+        """
+        if self.results.closed:
+            return
+        try:
+            self.stats = self.results.recv() if self.results.poll() else None
+        except (EOFError, OSError):  # nothing sent, or cut off by the worker's death
+            self.stats = None
+        finally:
+            self.results.close()
 
 
 class Drain:
     """W worker processes over one queue; :meth:`run` returns their summed stats (lost workers included)."""
 
-    def __init__(self, database_url: str, config: CrawlConfig, task_types: tuple[str, ...], workers: int) -> None:
+    def __init__(
+        self,
+        database_url: str,
+        config: CrawlConfig,
+        task_types: tuple[str, ...],
+        workers: int,
+        *,
+        run: RunWorker = run_worker,
+    ) -> None:
+        """``run``: what each worker process runs (a module-level function, found by name in the fork server)."""
         self.database_url = database_url
+        self.run_worker = run
         self.config = config
         self.task_types = task_types
         self.workers = workers
@@ -136,7 +161,9 @@ class Drain:
     def _start(self) -> None:
         ours, theirs = self._ctx.Pipe(duplex=False)
         process = self._ctx.Process(
-            target=_child, args=(theirs, self.database_url, self.config, self.task_types), name="book-pipeline worker"
+            target=_child,
+            args=(theirs, self.run_worker, self.database_url, self.config, self.task_types),
+            name="book-pipeline worker",
         )
         process.start()
         theirs.close()
@@ -147,7 +174,10 @@ class Drain:
             self._start()
         try:
             while self.running:
-                wait([r.process.sentinel for r in self.running], timeout=TICK_S)
+                pipes = {r.results: r for r in self.running if not r.results.closed}
+                for ready in wait([*pipes, *(r.process.sentinel for r in self.running)], timeout=TICK_S):
+                    if ready in pipes:
+                        pipes[ready].receive()
                 for ended in [r for r in self.running if not r.process.is_alive()]:
                     self._collect(ended)
                 if on_tick is not None:
@@ -159,9 +189,9 @@ class Drain:
     def _collect(self, ended: _Running) -> None:
         self.running.remove(ended)
         ended.process.join()
-        stats = _received(ended.results)
-        if isinstance(stats, WorkerStats):
-            self.total.merge(stats)
+        ended.receive()
+        if isinstance(ended.stats, WorkerStats):
+            self.total.merge(ended.stats)
             return
         self.total.lost_workers.append(LostWorker(ended.worker_id, ended.process.exitcode).describe())
         if self.replacements_left > 0:

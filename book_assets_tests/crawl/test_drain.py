@@ -1,0 +1,42 @@
+"""The drain's supervision of its worker processes, with real processes forked from its fork server."""
+
+from __future__ import annotations
+
+import threading
+
+import psutil
+
+from book_assets.crawl.config import TASK_TYPES, CrawlConfig
+from book_assets.crawl.drain import Drain
+from book_assets.crawl.stats import WorkerStats
+
+#: Categories each worker reports: a pickled Counter of these is about 1 MB, sixteen times a pipe's buffer.
+CATEGORIES = 50_000
+
+
+def _worker_with_big_stats(
+    database_url: str, config: CrawlConfig, worker_id: str | None, task_types: tuple[str, ...]
+) -> WorkerStats:
+    """A worker of a crawl over many categories: its stats outgrow the pipe they are sent back through."""
+    stats = WorkerStats(worker_id=worker_id or "big")
+    stats.by_category.update({f"category-{n:06d}": 1 for n in range(CATEGORIES)})
+    return stats
+
+
+def test_workers_whose_stats_outgrow_the_pipe_are_collected_instead_of_waited_for_forever() -> None:
+    config = CrawlConfig.resolve(base_url="http://127.0.0.1:9/", workers=2)
+    drain = Drain("postgresql://unused", config, TASK_TYPES, workers=2, run=_worker_with_big_stats)
+    done: list[WorkerStats] = []
+    supervisor = threading.Thread(target=lambda: done.append(drain.run()), daemon=True)
+    supervisor.start()
+    supervisor.join(timeout=120)  # the drain takes a second; a deadlock takes forever
+    if not done:  # each worker is blocked writing to a full pipe its drain never reads: end them
+        for child in psutil.Process().children(recursive=True):
+            if "forkserver" not in " ".join(child.cmdline()):
+                continue
+            for worker in child.children():
+                worker.kill()
+        supervisor.join(timeout=30)
+    assert done, "the drain waited for workers blocked on sending it their stats"
+    assert done[0].lost_workers == []
+    assert sum(done[0].by_category.values()) == 2 * CATEGORIES
