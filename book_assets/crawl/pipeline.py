@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-from book_assets.archive import ArchiveSummary, index_days
+from book_assets.archive import ArchiveSummary, index_days, load_indexer_meanwhile
 from book_assets.crawl.adaptive import Decision, forget_decisions, list_decisions
 from book_assets.crawl.config import DETAIL, LISTING, TASK_TYPES, CrawlConfig
 from book_assets.crawl.discovery import start_task
@@ -348,6 +348,8 @@ class Crawl:
         self, *, task_types: tuple[str, ...] = TASK_TYPES, workers: int | None = None, progress: bool = False
     ) -> WorkerStats:
         """Drain the queue's ``task_types``; with a deep budget, details only after discovery has finished."""
+        if self.config.archive_dir:  # the report that follows indexes the day's archive
+            load_indexer_meanwhile()
         if self._since is None:
             with Database(self.database_url) as db:
                 self._mark_start(db)
