@@ -483,14 +483,15 @@ then member, each scope''s a contiguous range. A member is live while its weight
 left and it is not idle. Interleave members are the claim''s task types.';
 
 CREATE FUNCTION public.queue_claim_save_rounds_v2(p_rounds public.queue_claim_rounds) RETURNS void
-    LANGUAGE sql
+    LANGUAGE plpgsql
     AS $$
+BEGIN  -- plpgsql, so that the statement's plan is cached for the session as the claim's own are
     UPDATE queue_members qm SET current = u.cur, budget = u.budget, idle = u.idle
-    FROM unnest((p_rounds).scope, (p_rounds).member, (p_rounds).cur, (p_rounds).budget, (p_rounds).idle)
+    FROM unnest(p_rounds.scope, p_rounds.member, p_rounds.cur, p_rounds.budget, p_rounds.idle)
          AS u(scope, member, cur, budget, idle)
     WHERE qm.scope = u.scope AND qm.member = u.member
-      AND (qm.current, qm.budget, qm.idle) IS DISTINCT FROM (u.cur, u.budget, u.idle)
-$$;
+      AND (qm.current, qm.budget, qm.idle) IS DISTINCT FROM (u.cur, u.budget, u.idle);
+END $$;
 
 COMMENT ON FUNCTION public.queue_claim_save_rounds_v2(p_rounds public.queue_claim_rounds) IS 'Save a fair claim''s round-robin state (queue_claim_rounds): each member''s current, budget and idleness,
 writing only the rows that changed. The claim holds its scopes'' locks, so the state is shared by every worker.';
@@ -923,42 +924,49 @@ CREATE FUNCTION public.queue_fair_rounds_v2(INOUT rounds public.queue_claim_roun
     LANGUAGE plpgsql IMMUTABLE
     AS $$
 DECLARE
-    s     INTEGER := cardinality(p_winners);
-    total DOUBLE PRECISION := 0;
-    cnt   INTEGER[];
-    j     INTEGER;
+    s      INTEGER := cardinality(p_winners);
+    weight DOUBLE PRECISION[] := rounds.weight;  -- array variables, updated in place
+    cur    DOUBLE PRECISION[] := rounds.cur;
+    budget BIGINT[] := rounds.budget;
+    live   BOOLEAN[] := rounds.live;
+    total  DOUBLE PRECISION := 0;
+    cnt    INTEGER[];
+    j      INTEGER;
 BEGIN
     IF s = 0 THEN
         RETURN;
     END IF;
-    IF queue_fair_integral_v1(rounds.weight, rounds.cur, rounds.live, p_lo, p_hi) THEN
+    IF queue_fair_integral_v1(weight, cur, live, p_lo, p_hi) THEN
         cnt := array_fill(0, ARRAY[p_hi]);
         FOREACH j IN ARRAY p_winners LOOP
             cnt[j] := cnt[j] + 1;
         END LOOP;
         FOR i IN p_lo..p_hi LOOP
-            IF rounds.live[i] THEN
-                total := total + rounds.weight[i];
+            IF live[i] THEN
+                total := total + weight[i];
             END IF;
         END LOOP;
         FOR i IN p_lo..p_hi LOOP
-            IF rounds.live[i] THEN
-                rounds.cur[i] := rounds.cur[i] + s * rounds.weight[i] - cnt[i] * total;
+            IF live[i] THEN
+                cur[i] := cur[i] + s * weight[i] - cnt[i] * total;
             END IF;
         END LOOP;
     ELSE
         FOREACH j IN ARRAY p_winners LOOP
-            rounds.cur := queue_swrr_apply_v1(rounds.weight, rounds.cur, rounds.live, p_lo, p_hi, j);
+            cur := queue_swrr_apply_v1(weight, cur, live, p_lo, p_hi, j);
         END LOOP;
     END IF;
     FOREACH j IN ARRAY p_winners LOOP
-        IF rounds.budget[j] IS NOT NULL THEN
-            rounds.budget[j] := rounds.budget[j] - 1;
-            IF rounds.budget[j] <= 0 THEN
-                rounds.live[j] := false;
+        IF budget[j] IS NOT NULL THEN
+            budget[j] := budget[j] - 1;
+            IF budget[j] <= 0 THEN
+                live[j] := false;
             END IF;
         END IF;
     END LOOP;
+    rounds.cur := cur;
+    rounds.budget := budget;
+    rounds.live := live;
 END $$;
 
 COMMENT ON FUNCTION public.queue_fair_rounds_v2(INOUT rounds public.queue_claim_rounds, p_lo integer, p_hi integer, p_winners integer[]) IS 'Apply the rounds of planned picks (queue_fair_plan_v2, all made with the same live members) to members lo..hi:
