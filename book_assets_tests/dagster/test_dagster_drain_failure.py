@@ -12,6 +12,8 @@ import dagster as dg
 import pytest
 
 from book_assets.db.connection import Database
+from book_assets.defs.crawl.assets import crawl
+from book_assets.defs.crawl.checks import BOOK_CHECKS, LISTING_CHECKS
 from book_assets.defs.crawl.fan_out import queue_jobs
 from book_assets.defs.resources import DatabaseResource, FetcherResource, SchedulingResource, SiteResource
 from book_assets.sandbox.server import SandboxServer
@@ -52,7 +54,10 @@ def test_a_failed_drain_step_records_what_was_written_as_partial_and_fails_the_c
         "fetcher": FetcherResource(fetch_mode="http", workers=2, concurrency=4),  # type: ignore[arg-type]
         "scheduling": SchedulingResource(),
     }
-    job = dg.Definitions(jobs=queue_jobs("in_process"), resources=resources).resolve_job_def("crawl_queue_job")
+    definitions = dg.Definitions(
+        assets=[crawl], asset_checks=[*LISTING_CHECKS, *BOOK_CHECKS], jobs=queue_jobs("in_process"), resources=resources
+    )
+    job = definitions.resolve_job_def("crawl_queue_job")
     result = job.execute_in_process(raise_on_error=False)
 
     assert not result.success
