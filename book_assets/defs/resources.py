@@ -18,7 +18,7 @@ from typing import Any
 import dagster as dg
 from pydantic import Field
 
-from book_assets.crawl.config import TASK_TYPES, CrawlConfig
+from book_assets.crawl.config import CrawlConfig
 from book_assets.db.connection import Database, mask_url, resolve_database_url
 from book_assets.settings import Settings, describe, load_settings
 
@@ -75,24 +75,6 @@ class CrawlRunConfig(dg.Config):
         default=False,
         description="With requeue_failed: move every failed task back, permanent failures (404, robots, not a "
         "book page) and pages past their requeues included.",
-    )
-    seed: bool = Field(
-        default=True,
-        description="Open a crawl and enqueue the start page; off: drain what is pending (after a requeue or "
-        "an interrupted run), listing_discovery not materialized.",
-    )
-    task_types: list[str] = Field(
-        default_factory=lambda: list(TASK_TYPES), description="Task types to work on (listing, detail)."
-    )
-    step_per_worker: bool = Field(
-        default=False,
-        description="One drain step per worker (W: the fetcher's workers), each placed by the executor; off: "
-        "one drain step that runs the W workers as processes of its own.",
-    )
-    settle_crawl: int | None = Field(
-        default=None,
-        description="Settle this crawl (its id in the crawls table): one whose run was interrupted before it "
-        "reported. Unset: the crawl this run opened, or none.",
     )
 
 

@@ -8,7 +8,7 @@ failures (one drain step that runs the W workers as processes of its own, in pro
 drain step per worker, placed by the executor: :mod:`book_assets.defs.crawl.fan_out`). The asset checks of
 both assets (:mod:`book_assets.defs.crawl.checks`) are steps of every such job, after the report.
 
-The run's config is the graph's (:class:`book_assets.defs.resources.CrawlRunConfig`: ``ops: crawl: config:``)
+The run's config is the graph's (:class:`book_assets.defs.crawl.steps.CrawlStepsConfig`: ``ops: crawl: config:``)
 and a config mapping hands it to each step. The queue holds the work; single pages are retried by the queue,
 and the steps' retry policy only re-runs a step that failed as a whole for a transient reason (a re-run
 resumes the same queue instead of starting over).
@@ -19,8 +19,7 @@ from typing import Any
 import dagster as dg
 
 from book_assets.defs.catalog import BOOKS_SCHEMA, BOOKS_TABLE, OWNERS, tags_for
-from book_assets.defs.crawl.steps import drain_queue, report_crawl, seed_queue, share_work
-from book_assets.defs.resources import CrawlRunConfig
+from book_assets.defs.crawl.steps import CrawlStepsConfig, drain_queue, report_crawl, seed_queue, share_work
 
 GROUP = "crawl"
 #: Run tag of every run that drains the crawl queue.
@@ -38,7 +37,7 @@ _KIND_TAGS = {"dagster/kind/python": "", "dagster/kind/postgres": ""}
 
 
 @dg.config_mapping
-def _every_step(config: CrawlRunConfig) -> dict[str, Any]:
+def _every_step(config: CrawlStepsConfig) -> dict[str, Any]:
     """The graph's config, handed to each step as its own."""
     values = config.model_dump()
     return {step.name: {"config": values} for step in STEPS}

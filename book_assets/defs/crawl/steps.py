@@ -27,8 +27,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 import dagster as dg
+from pydantic import Field
 
-from book_assets.crawl.config import DETAIL, LISTING
+from book_assets.crawl.config import DETAIL, LISTING, TASK_TYPES
 from book_assets.crawl.pipeline import Crawl, drain
 from book_assets.crawl.stats import WorkerStats
 from book_assets.db.connection import Database
@@ -44,6 +45,30 @@ from book_assets.defs.resources import (
 )
 from book_assets.defs.retries import TRANSIENT_RETRY, is_transient, transient_only
 from book_assets.store.lifecycle import OpenCrawl, find_crawl
+
+
+class CrawlStepsConfig(CrawlRunConfig):
+    """The crawl graph's run config: the settings a run may override (:class:`CrawlRunConfig`) and the shape of
+    the run (seed or not, the task types, the drain steps, a crawl to settle)."""
+
+    seed: bool = Field(
+        default=True,
+        description="Open a crawl and enqueue the start page; off: drain what is pending (after a requeue or "
+        "an interrupted run), listing_discovery not materialized.",
+    )
+    task_types: list[str] = Field(
+        default_factory=lambda: list(TASK_TYPES), description="Task types to work on (listing, detail)."
+    )
+    step_per_worker: bool = Field(
+        default=False,
+        description="One drain step per worker (W: the fetcher's workers), each placed by the executor; off: "
+        "one drain step that runs the W workers as processes of its own.",
+    )
+    settle_crawl: int | None = Field(
+        default=None,
+        description="Settle this crawl (its id in the crawls table): one whose run was interrupted before it "
+        "reported. Unset: the crawl this run opened, or none.",
+    )
 
 
 @dataclass(frozen=True)
@@ -89,7 +114,7 @@ class Drained:
 
 
 def _crawl(
-    config: CrawlRunConfig,
+    config: CrawlStepsConfig,
     database: DatabaseResource,
     site: SiteResource,
     fetcher: FetcherResource,
@@ -117,7 +142,7 @@ def shares(task_types: tuple[str, ...], workers: int, *, step_per_worker: bool) 
 )
 def seed_queue(
     context: dg.OpExecutionContext,
-    config: CrawlRunConfig,
+    config: CrawlStepsConfig,
     database: DatabaseResource,
     site: SiteResource,
     fetcher: FetcherResource,
@@ -151,7 +176,7 @@ def seed_queue(
 )
 def share_work(
     context: dg.OpExecutionContext,
-    config: CrawlRunConfig,
+    config: CrawlStepsConfig,
     opened: Opened,
     database: DatabaseResource,
     site: SiteResource,
@@ -179,7 +204,7 @@ def share_work(
 )
 def drain_queue(
     context: dg.OpExecutionContext,
-    config: CrawlRunConfig,
+    config: CrawlStepsConfig,
     share: Share,
     database: DatabaseResource,
     site: SiteResource,
@@ -215,7 +240,7 @@ def drain_queue(
 )
 def report_crawl(
     context: dg.OpExecutionContext,
-    config: CrawlRunConfig,
+    config: CrawlStepsConfig,
     shared: SharedWork,
     drained: list[Drained],
     database: DatabaseResource,
