@@ -148,6 +148,7 @@ def test_definitions_snapshot(repo: dg.RepositoryDefinition) -> None:
     assert [s.name for s in repo.schedule_defs] == ["daily_full_refresh"]
     assert sorted(s.name for s in repo.sensor_defs) == [
         "asset_alert",
+        "book_details_observer",
         "failed_tasks_sensor",
         "publish_after_crawl",
         "run_failure_alert",
