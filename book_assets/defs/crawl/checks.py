@@ -7,7 +7,7 @@ stops the snapshot from being built on top of it.
 
 ``listing_discovery``: the pass found books (ERROR, blocking), and no listing page ended dead-lettered (WARN:
 the books behind a failed listing page are missing, the rest are sound). A crawl that found nothing fails its
-run, so the failure alert fires; as the crawl step materializes both passes at once, the block stops only what
+run, so the failure alert fires; as the crawl's report materializes both passes at once, the block stops only what
 runs on ``listing_discovery`` after that step, not ``book_details``. The count of
 books found is the discovery's own materialization metadata; the failures are the queue's dead-lettered
 listing tasks, by error kind.

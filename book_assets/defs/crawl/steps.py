@@ -216,9 +216,8 @@ def drain_queue(
         resolved = crawl_config(site, fetcher, scheduling, config)
         stats = drain(database.resolved_url(), resolved, task_types=share.task_types, workers=share.workers)
     except Exception as exc:
-        retries = TRANSIENT_RETRY.max_retries
-        if is_transient(exc) and context.retry_number < retries:
-            raise dg.RetryRequested(max_retries=retries, seconds_to_wait=TRANSIENT_RETRY.delay) from exc
+        if is_transient(exc) and context.retry_number < TRANSIENT_RETRY.max_retries:
+            raise  # the step's retry policy runs it again: a retried step resumes the same queue
         error = f"{type(exc).__name__}: {exc}".strip().splitlines()[0]
         context.log.error(f"drain step {worker} failed, handed to the report: {error}")
         return dg.Output(
