@@ -53,7 +53,7 @@ def build_definitions() -> dg.Definitions:
         folder,
         dg.Definitions(
             resources=default_resources(),
-            # In process: the lineage is a chain and the crawl steps spawn their own worker processes, so a
+            # In process: the lineage is a chain and the crawl's one drain step spawns its own worker processes, so a
             # subprocess per step would only add a definitions load (tens of seconds on two cores) per step.
             executor=dg.in_process_executor,
         ),

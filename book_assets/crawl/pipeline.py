@@ -317,7 +317,8 @@ class Crawl:
         self.requeued = 0
         #: The crawl this run opened (:meth:`start`) or was handed; the only one its report settles.
         self.opened: OpenCrawl | None = opened
-        self._retrying = False
+        #: A retry of the failures (:meth:`requeue_failed`): its report decides no removals.
+        self.retrying = False
         self._started = time.monotonic()
         self._since = since
         self._resumed = since is not None
@@ -427,7 +428,7 @@ class Crawl:
         could still process: a drain-only run (its crawl's own run perhaps still at work on another host)
         and a report that comes early leave the crawl open, for its run to settle.
         """
-        if self._retrying:
+        if self.retrying:
             return settle(db, None, undecided="a retry of the failures sees only the pages it retried")
         if self.opened is None:
             return Removals(decided=False, reason="this run opened no crawl; the run that opened it settles it")
@@ -442,7 +443,13 @@ class Crawl:
         return self.report(self.work(progress=progress))
 
     def retry_failed(self, *, include_permanent: bool = False) -> CrawlReport:
-        """Move the failed pages that can succeed back to pending and work until drained (no new seed), then report.
+        """Move the failed pages that can succeed back to pending (:meth:`requeue_failed`) and work until
+        drained (no new seed), then report."""
+        self.requeue_failed(include_permanent=include_permanent)
+        return self.report(self.work())
+
+    def requeue_failed(self, *, include_permanent: bool = False) -> int:
+        """Move the failed pages that can succeed back to pending; how many moved.
 
         Those are the pages failing now whose error kind can change and whose requeue is due
         (:attr:`CrawlConfig.requeue_policy`); ``include_permanent`` moves every failed task back instead (an
@@ -452,12 +459,12 @@ class Crawl:
         with Database(self.database_url) as db:
             prepare(db, self.config)
             self._mark_start(db)
-            self._retrying = True
+            self.retrying = True
             if include_permanent:
                 self.requeued = make_queue(db, self.config).requeue()
             else:
                 self.requeued = requeue_due(db, self.config.requeue_policy)
-        return self.report(self.work())
+        return self.requeued
 
 
 def crawl_days(first: date) -> list[date]:

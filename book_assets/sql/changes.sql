@@ -14,6 +14,11 @@ INSERT INTO crawls DEFAULT VALUES RETURNING id, started_at;
 -- One crawl, named by an explicit report step (the run that opened it was interrupted before it reported).
 SELECT id, started_at FROM crawls WHERE id = %(id)s;
 
+-- crawls_finished_since --
+-- The crawl ledger: crawls that finished (decided, undecided or abandoned) after a time, oldest first.
+SELECT id, started_at, finished_at, outcome, removed, returned FROM crawls
+WHERE finished_at > %(since)s ORDER BY finished_at, id;
+
 -- record_listing_page --
 -- A processed listing page, written in the transaction that completes its task.
 INSERT INTO listing_pages (url, category, depth, next_url, result_count, cards, book_urls, sidebar, listed_at)

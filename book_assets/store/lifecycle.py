@@ -41,3 +41,20 @@ def find_crawl(db: Database, crawl_id: int) -> OpenCrawl | None:
     """The crawl ``crawl_id`` (open or not: settling a closed one reports what it decided); None if unknown."""
     rows = db.query(Q["crawl_by_id"], {"id": crawl_id})
     return OpenCrawl(rows[0]["id"], rows[0]["started_at"]) if rows else None
+
+
+@dataclass(frozen=True)
+class FinishedCrawl:
+    """A crawl of the ledger that has finished: how it ended and the removals it decided."""
+
+    id: int
+    started_at: datetime
+    finished_at: datetime
+    outcome: str
+    removed: int | None
+    returned: int | None
+
+
+def finished_since(db: Database, since: datetime) -> list[FinishedCrawl]:
+    """The crawls that finished after ``since`` (on the database's clock), oldest first."""
+    return [FinishedCrawl(**row) for row in db.query(Q["crawls_finished_since"], {"since": since})]

@@ -25,7 +25,7 @@ from book_assets.crawl.adaptive import (
 )
 from book_assets.crawl.pipeline import crawl
 from book_assets.db.connection import Database
-from book_assets.defs.crawl.assets import details_metadata
+from book_assets.defs.crawl.metadata import details_metadata
 from book_assets.sandbox.catalogue import Catalogue
 from book_assets.sandbox.pages import Site
 from book_assets.store.books import TRACKED_FIELDS

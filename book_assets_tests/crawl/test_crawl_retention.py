@@ -7,7 +7,7 @@ from typing import Any
 
 from book_assets.crawl.pipeline import crawl
 from book_assets.db.connection import Database
-from book_assets.defs.crawl.assets import details_metadata
+from book_assets.defs.crawl.metadata import details_metadata
 from book_assets.store.books import book_counts
 from book_assets_tests.crawl.conftest import sandbox_config
 

@@ -98,6 +98,7 @@ def test_full_materialization_stores_the_whole_catalogue_and_passes_every_check(
         "raw_html_present",
         "no_error_pages",
         "required_fields_present",
+        "crawl_complete",
         "shares_within_tolerance",
     }
     failed = {name: e.description for name, e in evaluations.items() if not e.passed}

@@ -26,6 +26,14 @@ def repo() -> dg.RepositoryDefinition:
     return build_definitions().get_repository_def()
 
 
+def steps_and_pools(node: dg.NodeDefinition) -> dict[str, str | None]:
+    """The ops that compute an asset, with their pools (one for an op-backed asset, every op of a graph's)."""
+    if isinstance(node, dg.GraphDefinition):
+        return {name: pool for inner in node.nodes for name, pool in steps_and_pools(inner.definition).items()}
+    assert isinstance(node, dg.OpDefinition)
+    return {node.name: node.pool}
+
+
 def asset_facts(repo: dg.RepositoryDefinition) -> dict[str, dict[str, Any]]:
     facts = {}
     for key, assets_def in repo.assets_defs_by_key.items():
@@ -37,7 +45,7 @@ def asset_facts(repo: dg.RepositoryDefinition) -> dict[str, dict[str, Any]]:
             "kinds": sorted(spec.kinds),
             "owners": list(spec.owners),
             "tags": {k: v for k, v in spec.tags.items() if not k.startswith("dagster/kind/")},
-            "pool": assets_def.op.pool,
+            "steps": steps_and_pools(assets_def.node_def),
             "partitions": type(partitions).__name__ if partitions else None,
             "freshness": type(freshness).__name__ if freshness else None,
             "automation": spec.automation_condition.get_label() if spec.automation_condition else None,
@@ -54,7 +62,7 @@ def test_definitions_snapshot(repo: dg.RepositoryDefinition) -> None:
             "kinds": ["postgres", "python"],
             "owners": ["team:book-pipeline"],
             "tags": {"book-pipeline/layer": "crawl"},
-            "pool": "crawl",
+            "steps": {"seed_queue": "crawl", "share_work": "crawl", "drain_queue": None, "report_crawl": None},
             "partitions": None,
             "freshness": None,
             "automation": None,
@@ -66,7 +74,7 @@ def test_definitions_snapshot(repo: dg.RepositoryDefinition) -> None:
             "kinds": ["postgres", "python"],
             "owners": ["team:book-pipeline"],
             "tags": {"book-pipeline/layer": "crawl"},
-            "pool": "crawl",
+            "steps": {"seed_queue": "crawl", "share_work": "crawl", "drain_queue": None, "report_crawl": None},
             "partitions": None,
             "freshness": "CronFreshnessPolicy",
             "automation": None,
@@ -78,7 +86,7 @@ def test_definitions_snapshot(repo: dg.RepositoryDefinition) -> None:
             "kinds": ["python", "warc"],
             "owners": ["team:book-pipeline"],
             "tags": {"book-pipeline/layer": "crawl"},
-            "pool": None,
+            "steps": {"raw_archive": None},
             "partitions": "DailyPartitionsDefinition",
             "freshness": None,
             "automation": "eager once the blocking checks passed",
@@ -90,7 +98,7 @@ def test_definitions_snapshot(repo: dg.RepositoryDefinition) -> None:
             "kinds": ["pandas", "parquet", "postgres"],
             "owners": ["team:book-pipeline"],
             "tags": {"book-pipeline/layer": "publish"},
-            "pool": None,
+            "steps": {"category_balanced_snapshot": None},
             "partitions": "DailyPartitionsDefinition",
             "freshness": None,
             "automation": "eager once the blocking checks passed",
@@ -102,7 +110,7 @@ def test_definitions_snapshot(repo: dg.RepositoryDefinition) -> None:
             "kinds": ["csv", "postgres"],
             "owners": ["team:book-pipeline"],
             "tags": {"book-pipeline/layer": "publish"},
-            "pool": None,
+            "steps": {"book_changes": None},
             "partitions": "DailyPartitionsDefinition",
             "freshness": None,
             "automation": "eager once the blocking checks passed",
@@ -119,20 +127,28 @@ def test_definitions_snapshot(repo: dg.RepositoryDefinition) -> None:
         ("book_details", "raw_html_present"): True,
         ("book_details", "required_fields_present"): True,
         ("book_details", "unique_urls"): True,
+        ("book_details", "crawl_complete"): True,
         ("category_balanced_snapshot", "shares_within_tolerance"): False,
     }
-    jobs = sorted(j.name for j in repo.get_all_jobs() if not j.name.startswith("__"))
-    assert jobs == [
-        "crawl_queue_job",
-        "drain_queue_job",
-        "full_refresh_job",
-        "publish_job",
-        "recrawl_failed_job",
-        "requeue_failed_tasks",
-    ]
+    # Every job that drains the queue materializes the one crawl asset: one graph, whichever job ran.
+    crawl_assets = ["book_details", "listing_discovery"]
+    jobs = {
+        j.name: sorted(k.to_user_string() for k in j.asset_layer.selected_asset_keys)
+        for j in repo.get_all_jobs()
+        if not j.name.startswith("__")
+    }
+    assert jobs == {
+        "crawl_queue_job": crawl_assets,
+        "drain_queue_job": crawl_assets,
+        "full_refresh_job": crawl_assets,
+        "publish_job": ["book_changes", "category_balanced_snapshot", "raw_archive"],
+        "recrawl_failed_job": crawl_assets,
+        "requeue_failed_tasks": [],
+    }
     assert [s.name for s in repo.schedule_defs] == ["daily_full_refresh"]
     assert sorted(s.name for s in repo.sensor_defs) == [
         "asset_alert",
+        "book_details_observer",
         "failed_tasks_sensor",
         "publish_after_crawl",
         "run_failure_alert",
@@ -254,9 +270,10 @@ def test_dagster_yaml_retries_runs_only_after_crashes_and_limits_pools() -> None
 def test_queue_ops_that_seed_or_split_are_in_the_crawl_pool_and_the_drain_steps_and_requeue_are_not(
     repo: dg.RepositoryDefinition,
 ) -> None:
-    crawl_job = repo.get_job("crawl_queue_job")
+    crawl_graph = repo.get_job("crawl_queue_job").graph.node_named("crawl").definition
+    assert isinstance(crawl_graph, dg.GraphDefinition)
     names = ("seed_queue", "share_work", "drain_queue", "report_crawl")
-    pools = {name: crawl_job.graph.node_named(name).definition.pool for name in names}
+    pools = {name: crawl_graph.node_named(name).definition.pool for name in names}
     # The drain steps run side by side: the pool's one slot would run them one at a time.
     assert pools == {"seed_queue": "crawl", "share_work": "crawl", "drain_queue": None, "report_crawl": None}
     assert repo.get_job("requeue_failed_tasks").graph.node_named("requeue_failed").definition.pool is None

@@ -17,18 +17,27 @@ import yaml
 from book_assets.crawl.pipeline import Crawl
 from book_assets.db.connection import Database
 from book_assets.definitions import build_definitions
-from book_assets.defs.crawl.fan_out import queue_jobs
+from book_assets.defs.crawl.assets import crawl
+from book_assets.defs.crawl.checks import BOOK_CHECKS, LISTING_CHECKS
+from book_assets.defs.crawl.fan_out import crawl_run_config, queue_jobs
 from book_assets.defs.resources import DatabaseResource, FetcherResource, SchedulingResource, SiteResource
 from book_assets.sandbox.server import SandboxServer
 from book_assets.settings import PROJECT_ROOT, ConfigError
 from book_assets.store.books import book_counts
 from book_assets_tests.crawl.conftest import sandbox_config
 
-DRAIN_STEPS = ("drain_queue[worker_0]", "drain_queue[worker_1]")
+DRAIN_STEPS = ("crawl.drain_queue[worker_0]", "crawl.drain_queue[worker_1]")
 #: Two categories (184 books over 11 listing pages) keep both drain steps busy; the whole catalogue through
 #: Dagster is test_dagster_assets' full materialization.
 CATEGORIES = ["Default", "Mystery"]
 BOOKS = 184
+
+
+def queue_definitions(executor: str, resources: dict[str, object]) -> dg.Definitions:
+    """The queue jobs over the crawl asset and its checks, with ``resources``."""
+    return dg.Definitions(
+        assets=[crawl], asset_checks=[*LISTING_CHECKS, *BOOK_CHECKS], jobs=queue_jobs(executor), resources=resources
+    )
 
 
 def sandbox_crawl_queue_job(database_url: str, sandbox_url: str, host: str) -> dg.JobDefinition:
@@ -40,7 +49,7 @@ def sandbox_crawl_queue_job(database_url: str, sandbox_url: str, host: str) -> d
         "fetcher": FetcherResource(fetch_mode="http", workers=2, concurrency=4),  # type: ignore[arg-type]
         "scheduling": SchedulingResource(),
     }
-    return dg.Definitions(jobs=queue_jobs("multiprocess"), resources=resources).resolve_job_def("crawl_queue_job")
+    return queue_definitions("multiprocess", resources).resolve_job_def("crawl_queue_job")
 
 
 @pytest.mark.slow
@@ -138,7 +147,7 @@ def test_a_deep_budget_is_split_once_after_discovery_and_met_by_the_drain_steps(
         "fetcher": FetcherResource(fetch_mode="http", workers=2, concurrency=4),  # type: ignore[arg-type]
         "scheduling": SchedulingResource(deep_budget=60, weights={"Travel": 50, "*": 1}),
     }
-    job = dg.Definitions(jobs=queue_jobs("in_process"), resources=resources).resolve_job_def("crawl_queue_job")
+    job = queue_definitions("in_process", resources).resolve_job_def("crawl_queue_job")
     result = job.execute_in_process()
     assert result.success
     assert book_counts(db)["total"] == 60
@@ -159,6 +168,7 @@ def test_a_deep_budget_is_split_once_after_discovery_and_met_by_the_drain_steps(
         ("book_details", "raw_html_present"): True,
         ("book_details", "no_error_pages"): True,
         ("book_details", "required_fields_present"): True,
+        ("book_details", "crawl_complete"): True,
     }
 
 
@@ -174,14 +184,14 @@ def test_a_drain_job_settles_no_crawl_unless_its_report_names_one(
         "fetcher": FetcherResource(fetch_mode="http", workers=1, concurrency=4),  # type: ignore[arg-type]
         "scheduling": SchedulingResource(),
     }
-    job = dg.Definitions(jobs=queue_jobs("in_process"), resources=resources).resolve_job_def("drain_queue_job")
+    job = queue_definitions("in_process", resources).resolve_job_def("drain_queue_job")
     outcome = "SELECT finished_at, outcome, complete_categories FROM crawls WHERE id = %s"
 
     assert job.execute_in_process().success
     assert book_counts(db)["total"] == 11  # the drain did the owner's work ...
     assert db.query(outcome, (owner.opened.id,))[0]["finished_at"] is None  # ... and left its crawl open
 
-    named = {"ops": {"report_crawl": {"config": {"settle_crawl": owner.opened.id}}}}
+    named = crawl_run_config(seed=False, step_per_worker=True, settle_crawl=owner.opened.id)
     assert job.execute_in_process(run_config=named).success
     row = db.query(outcome, (owner.opened.id,))[0]
     assert (row["outcome"], row["complete_categories"]) == ("decided", 1)
@@ -200,15 +210,16 @@ def test_a_queue_run_that_stored_an_error_page_records_its_materialization_then_
         "fetcher": FetcherResource(fetch_mode="http", workers=1, concurrency=4),  # type: ignore[arg-type]
         "scheduling": SchedulingResource(),
     }
-    job = dg.Definitions(jobs=queue_jobs("in_process"), resources=resources).resolve_job_def("drain_queue_job")
+    job = queue_definitions("in_process", resources).resolve_job_def("drain_queue_job")
     result = job.execute_in_process(raise_on_error=False)
     assert not result.success
-    assert {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()} == {
-        "listing_discovery",
-        "book_details",
-    }
+    # A drain-only run opened no crawl: it discovered nothing, so only book_details is materialized.
+    assert {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()} == {"book_details"}
     checks = {e.check_name: e for e in result.get_asset_check_evaluations()}
     assert not checks["no_error_pages"].passed and checks["no_error_pages"].blocking
     assert "found_books" not in checks  # a drain-only run started no discovery to judge
     (failure,) = [e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE]
-    assert failure.step_key == "check_crawl" and "no_error_pages" in failure.step_failure_data.error.message
+    assert (
+        failure.step_key == "book_details_no_error_pages"
+        and "no_error_pages" in failure.step_failure_data.error.message
+    )

@@ -104,7 +104,7 @@ def test_a_daily_asset_materialized_without_a_partition_key_fails_naming_the_key
     assert db.query("SELECT count(*)::int AS n FROM category_balanced_snapshot")[0]["n"] == 0
 
 
-BLOCKING_CHECKS = ("no_error_pages", "raw_html_present", "required_fields_present", "unique_urls")
+BLOCKING_CHECKS = ("no_error_pages", "raw_html_present", "required_fields_present", "unique_urls", "crawl_complete")
 
 
 def _crawl_recorded(instance: dg.DagsterInstance, *, failed_check: str | None = None) -> None:
@@ -120,7 +120,11 @@ def _crawl_recorded(instance: dg.DagsterInstance, *, failed_check: str | None = 
         )
 
 
-@pytest.mark.parametrize("failed_check", [None, "unique_urls"], ids=["checks-passed", "blocking-check-failed"])
+@pytest.mark.parametrize(
+    "failed_check",
+    [None, "unique_urls", "crawl_complete"],
+    ids=["checks-passed", "blocking-check-failed", "partial-crawl"],
+)
 def test_publishing_follows_a_crawl_for_today_only_once_its_blocking_checks_passed(
     failed_check: str | None, database_url: str, tmp_path: Path
 ) -> None:

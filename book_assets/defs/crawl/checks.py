@@ -7,16 +7,17 @@ stops the snapshot from being built on top of it.
 
 ``listing_discovery``: the pass found books (ERROR, blocking), and no listing page ended dead-lettered (WARN:
 the books behind a failed listing page are missing, the rest are sound). A crawl that found nothing fails its
-run, so the failure alert fires; as the crawl step materializes both passes at once, the block stops only what
+run, so the failure alert fires; as the crawl's report materializes both passes at once, the block stops only what
 runs on ``listing_discovery`` after that step, not ``book_details``. The count of
 books found is the discovery's own materialization metadata; the failures are the queue's dead-lettered
 listing tasks, by error kind.
 
-The queue jobs, whose report is an op rather than the asset step, evaluate the same checks with the same
-functions and record them as check evaluations (:func:`book_evaluations`, :func:`listing_evaluations`).
-"""
+``crawl_complete`` (blocking) reads the latest materialization of ``book_details``: a run whose drain step
+failed records what it wrote marked partial (:mod:`book_assets.defs.crawl.steps`), and this check fails it.
 
-from collections.abc import Iterator
+Every job that materializes the crawl asset (the full refresh, the retry of the failures, the queue jobs) runs
+these checks as steps after the crawl's report.
+"""
 
 import dagster as dg
 
@@ -57,25 +58,6 @@ BOOK_RULES = {
 }
 
 
-def evaluation(key: dg.AssetKey, name: str, result: dg.AssetCheckResult, *, blocking: bool) -> dg.AssetCheckEvaluation:
-    """``result`` as the evaluation event an op records for the check ``name`` of ``key``."""
-    return dg.AssetCheckEvaluation(
-        asset_key=key,
-        check_name=name,
-        passed=result.passed,
-        metadata=result.metadata,
-        severity=result.severity,
-        description=result.description,
-        blocking=blocking,
-    )
-
-
-def book_evaluations(database: DatabaseResource) -> Iterator[dg.AssetCheckEvaluation]:
-    """The blocking checks of ``book_details``, as an op records them."""
-    for name, (query, rule) in BOOK_RULES.items():
-        yield evaluation(BOOK_DETAILS, name, run_check(database, query, rule), blocking=True)
-
-
 @dg.asset_check(asset=BOOK_DETAILS, blocking=True, description="No book URL is stored twice.")
 def unique_urls(database: DatabaseResource) -> dg.AssetCheckResult:
     return run_check(database, *BOOK_RULES["unique_urls"])
@@ -100,6 +82,33 @@ def no_error_pages(database: DatabaseResource) -> dg.AssetCheckResult:
 )
 def required_fields_present(database: DatabaseResource) -> dg.AssetCheckResult:
     return run_check(database, *BOOK_RULES["required_fields_present"])
+
+
+@dg.asset_check(
+    asset=BOOK_DETAILS,
+    blocking=True,
+    description="The latest crawl ran to its end: no drain step failed (a partial crawl is recorded, not published).",
+)
+def crawl_complete(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
+    event = context.instance.get_latest_materialization_event(BOOK_DETAILS)
+    materialization = event.asset_materialization if event is not None else None
+    metadata = materialization.metadata if materialization is not None else {}
+    failed = metadata.get("failed_drain_steps")
+    failed_steps = int(failed.value) if failed is not None else 0
+    steps = metadata.get("drain_steps")
+    errors = metadata.get("drain_errors")
+    return dg.AssetCheckResult(
+        passed=failed_steps == 0,
+        severity=dg.AssetCheckSeverity.ERROR,
+        description=f"{failed_steps} drain step(s) failed: the books stored are a partial crawl"
+        if failed_steps
+        else "every drain step ran to its end",
+        metadata={
+            "failed_drain_steps": failed_steps,
+            "drain_steps": int(steps.value) if steps is not None else 0,
+            "drain_errors": errors if errors is not None else dg.MetadataValue.md("(none)"),
+        },
+    )
 
 
 def books_found_by_discovery(context: dg.AssetCheckExecutionContext, database: DatabaseResource) -> tuple[int, str]:
@@ -172,16 +181,5 @@ def failed_listing_pages_result(database: DatabaseResource) -> dg.AssetCheckResu
     )
 
 
-BOOK_CHECKS = [unique_urls, raw_html_present, no_error_pages, required_fields_present]
+BOOK_CHECKS = [unique_urls, raw_html_present, no_error_pages, required_fields_present, crawl_complete]
 LISTING_CHECKS = [found_books, no_failed_listing_pages]
-
-
-def listing_evaluations(database: DatabaseResource, books_found: int | None) -> Iterator[dg.AssetCheckEvaluation]:
-    """The checks of ``listing_discovery`` as an op records them: ``found_books`` only after a discovery from
-    the start page (``books_found`` not None)."""
-    if books_found is not None:
-        yield evaluation(
-            LISTING_DISCOVERY, "found_books", found_books_result(books_found, "this run's discovery"), blocking=True
-        )
-    failed_pages = failed_listing_pages_result(database)
-    yield evaluation(LISTING_DISCOVERY, "no_failed_listing_pages", failed_pages, blocking=False)

@@ -7,12 +7,13 @@ of dead letters.
 - ``publish_job``: the daily assets (snapshot, change feed, archive) of one day, rebuilt from what the
   database and the archive hold; the job to backfill, since no crawl is in it (a crawl fetches the site as it
   is now, whatever day a run is for).
-- ``recrawl_failed_job``: the crawl step with ``requeue_failed``: every failed task back to pending, drained,
-  ``book_details`` materialized and checked; launched by ``failed_tasks_sensor``.
+- ``recrawl_failed_job``: the crawl asset with ``requeue_failed``: the failed tasks that can succeed back to
+  pending, drained, ``book_details`` materialized and checked; launched by ``failed_tasks_sensor``.
 - ``requeue_failed_tasks``: move dead-lettered tasks back to pending (filters: task type, domain, error), for
   an operator; the requeued tasks are fetched by the next drain.
 
-The queue jobs, whose drain is one Dagster step per worker, are in :mod:`book_assets.defs.crawl.fan_out`.
+Each of these jobs and the queue jobs (:mod:`book_assets.defs.crawl.fan_out`, one drain step per worker)
+materializes the one crawl asset (:mod:`book_assets.defs.crawl.assets`), with its checks.
 Every job that drains the queue carries the ``book-pipeline/crawl`` run tag (to find its runs).
 """
 
@@ -50,7 +51,7 @@ recrawl_failed_job = dg.define_asset_job(
     selection=dg.AssetSelection.assets("listing_discovery", "book_details"),
     tags=CRAWL_RUN_TAGS,
     config={"ops": {"crawl": {"config": {"requeue_failed": True}}}},
-    description="Move the failed tasks back to pending and drain them in the crawl step: book_details is "
+    description="Move the failed tasks back to pending and drain them: book_details is "
     "materialized and its checks evaluated. Launched by failed_tasks_sensor.",
 )
 

@@ -1,0 +1,94 @@
+"""The materialization metadata of the crawl's two assets, from the run's report (what the CLI prints).
+
+``book_details`` carries the run's figures (books new, changed, unchanged, pages, failures by reason), the
+table's counts (``dagster/row_count``), removals, and a deep budget's outcome; ``listing_discovery`` the
+discovery's (pages, books found). Both carry the run's configuration and politeness.
+"""
+
+import dagster as dg
+
+from book_assets.crawl.pipeline import CrawlReport, budget_line
+from book_assets.defs.catalog import AssetMetadata, count_table
+
+
+def _fetch_metadata(report: CrawlReport) -> AssetMetadata:
+    """Adaptive mode: pages rendered vs fetched plain, disagreements, and the decision per page type."""
+    if not report.decisions:
+        return {}
+    stats = report.stats
+    rows = ["| domain | page type | mode | rendered | plain | agreed | disagreed |", "|---|---|---|" + "---:|" * 4]
+    rows += [
+        f"| {d.domain} | {d.page_type} | {d.mode} | {d.rendered} | {d.plain} | {d.agreements} | {d.disagreements} |"
+        for d in report.decisions
+    ]
+    return {
+        "pages_rendered": stats.rendered,
+        "pages_plain": stats.plain,
+        "pages_compared": stats.checked,
+        "disagreements": stats.disagreements,
+        "browsers_started": stats.browsers,
+        "fetch_decisions": dg.MetadataValue.md("\n".join(rows)),
+    }
+
+
+def _run_metadata(report: CrawlReport) -> AssetMetadata:
+    """What both assets record: the run's configuration, failures and lost workers."""
+    return {
+        "config": dg.MetadataValue.json(report.config.as_dict()),
+        "failed": report.run.failed,
+        "retried": report.run.retries,
+        "failed_tasks_by_reason": count_table(report.failed_by_reason, "reason", "failed tasks"),
+        "workers_lost": len(report.stats.lost_workers),
+        "elapsed_s": round(report.elapsed_s, 1),
+        # robots.txt (disallowed URLs, Crawl-delay applied) and AutoThrottle's interval at the end
+        "politeness": dg.MetadataValue.md("\n".join(f"- {line.strip()}" for line in report.politeness_lines())),
+        **_fetch_metadata(report),
+    }
+
+
+def listing_metadata(report: CrawlReport) -> AssetMetadata:
+    """``listing_discovery``'s metadata of a crawl."""
+    return {
+        "start_url": dg.MetadataValue.url(report.config.base_url),
+        "seeded": report.seeded,
+        "requeued": report.requeued,
+        "listing_pages": report.run.listing_pages,
+        "books_found": report.stats.books_found,
+        "new_detail_tasks": report.run.new_detail_tasks,
+        **_run_metadata(report),
+    }
+
+
+def details_metadata(report: CrawlReport) -> AssetMetadata:
+    """``book_details``' metadata of a crawl (with the deep budget's outcome when one was set)."""
+    run, counts = report.run, report.counts
+    metadata: AssetMetadata = {
+        "dagster/row_count": counts["total"],
+        "books_stored": run.books_stored,
+        "books_new": run.books_new,
+        "books_changed": run.books_changed,
+        "books_unchanged": run.books_unchanged,
+        "pages_not_modified": run.not_modified,
+        "pages": run.pages,
+        "pages_per_s": round(report.pages_per_s, 2),
+        "workers": report.config.workers,
+        "books_total": counts["total"],
+        "unique_urls": counts["unique_urls"],
+        "with_raw_html": counts["with_html"],
+        "book_versions": counts.get("versions", 0),
+        "books_by_category": count_table(run.by_category, "category", "books stored this run"),
+        "tasks_pruned": report.tasks_pruned,
+        **_run_metadata(report),
+    }
+    if report.removals is not None:
+        metadata["books_removed"] = report.removals.removed
+        metadata["books_returned"] = report.removals.returned
+        metadata["removals"] = report.removals.line()
+    if report.budgets:
+        metadata["quotas"] = count_table(report.quotas, "category", "quota")
+        metadata["deep_budget"] = report.config.deep_budget
+        metadata["budget_completed"] = sum(b.completed for b in report.budgets)
+        metadata["budget_failed"] = sum(b.failed for b in report.budgets)
+        metadata["budget_met"] = all(b.met for b in report.budgets)
+        metadata["budget_status"] = budget_line(report.budgets)
+    return metadata

@@ -1,0 +1,285 @@
+"""The steps of the crawl's graph: ``seed_queue`` → ``share_work`` → ``drain_queue`` × N → ``report_crawl``.
+
+Each step is one call of the crawl's composition (:class:`book_assets.crawl.pipeline.Crawl`), the one the CLI
+makes: ``seed_queue`` starts it (or requeues the failures, or does nothing in a drain-only run),
+``share_work`` does what must come before the split (a deep budget's discovery) and fans out the drain steps,
+each ``drain_queue`` runs its share of the workers until the queue has nothing left it may claim, and
+``report_crawl`` reads what the run did from the database and emits the assets' outputs, whose metadata is
+the materialization's (:mod:`book_assets.defs.crawl.assets`).
+
+A drain step that fails (its workers all died, the database refused it) hands its error on instead of
+raising: Dagster would otherwise skip the report, and the books the other steps (or the failed one, before it
+failed) wrote would be recorded nowhere. The report then records ``book_details`` as it is, marked
+``partial`` with the steps' errors, and the blocking check ``crawl_complete`` fails: the run fails and the
+publishing automation does not build on an incomplete crawl. A transient error is still raised while the
+step's retries last: a retried step resumes the same queue.
+
+``seed_queue`` and ``share_work`` are in the ``crawl`` pool, one slot: seeding, and the discovery a deep budget
+runs before the split, happen one crawl at a time. The drain steps are in no pool, since a pool's one slot
+would run them one at a time; workers of two runs draining one queue at once are what workers on several
+hosts always are: politeness and budgets are held in the database, per domain and per group.
+"""
+
+import os
+import socket
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import dagster as dg
+from pydantic import Field
+
+from book_assets.crawl.config import DETAIL, LISTING, TASK_TYPES
+from book_assets.crawl.pipeline import Crawl, drain
+from book_assets.crawl.stats import WorkerStats
+from book_assets.db.connection import Database
+from book_assets.defs.catalog import CRAWL_POOL, AssetMetadata
+from book_assets.defs.crawl.metadata import details_metadata, listing_metadata
+from book_assets.defs.resources import (
+    CrawlRunConfig,
+    DatabaseResource,
+    FetcherResource,
+    SchedulingResource,
+    SiteResource,
+    crawl_config,
+)
+from book_assets.defs.retries import TRANSIENT_RETRY, is_transient, transient_only
+from book_assets.store.lifecycle import OpenCrawl, find_crawl
+
+
+class CrawlStepsConfig(CrawlRunConfig):
+    """The crawl graph's run config: the settings a run may override (:class:`CrawlRunConfig`) and the shape of
+    the run (seed or not, the task types, the drain steps, a crawl to settle)."""
+
+    seed: bool = Field(
+        default=True,
+        description="Open a crawl and enqueue the start page; off: drain what is pending (after a requeue or "
+        "an interrupted run), listing_discovery not materialized.",
+    )
+    task_types: list[str] = Field(
+        default_factory=lambda: list(TASK_TYPES), description="Task types to work on (listing, detail)."
+    )
+    step_per_worker: bool = Field(
+        default=False,
+        description="One drain step per worker (W: the fetcher's workers), each placed by the executor; off: "
+        "one drain step that runs the W workers as processes of its own.",
+    )
+    settle_crawl: int | None = Field(
+        default=None,
+        description="Settle this crawl (its id in the crawls table): one whose run was interrupted before it "
+        "reported. Unset: the crawl this run opened, or none.",
+    )
+
+
+@dataclass(frozen=True)
+class Opened:
+    """What ``seed_queue`` hands on: the crawl it opened (None: a drain-only run or a retry of the failures),
+    whether the start page was enqueued, and the failures it requeued."""
+
+    crawl: OpenCrawl | None = None
+    seeded: bool = False
+    retrying: bool = False
+    requeued: int = 0
+    #: The run's start on the database's clock (None: from the split on).
+    since: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Share:
+    """One drain step's share: the task types it works on and its worker processes."""
+
+    task_types: tuple[str, ...]
+    workers: int
+
+
+@dataclass(frozen=True)
+class SharedWork:
+    """What ``share_work`` hands to ``report_crawl``: what came before the split and when the run began."""
+
+    opened: Opened
+    task_types: tuple[str, ...]
+    first: WorkerStats
+    #: The run's start on the database's clock: the steps may run on other hosts.
+    since: datetime
+    quotas: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Drained:
+    """What one drain step did: its workers' stats, where it ran, and its error when it failed."""
+
+    stats: WorkerStats
+    worker: str
+    error: str | None = None
+
+
+def _crawl(
+    config: CrawlStepsConfig,
+    database: DatabaseResource,
+    site: SiteResource,
+    fetcher: FetcherResource,
+    scheduling: SchedulingResource,
+    *,
+    since: datetime | None = None,
+    opened: OpenCrawl | None = None,
+) -> Crawl:
+    resolved = crawl_config(site, fetcher, scheduling, config)
+    return Crawl(database.resolved_url(), resolved, since=since, opened=opened)
+
+
+def shares(task_types: tuple[str, ...], workers: int, *, step_per_worker: bool) -> list[Share]:
+    """The drain steps' shares of ``workers``: one worker each, or one step with all of them."""
+    if step_per_worker:
+        return [Share(task_types, 1) for _ in range(workers)]
+    return [Share(task_types, workers)]
+
+
+@dg.op(
+    retry_policy=TRANSIENT_RETRY,
+    pool=CRAWL_POOL,
+    description="Open the crawl (store its politeness and weights, enqueue the start page), or requeue the "
+    "failures, or nothing in a drain-only run.",
+)
+def seed_queue(
+    context: dg.OpExecutionContext,
+    config: CrawlStepsConfig,
+    database: DatabaseResource,
+    site: SiteResource,
+    fetcher: FetcherResource,
+    scheduling: SchedulingResource,
+) -> dg.Output[Opened]:
+    with transient_only():
+        crawl = _crawl(config, database, site, fetcher, scheduling)
+        context.log.info(f"crawling {crawl.config.base_url} into {database.masked_url()}")
+        if config.requeue_failed:
+            requeued = crawl.requeue_failed(include_permanent=config.include_permanent)
+            context.log.info(f"requeued {requeued} failed task(s)")
+            return dg.Output(
+                Opened(retrying=True, requeued=requeued, since=crawl.since), metadata={"requeued": requeued}
+            )
+        if not config.seed:
+            return dg.Output(Opened(), metadata={"seeded": False})
+        created = crawl.start()
+    assert crawl.opened is not None
+    context.log.info(f"seeded {crawl.config.base_url}" if created else f"{crawl.config.base_url} is already queued")
+    return dg.Output(
+        Opened(crawl.opened, seeded=created, since=crawl.since),
+        metadata={"start_url": crawl.config.base_url, "created": created, "crawl": crawl.opened.id},
+    )
+
+
+@dg.op(
+    out={"shared": dg.Out(), "steps": dg.DynamicOut()},
+    retry_policy=TRANSIENT_RETRY,
+    pool=CRAWL_POOL,
+    description="Do what must come before the split (a deep budget's discovery), then fan out the drain steps.",
+)
+def share_work(
+    context: dg.OpExecutionContext,
+    config: CrawlStepsConfig,
+    opened: Opened,
+    database: DatabaseResource,
+    site: SiteResource,
+    fetcher: FetcherResource,
+    scheduling: SchedulingResource,
+) -> Iterator[dg.Output[SharedWork] | dg.DynamicOutput[Share]]:
+    with transient_only():
+        crawl = _crawl(config, database, site, fetcher, scheduling, since=opened.since)
+        first, shared_types = crawl.before_sharing(tuple(config.task_types))
+    assert crawl.since is not None
+    split = shares(shared_types, crawl.config.workers, step_per_worker=config.step_per_worker)
+    context.log.info(f"{len(split)} drain step(s) share the {', '.join(shared_types)} tasks")
+    yield dg.Output(
+        SharedWork(opened, tuple(config.task_types), first, crawl.since, crawl.quotas),
+        output_name="shared",
+        metadata={"drain_steps": len(split), "shared_task_types": ", ".join(shared_types)},
+    )
+    for index, share in enumerate(split):
+        yield dg.DynamicOutput(share, mapping_key=f"worker_{index}", output_name="steps")
+
+
+@dg.op(
+    retry_policy=TRANSIENT_RETRY,
+    description="Run this step's workers until no claimable task of its types is left.",
+)
+def drain_queue(
+    context: dg.OpExecutionContext,
+    config: CrawlStepsConfig,
+    share: Share,
+    database: DatabaseResource,
+    site: SiteResource,
+    fetcher: FetcherResource,
+    scheduling: SchedulingResource,
+) -> dg.Output[Drained]:
+    worker = f"{socket.gethostname()}:{os.getpid()}"
+    try:
+        resolved = crawl_config(site, fetcher, scheduling, config)
+        stats = drain(database.resolved_url(), resolved, task_types=share.task_types, workers=share.workers)
+    except Exception as exc:
+        if is_transient(exc) and context.retry_number < TRANSIENT_RETRY.max_retries:
+            raise  # the step's retry policy runs it again: a retried step resumes the same queue
+        error = f"{type(exc).__name__}: {exc}".strip().splitlines()[0]
+        context.log.error(f"drain step {worker} failed, handed to the report: {error}")
+        return dg.Output(
+            Drained(WorkerStats(worker_id=worker), worker, error), metadata={"worker": worker, "error": error}
+        )
+    context.log.info(f"{worker} drained its share: {stats.pages} pages")
+    return dg.Output(
+        Drained(stats, worker), metadata={"worker": worker, "pages": stats.pages, "books_stored": stats.books_stored}
+    )
+
+
+@dg.op(
+    out={
+        "listing_discovery": dg.Out(dg.Nothing, is_required=False),
+        "book_details": dg.Out(dg.Nothing, is_required=False),
+    },
+    retry_policy=TRANSIENT_RETRY,
+    description="Read what the run did from the database and record the assets it changed.",
+)
+def report_crawl(
+    context: dg.OpExecutionContext,
+    config: CrawlStepsConfig,
+    shared: SharedWork,
+    drained: list[Drained],
+    database: DatabaseResource,
+    site: SiteResource,
+    fetcher: FetcherResource,
+    scheduling: SchedulingResource,
+) -> Iterator[dg.Output[None]]:
+    stats = WorkerStats(worker_id="all")
+    stats.merge(shared.first)
+    for one in drained:
+        stats.merge(one.stats)
+    errors = [f"{one.worker}: {one.error}" for one in drained if one.error is not None]
+    opened = shared.opened
+    with transient_only():
+        url = database.resolved_url()
+        settling = opened.crawl
+        if config.settle_crawl is not None:
+            with Database(url) as db:
+                settling = find_crawl(db, config.settle_crawl)
+            if settling is None:
+                raise dg.Failure(f"settle_crawl: no crawl {config.settle_crawl} in the crawls table")
+        crawl = _crawl(config, database, site, fetcher, scheduling, since=shared.since, opened=settling)
+        crawl.quotas, crawl.seeded = shared.quotas, opened.seeded
+        crawl.retrying, crawl.requeued = opened.retrying, opened.requeued
+        report = crawl.report(stats)
+    for line in report.summary_lines():
+        context.log.info(line)
+    if report.failure and not errors:
+        # Every task failed: no materialization for the snapshot to build on, and no retry of the step (the
+        # queue retried its pages already).
+        raise dg.Failure(description=report.failure, metadata=details_metadata(report), allow_retries=False)
+    if LISTING in shared.task_types and opened.crawl is not None and not errors:
+        yield dg.Output(None, output_name="listing_discovery", metadata=listing_metadata(report))
+    if DETAIL in shared.task_types or errors:
+        partial: AssetMetadata = {
+            "partial": bool(errors),
+            "failed_drain_steps": len(errors),
+            "drain_steps": len(drained),
+        }
+        if errors:
+            partial["drain_errors"] = dg.MetadataValue.md("\n".join(f"- {e}" for e in errors))
+            context.log.error(f"{len(errors)} of {len(drained)} drain step(s) failed: book_details is partial")
+        yield dg.Output(None, output_name="book_details", metadata={**details_metadata(report), **partial})
