@@ -33,6 +33,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import math
 import multiprocessing
 import os
 import platform
@@ -172,7 +173,8 @@ def _crawl(url: str, settings: dict[str, Any], extra_starts: list[str], out: Con
     with _timed_steps(steps):
         report = crawl.report(stats)
     t3 = time.perf_counter()
-    me, workers = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    claims = sorted(stats.claim_s)
     out.send(
         {
             "pages": report.run.pages,
@@ -187,8 +189,15 @@ def _crawl(url: str, settings: dict[str, Any], extra_starts: list[str], out: Con
             "end_s": round(t3 - t2, 3),
             "end_steps_s": {name: round(s, 3) for name, s in sorted(steps.items())},
             "coordinator_cpu_s": me.ru_utime + me.ru_stime - before.ru_utime - before.ru_stime,
-            "workers_cpu_s": workers.ru_utime + workers.ru_stime,
-            "peak_worker_rss_mb": round(workers.ru_maxrss / 1024, 1),
+            # The workers are forked from a fork server, so the crawl's process never reaps them: each reports
+            # its own CPU and peak RSS in its stats.
+            "workers_cpu_s": stats.cpu_s,
+            "peak_worker_rss_mb": round(stats.peak_rss_mb, 1),
+            "claims": len(claims),
+            "claim_ms": {
+                "p50": round(1000 * claims[len(claims) // 2], 2) if claims else None,
+                "p99": round(1000 * claims[min(len(claims) - 1, int(len(claims) * 0.99))], 2) if claims else None,
+            },
         }
     )
     out.close()
@@ -307,6 +316,9 @@ def ratios(cases: dict[str, Any]) -> dict[str, Any]:
                     if then["end_steps_s"].get(k)
                 },
                 "peak_worker_rss": round(now["peak_worker_rss_mb"] / then["peak_worker_rss_mb"], 2),
+                "claim_ms": {
+                    k: round(v / then["claim_ms"][k], 2) for k, v in now["claim_ms"].items() if then["claim_ms"].get(k)
+                },
             }
         entry["db_mb_per_1000_books"] = round(case["db_mb_per_1000_books"] / base["db_mb_per_1000_books"], 2)
         out[name] = entry
@@ -362,6 +374,64 @@ def sandbox_pass(books: int, concurrency: int = 16) -> dict[str, Any]:
         sandbox.close()
 
 
+# --- the plot ------------------------------------------------------------------------------------------------
+
+#: The processes plotted, with their colours.
+PLOT_SERIES = (("crawl_total", "#222222"), ("workers", "#1f77b4"), ("postgres", "#d62728"), ("coordinator", "#2ca02c"))
+
+
+def cost_plot_svg(cases: dict[str, Any], about: str) -> str:
+    """CPU ms per page of each process against the catalogue's size (log scale), day 0 and day 1, as an SVG.
+
+    Written by hand (a few lines of SVG) so the benchmark needs no plotting library.
+    """
+    points = sorted((c["books"], c) for c in cases.values() if c["hosts"] == 1)
+    if not points:
+        return ""
+    width, height, left, right, top, bottom = 640, 400, 60, 150, 40, 50
+    books = [b for b, _ in points]
+    costs = [c[day]["cpu_ms_per_page"][k] for _, c in points for day in ("day0", "day1") for k, _ in PLOT_SERIES]
+    lo, hi = math.log10(min(books)), math.log10(max(books))
+    top_y = max(1.0, math.ceil(max(costs)))
+
+    def x(b: float) -> float:
+        return left + (width - left - right) * ((math.log10(b) - lo) / (hi - lo) if hi > lo else 0.5)
+
+    def y(v: float) -> float:
+        return height - bottom - (height - top - bottom) * v / top_y
+
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" '
+        'font-size="12">',
+        f'<rect width="{width}" height="{height}" fill="white"/>',
+        f'<text x="{left}" y="20" font-size="14">CPU ms per page against catalogue size (http, one host)</text>',
+        f'<text x="{left}" y="{height - 8}" fill="#555">{about}</text>',
+        f'<line x1="{left}" y1="{y(0)}" x2="{width - right}" y2="{y(0)}" stroke="black"/>',
+        f'<line x1="{left}" y1="{y(0)}" x2="{left}" y2="{y(top_y)}" stroke="black"/>',
+    ]
+    for i in range(int(top_y) + 1):
+        out.append(f'<text x="{left - 8}" y="{y(i) + 4}" text-anchor="end">{i}</text>')
+        out.append(f'<line x1="{left}" y1="{y(i)}" x2="{width - right}" y2="{y(i)}" stroke="#eee"/>')
+    for b in books:
+        out.append(f'<text x="{x(b)}" y="{y(0) + 18}" text-anchor="middle">{b:,} books</text>')
+    for row, (name, colour) in enumerate(PLOT_SERIES):
+        for day, dash in (("day0", ""), ("day1", ' stroke-dasharray="4 3"')):
+            path = " ".join(f"{x(b):.1f},{y(c[day]['cpu_ms_per_page'][name]):.1f}" for b, c in points)
+            out.append(f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="2"{dash}/>')
+            for b, c in points:
+                cy = y(c[day]["cpu_ms_per_page"][name])
+                out.append(f'<circle cx="{x(b):.1f}" cy="{cy:.1f}" r="3" fill="{colour}"/>')
+        ly = top + 10 + 18 * row
+        out.append(f'<line x1="{width - right + 10}" y1="{ly}" x2="{width - right + 30}" y2="{ly}" '
+                   f'stroke="{colour}" stroke-width="2"/>')  # fmt: skip
+        out.append(f'<text x="{width - right + 36}" y="{ly + 4}">{name.replace("_", " ")}</text>')
+    ly = top + 10 + 18 * len(PLOT_SERIES)
+    out.append(f'<text x="{width - right + 10}" y="{ly + 4}" fill="#555">solid: day 0</text>')
+    out.append(f'<text x="{width - right + 10}" y="{ly + 22}" fill="#555">dashed: day 1 (304s)</text>')
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
 def machine() -> dict[str, Any]:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False)
     return {
@@ -375,7 +445,7 @@ def machine() -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--cases", default="1000,10000", help="comma-separated: 1000, 10000, 100000, hosts")
+    parser.add_argument("--cases", default="1000,10000", help="comma-separated: 1000, 10000, 100000, hosts, none")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--hosts", type=int, default=100)
@@ -383,6 +453,10 @@ def main() -> None:
     parser.add_argument("--host-categories", type=int, default=10, help="categories per host in the hosts case")
     parser.add_argument("--interval", type=float, default=2.0, help="per-domain interval of the hosts case (s)")
     parser.add_argument("--sandbox-pass", type=int, default=0, metavar="N", help="only a full pass over N books")
+    parser.add_argument("--svg", type=Path, help="write the plot of CPU ms per page against catalogue size here")
+    parser.add_argument(
+        "--merge", type=Path, nargs="*", default=[], help="earlier outputs of this script whose cases join this run's"
+    )
     args = parser.parse_args()
     if args.sandbox_pass:
         print(json.dumps({"machine": machine(), "sandbox_pass": sandbox_pass(args.sandbox_pass)}))
@@ -390,13 +464,22 @@ def main() -> None:
     url = _scratch_database(BENCH_DB)
     cases: dict[str, Any] = {}
     for name in args.cases.split(","):
+        if name == "none":
+            continue
         if name == "hosts":
             case = run_case(url, args.host_books, args.hosts, args.interval, args)
         else:
             case = run_case(url, int(name), 1, None, args)
         cases[name] = case
         print(json.dumps({name: case}), file=sys.stderr)
-    print(json.dumps({"machine": machine(), "cases": cases, "ratios": ratios(cases)}))
+    for earlier in args.merge:  # cases run one per invocation (each holds the machine for minutes)
+        cases = {**json.loads(earlier.read_text())["cases"], **cases}
+    about = machine()
+    if args.svg:
+        args.svg.write_text(
+            cost_plot_svg(cases, f"{about['date'][:10]}, commit {about['commit']}, {about['cpus']} cores")
+        )
+    print(json.dumps({"machine": about, "cases": cases, "ratios": ratios(cases)}))
 
 
 if __name__ == "__main__":

@@ -68,6 +68,12 @@ class WorkerStats:
     elapsed_s: float = field(default=0.0, metadata=_combined(max))
     #: Worker processes that died without handing back their stats (their pages are missing above).
     lost_workers: list[str] = field(default_factory=list)
+    #: How long each claim took, from the worker's call to its answer (seconds): the queue as workers see it.
+    claim_s: list[float] = field(default_factory=list)
+    #: The worker process's CPU seconds and peak resident memory when it ended (a crawl's workers are processes
+    #: of their own, forked from a server its parent cannot see the usage of).
+    cpu_s: float = 0.0
+    peak_rss_mb: float = field(default=0.0, metadata=_combined(max))
 
     def merge(self, other: WorkerStats) -> None:
         """Add ``other``'s figures to these, each field by its own rule."""

@@ -8,9 +8,9 @@ a listing page's stored copy again. Browser fetches are not.
 The loop claims as many tasks as it has free page slots (fairly scheduled by the queue) once half of them are
 free (:func:`refill_batch`), sleeps until each task's politeness slot, fetches, validates, stores, and
 finishes the task. A task waiting for its slot holds no page slot (:func:`claim_room`), so a worker keeps
-claiming other domains' ready tasks while it waits; pages that finish while a completion commits share the next transaction
-(:class:`~book_assets.queue.GroupCommit`). Every database call runs on a
-single dedicated thread so the process's one connection is never shared between threads, while the event
+claiming other domains' ready tasks while it waits. Pages that finish while a completion commits share the
+next transaction (:class:`~book_assets.queue.GroupCommit`). Every database call runs on a single dedicated
+thread so the process's one connection is never shared between threads, while the event
 loop keeps the browser busy. On SIGTERM/SIGINT it stops claiming, lets in-flight pages finish for a grace
 period, and hands back (releases) whatever is left — nothing stays in progress without a live lease.
 """
@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import resource
 import signal
 import socket
 import time
@@ -175,6 +176,9 @@ class Worker:
             self._db_thread.shutdown(wait=True)
             self.db.close()
             self.stats.elapsed_s = time.monotonic() - started
+            usage = resource.getrusage(resource.RUSAGE_SELF)
+            self.stats.cpu_s = usage.ru_utime + usage.ru_stime
+            self.stats.peak_rss_mb = usage.ru_maxrss / 1024
         return self.stats
 
     async def _loop(self, running: set[asyncio.Task[None]]) -> None:
@@ -233,7 +237,9 @@ class Worker:
     def _claim_with_validators(self, n: int) -> tuple[ClaimResult, dict[int, Validators]]:
         """:meth:`_claim`, and the stored validators of the claimed pages when their fetches may be
         conditional (plain fetches with ``conditional_requests`` on), by task id: one query for the batch."""
+        sent = time.monotonic()
         result = self._claim(n)
+        self.stats.claim_s.append(time.monotonic() - sent)
         if not result.tasks or not self.config.conditional_requests or not self._strategy.conditional:
             return result, {}
         found = page_validators(self.db, sorted({str(t.payload["url"]) for t in result.tasks}))

@@ -166,7 +166,6 @@ def test_a_request_outside_any_task_takes_the_domains_next_slot(db: Database) ->
     assert queue.take_slot("fast.example") is None and queue.take_slot("unknown.example") is None
 
 
-
 def test_a_late_task_holding_its_domains_last_slot_starts_soon_instead_of_an_interval_later(db: Database) -> None:
     queue = make_queue(db, default_interval_s=10.0, slot_horizon_s=1.0)
     queue.enqueue_many(NewTask("detail", {"url": url(i)}) for i in range(2))
