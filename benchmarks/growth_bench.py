@@ -12,11 +12,16 @@ validators are sent). Cases:
   enqueued beside it, and every host's domain is an allowed domain, so each gets the interval.
 
 For each crawl: pages/s and its share of the politeness bound; CPU ms per page of the crawl's coordinator,
-its workers (summed), the sandbox and PostgreSQL (the postmaster and every backend, those that exited
-included); the peak RSS of the largest worker and of the sandbox; the time of the crawl's start, its work
-and its end (``report``), and within the end the steps it runs (book counts, run figures, removals, robots,
-task pruning, WARC index); the database's size per 1,000 books (over the migrated empty database's).
-``ratios`` gives each single-host case's per-page figures over the ``1000`` case's. ``--sandbox-pass N``
+its workers (summed, as each worker reports its own), the sandbox and PostgreSQL (the postmaster and every
+backend, those that exited included); the peak RSS of the largest worker, of the largest worker's process
+tree (with its browser in browser mode; sampled each second, with its value at each quarter of the crawl)
+and of the sandbox; the workers' claims and their p50/p99 latency as the workers saw them; the time of the
+crawl's start, its work and its end (``report``), and within the end the steps it runs (book counts, run
+figures, removals, robots, task pruning, WARC index); the database's size per 1,000 books (over the
+migrated empty database's). ``ratios`` gives each single-host http case's per-page figures over the
+``1000`` case's. ``--fetch-mode browser`` crawls in Chromium (cases named ``browser-N``), ``--day0-only``
+skips the re-crawl, ``--merge`` adds the cases of earlier outputs and ``--svg`` writes the plot of CPU ms per
+page against the catalogue's size. ``--sandbox-pass N``
 instead fetches every page of an N-book sandbox once and reports the sandbox's peak RSS (its memory serving
 a full pass). JSON on stdout::
 
@@ -24,7 +29,8 @@ a full pass). JSON on stdout::
      "ratios": {"10000": {"cpu_ms_per_page": {...}, "end_s_per_1000_books": N, ...}}}
 
 Usage: python benchmarks/growth_bench.py [--cases 1000,10000,hosts] [--workers 2] [--concurrency 8]
-       [--hosts 100 --host-books 10000 --host-categories 10 --interval 2.0] | --sandbox-pass 100000
+       [--hosts 100 --host-books 10000 --host-categories 10 --interval 2.0] [--fetch-mode http]
+       [--day0-only] [--merge OUT.json ...] [--svg PLOT.svg] | --sandbox-pass 100000
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from multiprocessing.connection import Connection
@@ -156,6 +163,45 @@ def _timed_steps(times: dict[str, float]) -> Iterator[None]:
         pipeline.TaskQueue.prune = prune  # type: ignore[method-assign]
 
 
+class TreeMemory(threading.Thread):
+    """Samples, every ``every_s``, the resident memory of each worker's process tree (the worker, and in browser
+    mode its Playwright driver and Chromium's processes): the workers are the crawl's fork server's children.
+
+    ``series`` is the largest tree's RSS at each sample, to see whether it stays flat over the crawl.
+    """
+
+    def __init__(self, every_s: float = 1.0) -> None:
+        super().__init__(daemon=True)
+        self.every_s = every_s
+        self.series: list[float] = []
+        self._done = threading.Event()
+
+    def run(self) -> None:
+        me = psutil.Process()
+        while not self._done.wait(self.every_s):
+            trees = []
+            for server in me.children():
+                for worker in server.children():
+                    with contextlib.suppress(psutil.Error):
+                        procs = [worker, *worker.children(recursive=True)]
+                        trees.append(sum(_rss(p) for p in procs))
+            if trees:
+                self.series.append(round(max(trees) / 2**20, 1))
+
+    def stop(self) -> dict[str, Any]:
+        self._done.set()
+        self.join()
+        n = len(self.series)
+        quarters = [self.series[min(n - 1, n * q // 4)] for q in (1, 2, 3, 4)] if n else []
+        return {"peak_mb": max(self.series, default=0.0), "at_quarters_mb": quarters, "samples": n}
+
+
+def _rss(process: psutil.Process) -> int:
+    with contextlib.suppress(psutil.Error):
+        return int(process.memory_info().rss)
+    return 0
+
+
 def _crawl(url: str, settings: dict[str, Any], extra_starts: list[str], out: Connection) -> None:
     before = resource.getrusage(resource.RUSAGE_SELF)  # after the imports, which are not the crawl's
     config = CrawlConfig.resolve(**settings)
@@ -168,7 +214,10 @@ def _crawl(url: str, settings: dict[str, Any], extra_starts: list[str], out: Con
         for start in extra_starts:
             queue.enqueue(LISTING, {"url": start, "depth": 1, "start": True}, priority=LISTING_PRIORITY)
     t1 = time.perf_counter()
+    memory = TreeMemory()
+    memory.start()
     stats = crawl.work()
+    tree = memory.stop()
     t2 = time.perf_counter()
     with _timed_steps(steps):
         report = crawl.report(stats)
@@ -193,6 +242,8 @@ def _crawl(url: str, settings: dict[str, Any], extra_starts: list[str], out: Con
             # its own CPU and peak RSS in its stats.
             "workers_cpu_s": stats.cpu_s,
             "peak_worker_rss_mb": round(stats.peak_rss_mb, 1),
+            # The largest worker's process tree (with its browser), sampled each second: peak and at each quarter.
+            "worker_tree_rss_mb": tree,
             "claims": len(claims),
             "claim_ms": {
                 "p50": round(1000 * claims[len(claims) // 2], 2) if claims else None,
@@ -254,7 +305,7 @@ def run_case(url: str, books: int, hosts: int, interval: float | None, args: arg
     sandbox_start_s = time.perf_counter() - t
     settings: dict[str, Any] = {
         "base_url": sandbox.urls[0],
-        "fetch_mode": "http",
+        "fetch_mode": args.fetch_mode,
         "workers": args.workers,
         "concurrency": args.concurrency,
         "min_interval_s": interval or 0.0,
@@ -268,6 +319,7 @@ def run_case(url: str, books: int, hosts: int, interval: float | None, args: arg
     out: dict[str, Any] = {
         "books": books,
         "hosts": hosts,
+        "fetch_mode": args.fetch_mode,
         "sandbox_start_s": round(sandbox_start_s, 2),
         "db_mb_empty": round(empty_mb, 1),
     }
@@ -276,9 +328,10 @@ def run_case(url: str, books: int, hosts: int, interval: float | None, args: arg
         print(json.dumps({"books": books, "hosts": hosts, "day0": out["day0"]}), file=sys.stderr, flush=True)
         out["db_mb"] = round(_database_mb(url), 1)
         out["db_mb_per_1000_books"] = round((out["db_mb"] - empty_mb) / (books / 1000), 2)
-        sandbox.next_day()
-        out["day1"] = measure(url, sandbox, settings, sandbox.urls[1:])
-        out["db_mb_after_day1"] = round(_database_mb(url), 1)
+        if not args.day0_only:
+            sandbox.next_day()
+            out["day1"] = measure(url, sandbox, settings, sandbox.urls[1:])
+            out["db_mb_after_day1"] = round(_database_mb(url), 1)
     finally:
         sandbox.close()
         shutil.rmtree(settings["warc_dir"], ignore_errors=True)
@@ -286,7 +339,8 @@ def run_case(url: str, books: int, hosts: int, interval: float | None, args: arg
         bound = hosts / interval
         out["politeness_bound_pages_per_s"] = round(bound, 1)
         for day in ("day0", "day1"):
-            out[day]["share_of_bound"] = round(out[day]["pages_per_s"] / bound, 3)
+            if day in out:
+                out[day]["share_of_bound"] = round(out[day]["pages_per_s"] / bound, 3)
     return out
 
 
@@ -297,11 +351,13 @@ def ratios(cases: dict[str, Any]) -> dict[str, Any]:
         return {}
     out: dict[str, Any] = {}
     for name, case in cases.items():
-        if name == "1000" or case["hosts"] != 1:
+        if name == "1000" or case["hosts"] != 1 or case.get("fetch_mode", "http") != "http":
             continue
         scale = case["books"] / base["books"]
         entry: dict[str, Any] = {}
         for day in ("day0", "day1"):
+            if day not in case or day not in base:
+                continue
             now, then = case[day], base[day]
             entry[day] = {
                 "cpu_ms_per_page": {
@@ -385,7 +441,8 @@ def cost_plot_svg(cases: dict[str, Any], about: str) -> str:
 
     Written by hand (a few lines of SVG) so the benchmark needs no plotting library.
     """
-    points = sorted((c["books"], c) for c in cases.values() if c["hosts"] == 1)
+    plotted = [c for c in cases.values() if c["hosts"] == 1 and "day1" in c and c.get("fetch_mode", "http") == "http"]
+    points = sorted((c["books"], c) for c in plotted)
     if not points:
         return ""
     width, height, left, right, top, bottom = 640, 400, 60, 150, 40, 50
@@ -453,6 +510,8 @@ def main() -> None:
     parser.add_argument("--host-categories", type=int, default=10, help="categories per host in the hosts case")
     parser.add_argument("--interval", type=float, default=2.0, help="per-domain interval of the hosts case (s)")
     parser.add_argument("--sandbox-pass", type=int, default=0, metavar="N", help="only a full pass over N books")
+    parser.add_argument("--fetch-mode", default="http", choices=("http", "browser", "adaptive"))
+    parser.add_argument("--day0-only", action="store_true", help="no day-1 re-crawl")
     parser.add_argument("--svg", type=Path, help="write the plot of CPU ms per page against catalogue size here")
     parser.add_argument(
         "--merge", type=Path, nargs="*", default=[], help="earlier outputs of this script whose cases join this run's"
@@ -461,15 +520,15 @@ def main() -> None:
     if args.sandbox_pass:
         print(json.dumps({"machine": machine(), "sandbox_pass": sandbox_pass(args.sandbox_pass)}))
         return
-    url = _scratch_database(BENCH_DB)
+    names = [name for name in args.cases.split(",") if name != "none"]
+    url = _scratch_database(BENCH_DB) if names else ""
     cases: dict[str, Any] = {}
-    for name in args.cases.split(","):
-        if name == "none":
-            continue
+    for name in names:
         if name == "hosts":
             case = run_case(url, args.host_books, args.hosts, args.interval, args)
         else:
             case = run_case(url, int(name), 1, None, args)
+        name = name if args.fetch_mode == "http" else f"{args.fetch_mode}-{name}"
         cases[name] = case
         print(json.dumps({name: case}), file=sys.stderr)
     for earlier in args.merge:  # cases run one per invocation (each holds the machine for minutes)
