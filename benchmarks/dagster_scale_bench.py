@@ -105,7 +105,15 @@ def partitions(days: int, repeat: int) -> dict[str, Any]:
     check_s = time.perf_counter() - started
     assert check.returncode == 0, check.stdout[-2000:] + check.stderr[-2000:]
     return {"start_date": start, "location_load_s": round(statistics.median(loads), 3),
-            "dg_check_defs_s": round(check_s, 2), "ui": ui_partitions(env)}  # fmt: skip
+            "dg_check_defs_s": round(check_s, 2), "ui": _or_error(ui_partitions, env)}  # fmt: skip
+
+
+def _or_error(fn: Any, *args: Any) -> Any:
+    """``fn(*args)``, or what went wrong as a string (one part failing keeps the others' figures)."""
+    try:
+        return fn(*args)
+    except Exception as exc:  # a benchmark reports, it does not stop
+        return f"error: {type(exc).__name__}: {exc}"[:500]
 
 
 def ui_partitions(env: dict[str, str]) -> dict[str, Any]:
@@ -137,6 +145,8 @@ def ui_partitions(env: dict[str, str]) -> dict[str, Any]:
                 body = {"query": PARTITIONS_QUERY, "variables": {"key": {"path": ["category_balanced_snapshot"]}}}
                 answer = client.post("/graphql", json=body).json()
                 times.append(time.perf_counter() - t)
+                if "errors" in answer or not answer.get("data"):
+                    raise RuntimeError(json.dumps(answer)[:400])
                 node = answer["data"]["assetNodeOrError"]
                 keys = len(node["partitionKeysByDimension"][0]["partitionKeys"])
         return {"webserver_up_s": round(up_s, 2), "partitions_query_s": round(min(times), 3), "partition_keys": keys}
@@ -157,7 +167,7 @@ def main() -> None:
     if args.database:
         out["materialize"] = materialize_day(args.database, args.day, args.repeat)
     if args.partitions:
-        out["partitions"] = {str(days): partitions(days, args.repeat) for days in (7, 365, 5 * 365)}
+        out["partitions"] = {str(days): _or_error(partitions, days, args.repeat) for days in (7, 365, 5 * 365)}
     print(json.dumps(out))
 
 
