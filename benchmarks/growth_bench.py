@@ -223,7 +223,7 @@ def _crawl(url: str, settings: dict[str, Any], extra_starts: list[str], out: Con
         report = crawl.report(stats)
     t3 = time.perf_counter()
     me = resource.getrusage(resource.RUSAGE_SELF)
-    claims = sorted(stats.claim_s)
+    claims = sorted(ms for ms, n in stats.claim_ms.items() for _ in range(n))
     out.send(
         {
             "pages": report.run.pages,
@@ -246,8 +246,8 @@ def _crawl(url: str, settings: dict[str, Any], extra_starts: list[str], out: Con
             "worker_tree_rss_mb": tree,
             "claims": len(claims),
             "claim_ms": {
-                "p50": round(1000 * claims[len(claims) // 2], 2) if claims else None,
-                "p99": round(1000 * claims[min(len(claims) - 1, int(len(claims) * 0.99))], 2) if claims else None,
+                "p50": claims[len(claims) // 2] if claims else None,
+                "p99": claims[min(len(claims) - 1, int(len(claims) * 0.99))] if claims else None,
             },
         }
     )

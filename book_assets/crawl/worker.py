@@ -239,7 +239,7 @@ class Worker:
         conditional (plain fetches with ``conditional_requests`` on), by task id: one query for the batch."""
         sent = time.monotonic()
         result = self._claim(n)
-        self.stats.claim_s.append(time.monotonic() - sent)
+        self.stats.claim_ms[float(f"{1000 * (time.monotonic() - sent):.2g}")] += 1
         if not result.tasks or not self.config.conditional_requests or not self._strategy.conditional:
             return result, {}
         found = page_validators(self.db, sorted({str(t.payload["url"]) for t in result.tasks}))
