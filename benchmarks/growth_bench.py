@@ -441,13 +441,13 @@ def cost_plot_svg(cases: dict[str, Any], about: str) -> str:
 
     Written by hand (a few lines of SVG) so the benchmark needs no plotting library.
     """
-    plotted = [c for c in cases.values() if c["hosts"] == 1 and "day1" in c and c.get("fetch_mode", "http") == "http"]
+    plotted = [c for c in cases.values() if c["hosts"] == 1 and c.get("fetch_mode", "http") == "http"]
     points = sorted((c["books"], c) for c in plotted)
     if not points:
         return ""
     width, height, left, right, top, bottom = 640, 400, 60, 150, 40, 50
     books = [b for b, _ in points]
-    costs = [c[day]["cpu_ms_per_page"][k] for _, c in points for day in ("day0", "day1") for k, _ in PLOT_SERIES]
+    costs = [c[d]["cpu_ms_per_page"][k] for _, c in points for d in ("day0", "day1") if d in c for k, _ in PLOT_SERIES]
     lo, hi = math.log10(min(books)), math.log10(max(books))
     top_y = max(1.0, math.ceil(max(costs)))
 
@@ -473,9 +473,10 @@ def cost_plot_svg(cases: dict[str, Any], about: str) -> str:
         out.append(f'<text x="{x(b)}" y="{y(0) + 18}" text-anchor="middle">{b:,} books</text>')
     for row, (name, colour) in enumerate(PLOT_SERIES):
         for day, dash in (("day0", ""), ("day1", ' stroke-dasharray="4 3"')):
-            path = " ".join(f"{x(b):.1f},{y(c[day]['cpu_ms_per_page'][name]):.1f}" for b, c in points)
+            days = [(b, c) for b, c in points if day in c]
+            path = " ".join(f"{x(b):.1f},{y(c[day]['cpu_ms_per_page'][name]):.1f}" for b, c in days)
             out.append(f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="2"{dash}/>')
-            for b, c in points:
+            for b, c in days:
                 cy = y(c[day]["cpu_ms_per_page"][name])
                 out.append(f'<circle cx="{x(b):.1f}" cy="{cy:.1f}" r="3" fill="{colour}"/>')
         ly = top + 10 + 18 * row
