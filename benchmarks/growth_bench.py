@@ -12,11 +12,16 @@ validators are sent). Cases:
   enqueued beside it, and every host's domain is an allowed domain, so each gets the interval.
 
 For each crawl: pages/s and its share of the politeness bound; CPU ms per page of the crawl's coordinator,
-its workers (summed), the sandbox and PostgreSQL (the postmaster and every backend, those that exited
-included); the peak RSS of the largest worker and of the sandbox; the time of the crawl's start, its work
-and its end (``report``), and within the end the steps it runs (book counts, run figures, removals, robots,
-task pruning, WARC index); the database's size per 1,000 books (over the migrated empty database's).
-``ratios`` gives each single-host case's per-page figures over the ``1000`` case's. ``--sandbox-pass N``
+its workers (summed, as each worker reports its own), the sandbox and PostgreSQL (the postmaster and every
+backend, those that exited included); the peak RSS of the largest worker, of the largest worker's process
+tree (with its browser in browser mode; sampled each second, with its value at each quarter of the crawl)
+and of the sandbox; the workers' claims and their p50/p99 latency as the workers saw them; the time of the
+crawl's start, its work and its end (``report``), and within the end the steps it runs (book counts, run
+figures, removals, robots, task pruning, WARC index); the database's size per 1,000 books (over the
+migrated empty database's). ``ratios`` gives each single-host http case's per-page figures over the
+``1000`` case's. ``--fetch-mode browser`` crawls in Chromium (cases named ``browser-N``), ``--day0-only``
+skips the re-crawl, ``--merge`` adds the cases of earlier outputs and ``--svg`` writes the plot of CPU ms per
+page against the catalogue's size. ``--sandbox-pass N``
 instead fetches every page of an N-book sandbox once and reports the sandbox's peak RSS (its memory serving
 a full pass). JSON on stdout::
 
@@ -24,7 +29,8 @@ a full pass). JSON on stdout::
      "ratios": {"10000": {"cpu_ms_per_page": {...}, "end_s_per_1000_books": N, ...}}}
 
 Usage: python benchmarks/growth_bench.py [--cases 1000,10000,hosts] [--workers 2] [--concurrency 8]
-       [--hosts 100 --host-books 10000 --host-categories 10 --interval 2.0] | --sandbox-pass 100000
+       [--hosts 100 --host-books 10000 --host-categories 10 --interval 2.0] [--fetch-mode http]
+       [--day0-only] [--merge OUT.json ...] [--svg PLOT.svg] | --sandbox-pass 100000
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import math
 import multiprocessing
 import os
 import platform
@@ -41,6 +48,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from multiprocessing.connection import Connection
@@ -155,6 +163,45 @@ def _timed_steps(times: dict[str, float]) -> Iterator[None]:
         pipeline.TaskQueue.prune = prune  # type: ignore[method-assign]
 
 
+class TreeMemory(threading.Thread):
+    """Samples, every ``every_s``, the resident memory of each worker's process tree (the worker, and in browser
+    mode its Playwright driver and Chromium's processes): the workers are the crawl's fork server's children.
+
+    ``series`` is the largest tree's RSS at each sample, to see whether it stays flat over the crawl.
+    """
+
+    def __init__(self, every_s: float = 1.0) -> None:
+        super().__init__(daemon=True)
+        self.every_s = every_s
+        self.series: list[float] = []
+        self._done = threading.Event()
+
+    def run(self) -> None:
+        me = psutil.Process()
+        while not self._done.wait(self.every_s):
+            trees = []
+            for server in me.children():
+                for worker in server.children():
+                    with contextlib.suppress(psutil.Error):
+                        procs = [worker, *worker.children(recursive=True)]
+                        trees.append(sum(_rss(p) for p in procs))
+            if trees:
+                self.series.append(round(max(trees) / 2**20, 1))
+
+    def stop(self) -> dict[str, Any]:
+        self._done.set()
+        self.join()
+        n = len(self.series)
+        quarters = [self.series[min(n - 1, n * q // 4)] for q in (1, 2, 3, 4)] if n else []
+        return {"peak_mb": max(self.series, default=0.0), "at_quarters_mb": quarters, "samples": n}
+
+
+def _rss(process: psutil.Process) -> int:
+    with contextlib.suppress(psutil.Error):
+        return int(process.memory_info().rss)
+    return 0
+
+
 def _crawl(url: str, settings: dict[str, Any], extra_starts: list[str], out: Connection) -> None:
     before = resource.getrusage(resource.RUSAGE_SELF)  # after the imports, which are not the crawl's
     config = CrawlConfig.resolve(**settings)
@@ -167,12 +214,16 @@ def _crawl(url: str, settings: dict[str, Any], extra_starts: list[str], out: Con
         for start in extra_starts:
             queue.enqueue(LISTING, {"url": start, "depth": 1, "start": True}, priority=LISTING_PRIORITY)
     t1 = time.perf_counter()
+    memory = TreeMemory()
+    memory.start()
     stats = crawl.work()
+    tree = memory.stop()
     t2 = time.perf_counter()
     with _timed_steps(steps):
         report = crawl.report(stats)
     t3 = time.perf_counter()
-    me, workers = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    claims = sorted(ms for ms, n in stats.claim_ms.items() for _ in range(n))
     out.send(
         {
             "pages": report.run.pages,
@@ -187,8 +238,17 @@ def _crawl(url: str, settings: dict[str, Any], extra_starts: list[str], out: Con
             "end_s": round(t3 - t2, 3),
             "end_steps_s": {name: round(s, 3) for name, s in sorted(steps.items())},
             "coordinator_cpu_s": me.ru_utime + me.ru_stime - before.ru_utime - before.ru_stime,
-            "workers_cpu_s": workers.ru_utime + workers.ru_stime,
-            "peak_worker_rss_mb": round(workers.ru_maxrss / 1024, 1),
+            # The workers are forked from a fork server, so the crawl's process never reaps them: each reports
+            # its own CPU and peak RSS in its stats.
+            "workers_cpu_s": stats.cpu_s,
+            "peak_worker_rss_mb": round(stats.peak_rss_mb, 1),
+            # The largest worker's process tree (with its browser), sampled each second: peak and at each quarter.
+            "worker_tree_rss_mb": tree,
+            "claims": len(claims),
+            "claim_ms": {
+                "p50": claims[len(claims) // 2] if claims else None,
+                "p99": claims[min(len(claims) - 1, int(len(claims) * 0.99))] if claims else None,
+            },
         }
     )
     out.close()
@@ -245,7 +305,7 @@ def run_case(url: str, books: int, hosts: int, interval: float | None, args: arg
     sandbox_start_s = time.perf_counter() - t
     settings: dict[str, Any] = {
         "base_url": sandbox.urls[0],
-        "fetch_mode": "http",
+        "fetch_mode": args.fetch_mode,
         "workers": args.workers,
         "concurrency": args.concurrency,
         "min_interval_s": interval or 0.0,
@@ -259,6 +319,7 @@ def run_case(url: str, books: int, hosts: int, interval: float | None, args: arg
     out: dict[str, Any] = {
         "books": books,
         "hosts": hosts,
+        "fetch_mode": args.fetch_mode,
         "sandbox_start_s": round(sandbox_start_s, 2),
         "db_mb_empty": round(empty_mb, 1),
     }
@@ -267,9 +328,10 @@ def run_case(url: str, books: int, hosts: int, interval: float | None, args: arg
         print(json.dumps({"books": books, "hosts": hosts, "day0": out["day0"]}), file=sys.stderr, flush=True)
         out["db_mb"] = round(_database_mb(url), 1)
         out["db_mb_per_1000_books"] = round((out["db_mb"] - empty_mb) / (books / 1000), 2)
-        sandbox.next_day()
-        out["day1"] = measure(url, sandbox, settings, sandbox.urls[1:])
-        out["db_mb_after_day1"] = round(_database_mb(url), 1)
+        if not args.day0_only:
+            sandbox.next_day()
+            out["day1"] = measure(url, sandbox, settings, sandbox.urls[1:])
+            out["db_mb_after_day1"] = round(_database_mb(url), 1)
     finally:
         sandbox.close()
         shutil.rmtree(settings["warc_dir"], ignore_errors=True)
@@ -277,7 +339,8 @@ def run_case(url: str, books: int, hosts: int, interval: float | None, args: arg
         bound = hosts / interval
         out["politeness_bound_pages_per_s"] = round(bound, 1)
         for day in ("day0", "day1"):
-            out[day]["share_of_bound"] = round(out[day]["pages_per_s"] / bound, 3)
+            if day in out:
+                out[day]["share_of_bound"] = round(out[day]["pages_per_s"] / bound, 3)
     return out
 
 
@@ -288,11 +351,13 @@ def ratios(cases: dict[str, Any]) -> dict[str, Any]:
         return {}
     out: dict[str, Any] = {}
     for name, case in cases.items():
-        if name == "1000" or case["hosts"] != 1:
+        if name == "1000" or case["hosts"] != 1 or case.get("fetch_mode", "http") != "http":
             continue
         scale = case["books"] / base["books"]
         entry: dict[str, Any] = {}
         for day in ("day0", "day1"):
+            if day not in case or day not in base:
+                continue
             now, then = case[day], base[day]
             entry[day] = {
                 "cpu_ms_per_page": {
@@ -307,6 +372,9 @@ def ratios(cases: dict[str, Any]) -> dict[str, Any]:
                     if then["end_steps_s"].get(k)
                 },
                 "peak_worker_rss": round(now["peak_worker_rss_mb"] / then["peak_worker_rss_mb"], 2),
+                "claim_ms": {
+                    k: round(v / then["claim_ms"][k], 2) for k, v in now["claim_ms"].items() if then["claim_ms"].get(k)
+                },
             }
         entry["db_mb_per_1000_books"] = round(case["db_mb_per_1000_books"] / base["db_mb_per_1000_books"], 2)
         out[name] = entry
@@ -362,6 +430,66 @@ def sandbox_pass(books: int, concurrency: int = 16) -> dict[str, Any]:
         sandbox.close()
 
 
+# --- the plot ------------------------------------------------------------------------------------------------
+
+#: The processes plotted, with their colours.
+PLOT_SERIES = (("crawl_total", "#222222"), ("workers", "#1f77b4"), ("postgres", "#d62728"), ("coordinator", "#2ca02c"))
+
+
+def cost_plot_svg(cases: dict[str, Any], about: str) -> str:
+    """CPU ms per page of each process against the catalogue's size (log scale), day 0 and day 1, as an SVG.
+
+    Written by hand (a few lines of SVG) so the benchmark needs no plotting library.
+    """
+    plotted = [c for c in cases.values() if c["hosts"] == 1 and c.get("fetch_mode", "http") == "http"]
+    points = sorted((c["books"], c) for c in plotted)
+    if not points:
+        return ""
+    width, height, left, right, top, bottom = 640, 400, 60, 150, 40, 50
+    books = [b for b, _ in points]
+    costs = [c[d]["cpu_ms_per_page"][k] for _, c in points for d in ("day0", "day1") if d in c for k, _ in PLOT_SERIES]
+    lo, hi = math.log10(min(books)), math.log10(max(books))
+    top_y = max(1.0, math.ceil(max(costs)))
+
+    def x(b: float) -> float:
+        return left + (width - left - right) * ((math.log10(b) - lo) / (hi - lo) if hi > lo else 0.5)
+
+    def y(v: float) -> float:
+        return height - bottom - (height - top - bottom) * v / top_y
+
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" '
+        'font-size="12">',
+        f'<rect width="{width}" height="{height}" fill="white"/>',
+        f'<text x="{left}" y="20" font-size="14">CPU ms per page against catalogue size (http, one host)</text>',
+        f'<text x="{left}" y="{height - 8}" fill="#555">{about}</text>',
+        f'<line x1="{left}" y1="{y(0)}" x2="{width - right}" y2="{y(0)}" stroke="black"/>',
+        f'<line x1="{left}" y1="{y(0)}" x2="{left}" y2="{y(top_y)}" stroke="black"/>',
+    ]
+    for i in range(int(top_y) + 1):
+        out.append(f'<text x="{left - 8}" y="{y(i) + 4}" text-anchor="end">{i}</text>')
+        out.append(f'<line x1="{left}" y1="{y(i)}" x2="{width - right}" y2="{y(i)}" stroke="#eee"/>')
+    for b in books:
+        out.append(f'<text x="{x(b)}" y="{y(0) + 18}" text-anchor="middle">{b:,} books</text>')
+    for row, (name, colour) in enumerate(PLOT_SERIES):
+        for day, dash in (("day0", ""), ("day1", ' stroke-dasharray="4 3"')):
+            days = [(b, c) for b, c in points if day in c]
+            path = " ".join(f"{x(b):.1f},{y(c[day]['cpu_ms_per_page'][name]):.1f}" for b, c in days)
+            out.append(f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="2"{dash}/>')
+            for b, c in days:
+                cy = y(c[day]["cpu_ms_per_page"][name])
+                out.append(f'<circle cx="{x(b):.1f}" cy="{cy:.1f}" r="3" fill="{colour}"/>')
+        ly = top + 10 + 18 * row
+        out.append(f'<line x1="{width - right + 10}" y1="{ly}" x2="{width - right + 30}" y2="{ly}" '
+                   f'stroke="{colour}" stroke-width="2"/>')  # fmt: skip
+        out.append(f'<text x="{width - right + 36}" y="{ly + 4}">{name.replace("_", " ")}</text>')
+    ly = top + 10 + 18 * len(PLOT_SERIES)
+    out.append(f'<text x="{width - right + 10}" y="{ly + 4}" fill="#555">solid: day 0</text>')
+    out.append(f'<text x="{width - right + 10}" y="{ly + 22}" fill="#555">dashed: day 1 (304s)</text>')
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
 def machine() -> dict[str, Any]:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False)
     return {
@@ -375,7 +503,7 @@ def machine() -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--cases", default="1000,10000", help="comma-separated: 1000, 10000, 100000, hosts")
+    parser.add_argument("--cases", default="1000,10000", help="comma-separated: 1000, 10000, 100000, hosts, none")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--hosts", type=int, default=100)
@@ -383,20 +511,35 @@ def main() -> None:
     parser.add_argument("--host-categories", type=int, default=10, help="categories per host in the hosts case")
     parser.add_argument("--interval", type=float, default=2.0, help="per-domain interval of the hosts case (s)")
     parser.add_argument("--sandbox-pass", type=int, default=0, metavar="N", help="only a full pass over N books")
+    parser.add_argument("--fetch-mode", default="http", choices=("http", "browser", "adaptive"))
+    parser.add_argument("--day0-only", action="store_true", help="no day-1 re-crawl")
+    parser.add_argument("--svg", type=Path, help="write the plot of CPU ms per page against catalogue size here")
+    parser.add_argument(
+        "--merge", type=Path, nargs="*", default=[], help="earlier outputs of this script whose cases join this run's"
+    )
     args = parser.parse_args()
     if args.sandbox_pass:
         print(json.dumps({"machine": machine(), "sandbox_pass": sandbox_pass(args.sandbox_pass)}))
         return
-    url = _scratch_database(BENCH_DB)
+    names = [name for name in args.cases.split(",") if name != "none"]
+    url = _scratch_database(BENCH_DB) if names else ""
     cases: dict[str, Any] = {}
-    for name in args.cases.split(","):
+    for name in names:
         if name == "hosts":
             case = run_case(url, args.host_books, args.hosts, args.interval, args)
         else:
             case = run_case(url, int(name), 1, None, args)
+        name = name if args.fetch_mode == "http" else f"{args.fetch_mode}-{name}"
         cases[name] = case
         print(json.dumps({name: case}), file=sys.stderr)
-    print(json.dumps({"machine": machine(), "cases": cases, "ratios": ratios(cases)}))
+    for earlier in args.merge:  # cases run one per invocation (each holds the machine for minutes)
+        cases = {**json.loads(earlier.read_text())["cases"], **cases}
+    about = machine()
+    if args.svg:
+        args.svg.write_text(
+            cost_plot_svg(cases, f"{about['date'][:10]}, commit {about['commit']}, {about['cpus']} cores")
+        )
+    print(json.dumps({"machine": about, "cases": cases, "ratios": ratios(cases)}))
 
 
 if __name__ == "__main__":

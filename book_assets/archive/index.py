@@ -1,20 +1,22 @@
 """A day's CDXJ index (cdxj-indexer, pywb's format): one sorted line per response record, and its summary.
 
 ``index.cdxj`` in a day's folder lists every response (and revisit) record of the day's files by SURT key
-and timestamp, with the file, offset and length a replay tool needs. It is rebuilt from all of the day's
-files each time (when a crawl ends, and by the ``raw_archive`` asset), written beside them and renamed into
-place, so a reader never sees half an index. A file cut short by an interrupted writer is indexed up to its
-last whole record and reported.
+and timestamp, with the file, offset and length a replay tool needs. It is written when a crawl ends, and by
+the ``raw_archive`` asset, beside the files and renamed into place, so a reader never sees half an index. A
+file cut short by an interrupted writer is indexed up to its last whole record and reported.
 
-Each file's lines and scan are kept in the day's ``.index-files.json``, keyed by the file's name, size and
-modification time: a file whose size and time are as they were when it was read is not read again, so the
-index a crawl writes at its end costs the files written since the last index, not every file of the day (a
-day of re-crawls otherwise re-reads every earlier crawl's files, about 0.2 s per crawl of the sandbox, at
-each crawl's end). A file still being written grows, so it is read again.
+What it costs is what the crawl wrote: each file's own lines are indexed once, sorted, into
+``.index-files/<file>.cdxj``, and its scan (size, time, record types, damage) kept in the day's
+``.index-files.json``; a file whose size and time are as they were when it was read is not read again. The
+day's index is then a streaming merge of the files' sorted indexes: no earlier line is parsed, sorted or
+held in memory (the index of a day of re-crawls once kept every line in the JSON cache, parsed and sorted
+again at each crawl's end). A file still being written grows, so it is read again.
 """
 
 from __future__ import annotations
 
+import contextlib
+import heapq
 import importlib
 import io
 import json
@@ -22,17 +24,19 @@ import threading
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from warcio.limitreader import LimitReader
 
 from book_assets.archive.reader import ArchiveDamage, FileScan, archive_files, scan
 from book_assets.archive.writer import day_folder
-from book_assets.publish.files import atomic_write_text
+from book_assets.publish.files import atomic_write, atomic_write_text
 
 INDEX_NAME = "index.cdxj"
-#: Each file's scan and index lines as of its last reading, with the size and time it had then.
+#: Each file's scan as of its last reading, with the size and time it had then.
 FILES_CACHE_NAME = ".index-files.json"
+#: The folder of each file's own sorted index lines (``<file name>.cdxj``), merged into the day's index.
+FILE_INDEXES = ".index-files"
 #: Record types with an index line: what a replay looks up by URL.
 INDEXED_RECORDS = "response,revisit"
 
@@ -80,14 +84,15 @@ def summarize_day(archive_dir: Path, day: date) -> ArchiveSummary:
     index = folder / INDEX_NAME
     lines = _count_lines(index) if index.is_file() else 0
     known = _read_cache(folder)
-    scans = [_cached(known, path)[0] or scan(path) for path in archive_files(folder)]
+    scans = [_cached(known, folder, path) or scan(path) for path in archive_files(folder)]
     return ArchiveSummary(day, folder, scans, index if index.is_file() else None, lines)
 
 
 def index_day(archive_dir: Path, day: date) -> ArchiveSummary:
     """(Re)write the day's ``index.cdxj`` from its files; returns the day's summary (no files: no index).
 
-    Files unchanged since they were last read (same size and modification time) are not read again.
+    Files unchanged since they were last read (same size and modification time) are not read again; the
+    day's index merges every file's sorted index.
     """
     folder = day_folder(archive_dir, day)
     paths = archive_files(folder)
@@ -95,32 +100,48 @@ def index_day(archive_dir: Path, day: date) -> ArchiveSummary:
         return ArchiveSummary(day, folder)
     known, entries = _read_cache(folder), dict[str, Any]()
     scans: list[FileScan] = []
-    lines: list[str] = []
     for path in paths:
-        file, file_lines = _cached(known, path)
-        if file is None or file_lines is None:
+        file = _cached(known, folder, path)
+        if file is None:
             before = path.stat()
             file = scan(path)
-            file_lines = index_lines(file)
+            _file_index(folder, path).parent.mkdir(exist_ok=True)
+            atomic_write_text(_file_index(folder, path), "".join(sorted(index_lines(file))))
             # A file that grew while it was read (its writer is still at work) is read again next time.
             mtime_ns = before.st_mtime_ns if file.size == before.st_size else None
         else:
             mtime_ns = known[path.name]["mtime_ns"]
         if mtime_ns is not None:
-            entries[path.name] = _entry(file, file_lines, mtime_ns)
+            entries[path.name] = _entry(file, mtime_ns)
         scans.append(file)
-        lines += file_lines
-    lines.sort()
     target = folder / INDEX_NAME
-    atomic_write_text(target, "".join(lines))
+    lines = 0
+
+    def merge(tmp: Path) -> None:
+        nonlocal lines
+        with contextlib.ExitStack() as stack, tmp.open("w", encoding="utf-8") as out:
+            sources: list[IO[str]] = [stack.enter_context(_file_index(folder, p).open(encoding="utf-8")) for p in paths]
+            for line in heapq.merge(*sources):
+                out.write(line)
+                lines += 1
+
+    atomic_write(target, merge)
     atomic_write_text(folder / FILES_CACHE_NAME, json.dumps(entries))
-    return ArchiveSummary(day, folder, scans, target, len(lines))
+    kept = {_file_index(folder, p).name for p in paths}
+    for gone in (folder / FILE_INDEXES).glob("*.cdxj"):  # the index of a file deleted since
+        if gone.name not in kept:
+            gone.unlink(missing_ok=True)
+    return ArchiveSummary(day, folder, scans, target, lines)
 
 
-def _entry(file: FileScan, lines: list[str], mtime_ns: int) -> dict[str, Any]:
+def _file_index(folder: Path, path: Path) -> Path:
+    """Where the sorted index lines of one WARC file of the day are kept."""
+    return folder / FILE_INDEXES / f"{path.name}.cdxj"
+
+
+def _entry(file: FileScan, mtime_ns: int) -> dict[str, Any]:
     damage = None if file.damage is None else [file.damage.offset, file.damage.reason]
-    return {"size": file.size, "mtime_ns": mtime_ns, "intact": file.intact, "types": file.types, "damage": damage,
-            "lines": lines}  # fmt: skip
+    return {"size": file.size, "mtime_ns": mtime_ns, "intact": file.intact, "types": file.types, "damage": damage}
 
 
 def _read_cache(folder: Path) -> dict[str, Any]:
@@ -132,20 +153,20 @@ def _read_cache(folder: Path) -> dict[str, Any]:
     return known if isinstance(known, dict) else {}
 
 
-def _cached(known: dict[str, Any], path: Path) -> tuple[FileScan | None, list[str] | None]:
-    """The cached scan and lines of ``path`` if it has the size and time it had when read, else (None, None)."""
+def _cached(known: dict[str, Any], folder: Path, path: Path) -> FileScan | None:
+    """The cached scan of ``path`` if it has the size and time it had when read and its index is kept, else None."""
     entry = known.get(path.name)
-    if entry is None:
-        return None, None
+    if entry is None or not _file_index(folder, path).is_file():
+        return None
     try:
         stat = path.stat()
         if entry["size"] != stat.st_size or entry["mtime_ns"] != stat.st_mtime_ns:
-            return None, None
+            return None
         damage = None if entry["damage"] is None else ArchiveDamage(path, int(entry["damage"][0]), entry["damage"][1])
         types = {str(name): int(count) for name, count in entry["types"].items()}
-        return FileScan(path, stat.st_size, int(entry["intact"]), types, damage), [str(x) for x in entry["lines"]]
+        return FileScan(path, stat.st_size, int(entry["intact"]), types, damage)
     except (OSError, LookupError, TypeError, ValueError, AttributeError):
-        return None, None
+        return None
 
 
 def load_indexer_meanwhile() -> threading.Thread:

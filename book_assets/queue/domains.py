@@ -147,6 +147,10 @@ class DomainPolicy:
     def reslot(self, task: Task) -> Task:
         """Give a task whose worker woke too late for its slot a fresh slot (``slot_at`` None: start now).
 
+        The domain's next slot, or, when the task held the last slot handed out, a moment from now: nothing
+        started on the missed slot, so the domain's slots start again from the task's (``reslot`` in
+        ``sql/queue.sql``).
+
         For workers that wait in their own way (an event loop) and then apply :meth:`slot_wait_s`'s rule.
         Raises :class:`LeaseLost` if the lease is gone.
         """

@@ -328,11 +328,16 @@ SELECT extract(epoch FROM least(
 
 -- reslot --
 -- Give a leased task a new politeness slot (its worker woke too late for the old one): the domain's next slot,
--- as a claim would hand it out (queue_first_slot_v1); the lease is extended to cover it. No row: lease lost
--- or domain unthrottled.
+-- as a claim would hand it out (queue_first_slot_v1); the lease is extended to cover it. When the task holds
+-- the domain's last slot handed out (the next is its slot plus the interval), the domain's slots start again
+-- from the task's: nothing started on the missed slot, so a late wake costs the claim's lead, not an interval.
+-- No row: lease lost or domain unthrottled.
 WITH moved AS (
     UPDATE domains d
-    SET next_slot_at = queue_first_slot_v1(d.next_slot_at, d.min_interval_s, clock_timestamp())
+    SET next_slot_at = queue_first_slot_v1(
+                           CASE WHEN d.next_slot_at = t.slot_at + make_interval(secs => d.min_interval_s)
+                                THEN t.slot_at ELSE d.next_slot_at END,
+                           d.min_interval_s, clock_timestamp())
                        + make_interval(secs => d.min_interval_s)
     FROM tasks t
     WHERE t.id = %(id)s AND t.lease_token = %(token)s AND t.status = 'in_progress'

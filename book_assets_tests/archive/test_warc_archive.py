@@ -3,6 +3,7 @@ line for line, and enough on its own to rebuild the books table; a file cut shor
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import subprocess
@@ -293,3 +294,25 @@ def test_pages_only_scripts_build_are_rebuilt_from_the_archived_rendered_dom(
     result = _reextract(database_url, tmp_path)
     assert result.exit_code == 0, result.output
     assert "books table: 11 equal, 0 differ, 0 only in the archive, 0 only in the table" in result.stdout
+
+
+def test_the_days_index_merges_each_files_own_index_and_keeps_no_earlier_line_in_its_cache(tmp_path: Path) -> None:
+    today = datetime.now(UTC).date()
+    with ArchiveWriter(tmp_path) as first:
+        for n in range(3):
+            first.write_now(_fetch(f"http://example.test/first/{n}"))
+    index_day(tmp_path, today)
+    with ArchiveWriter(tmp_path) as second:
+        for n in range(2):
+            second.write_now(_fetch(f"http://example.test/second/{n}"))
+    summary = index_day(tmp_path, today)
+    # Each file's lines are indexed once, into an index of its own; the day's cache describes the files (one
+    # small entry each) and holds none of their lines, so a crawl's end reads no earlier crawl's lines ...
+    cache = json.loads((summary.folder / ".index-files.json").read_text())
+    assert sorted(cache) == sorted(p.name for p in (*first.files, *second.files))
+    assert all(set(entry) == {"size", "mtime_ns", "intact", "types", "damage"} for entry in cache.values())
+    own = {p.name: p.read_text().splitlines() for p in (summary.folder / ".index-files").glob("*.cdxj")}
+    assert sorted(len(lines) for lines in own.values()) == [2, 3]
+    # ... and the day's index is their merge, in order.
+    day = (summary.folder / "index.cdxj").read_text().splitlines()
+    assert summary.index_lines == 5 and day == sorted(line for lines in own.values() for line in lines)

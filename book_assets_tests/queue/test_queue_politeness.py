@@ -164,3 +164,32 @@ def test_a_request_outside_any_task_takes_the_domains_next_slot(db: Database) ->
     assert not later.tasks and nxt.slot_due is not None and nxt.slot_due - due == pytest.approx(0.5, abs=0.01)
     queue.set_domain_policy("fast.example", min_interval_s=0)
     assert queue.take_slot("fast.example") is None and queue.take_slot("unknown.example") is None
+
+
+def test_a_late_task_holding_its_domains_last_slot_starts_soon_instead_of_an_interval_later(db: Database) -> None:
+    queue = make_queue(db, default_interval_s=10.0, slot_horizon_s=1.0)
+    queue.enqueue_many(NewTask("detail", {"url": url(i)}) for i in range(2))
+    (task,) = queue.claim("w", 2).tasks
+    assert task.slot_at is not None and task.slot_due is not None
+    time.sleep(max(0.0, task.slot_due - time.monotonic()) + 0.05)  # its worker woke past the slot
+    late = queue.reslot(task)
+    # Nobody holds a slot after the missed one, so the domain's slots start again from the late task: it
+    # starts a moment from now (the claim's lead, at most 50 ms), not an interval after the slot it missed,
+    # and the domain's next start is an interval after it.
+    assert late.slot_at is not None and late.slot_due is not None
+    assert late.slot_due - task.slot_due < 1.0
+    policy = queue.domain_policy(task.domain)
+    assert policy is not None
+    assert (policy["next_slot_at"] - late.slot_at).total_seconds() == pytest.approx(10.0, abs=1e-6)
+
+
+def test_a_late_task_whose_domains_next_slot_is_held_takes_the_slot_after_it(db: Database) -> None:
+    queue = make_queue(db, default_interval_s=0.5, slot_horizon_s=1.2)
+    queue.enqueue_many(NewTask("detail", {"url": url(i)}) for i in range(2))
+    first, second = queue.claim("w", 2).tasks
+    assert first.slot_at is not None and first.slot_due is not None and second.slot_at is not None
+    time.sleep(max(0.0, first.slot_due - time.monotonic()) + 0.05)
+    late = queue.reslot(first)
+    # The second task holds the slot after the missed one: the late one goes after it, an interval on.
+    assert late.slot_at is not None
+    assert (late.slot_at - second.slot_at).total_seconds() == pytest.approx(0.5, abs=1e-6)
