@@ -27,6 +27,7 @@ from multiprocessing.process import BaseProcess
 from book_assets.crawl.config import TASK_TYPES, CrawlConfig
 from book_assets.crawl.lifeline import follow_parent
 from book_assets.crawl.stats import WorkerStats
+from book_assets.observe import metrics
 
 #: What the fork server imports before it forks a worker: the process's main module (so no worker runs it
 #: again, as a spawned one would) and everything a worker runs. The drain's own process does not import the
@@ -92,8 +93,11 @@ def run_worker(
     return asyncio.run(worker.run())
 
 
-def _child(conn: Connection, database_url: str, config: CrawlConfig, task_types: tuple[str, ...]) -> None:
+def _child(
+    conn: Connection, database_url: str, config: CrawlConfig, task_types: tuple[str, ...], metrics_dir: str | None
+) -> None:
     follow_parent()  # a drain that dies without a word leaves no worker crawling on (lifeline.py)
+    metrics.join(metrics_dir)  # its figures go to the drain's /metrics (observe/metrics.py)
     stats = run_worker(database_url, config, None, task_types)
     with contextlib.suppress(BrokenPipeError):  # the drain is gone: nobody is left to tell
         conn.send(stats)
@@ -136,7 +140,9 @@ class Drain:
     def _start(self) -> None:
         ours, theirs = self._ctx.Pipe(duplex=False)
         process = self._ctx.Process(
-            target=_child, args=(theirs, self.database_url, self.config, self.task_types), name="book-pipeline worker"
+            target=_child,
+            args=(theirs, self.database_url, self.config, self.task_types, metrics.directory()),
+            name="book-pipeline worker",
         )
         process.start()
         theirs.close()
@@ -202,6 +208,7 @@ def drain(
     One worker and nobody watching: it runs in this process (no fork, no second browser start).
     """
     follow_parent()  # in a Dagster step: a run worker that dies leaves no drain (and no worker of it) behind
+    metrics.serve_workers(config.metrics_host, config.metrics_port, config.metrics_final_scrape_s)
     n = workers or config.workers
     if n == 1 and on_tick is None:
         total = WorkerStats(worker_id="all")
