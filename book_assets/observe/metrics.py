@@ -41,6 +41,8 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from book_assets.scraper.errors import ErrorKind
+
 PREFIX: Final = "book_pipeline"
 #: How often a worker samples its gauges (pages in flight, memory) and its fetchers' counters.
 SAMPLE_EVERY_S: Final = 1.0
@@ -387,9 +389,12 @@ class QueueCollector(Collector):
                 families["queue_overdue_seconds"].add_metric(list(key), t.overdue_s or 0.0)
             if t.status == "in_progress":
                 families["queue_expired_leases"].add_metric(list(key), t.expired_leases)
-        for task_type, by_kind in gauges.dead_letters.items():
-            for kind, n in by_kind.items():
-                families["queue_dead_letters"].add_metric([task_type, kind], n)
+        # Every kind of every task type, 0 included: a kind's first dead letters are then a change of its
+        # series (what a rule's delta() sees), not the start of a new one.
+        for task_type in sorted({t.task_type for t in gauges.tasks} | set(gauges.dead_letters)):
+            by_kind = gauges.dead_letters.get(task_type, {})
+            for kind in sorted({str(k) for k in ErrorKind} | set(by_kind)):
+                families["queue_dead_letters"].add_metric([task_type, kind], by_kind.get(kind, 0))
         for (task_type, group), left in gauges.budget_left.items():
             families["queue_budget_left"].add_metric([task_type, group], left)
         for d in gauges.domains:
