@@ -174,29 +174,38 @@ class _Recording(WorkerMetrics):
                 self._m[name] = prometheus_client.Gauge(
                     full, doc, labels, registry=None, multiprocess_mode="liveall" if per_pid else "livesum"
                 )
+        self._series: dict[tuple[str, ...], Any] = {}
         self._m["workers"].set(1)
         self._next_sample = 0.0
         self._synced: dict[str, int] = {}  # counters kept elsewhere: the value already added
         self._process = psutil.Process()
 
+    def _at(self, name: str, *labels: str) -> Any:
+        """The series of family ``name`` with ``labels``, looked up once (``labels()`` takes a lock each call)."""
+        key = (name, *labels)
+        series = self._series.get(key)
+        if series is None:
+            series = self._series[key] = self._m[name].labels(*labels)
+        return series
+
     def fetched(self, task_type: str, status: int | None, seconds: float, body_bytes: int = 0) -> None:
-        self._m["fetches"].labels(self.mode, task_type, status_class(status)).inc()
-        self._m["fetch_duration_seconds"].labels(self.mode, task_type).observe(seconds)
+        self._at("fetches", self.mode, task_type, status_class(status)).inc()
+        self._at("fetch_duration_seconds", self.mode, task_type).observe(seconds)
         if body_bytes:
-            self._m["response_bytes"].labels(self.mode, task_type).inc(body_bytes)
+            self._at("response_bytes", self.mode, task_type).inc(body_bytes)
 
     def waited(self, domain: str, seconds: float) -> None:
-        self._m["politeness_wait_seconds"].labels(domain).observe(seconds)
+        self._at("politeness_wait_seconds", domain).observe(seconds)
 
     def handled(self, task_type: str, seconds: float) -> None:
-        self._m["handle_duration_seconds"].labels(self.mode, task_type).observe(seconds)
+        self._at("handle_duration_seconds", self.mode, task_type).observe(seconds)
 
     def completed(self, task_type: str, store_s: float) -> None:
-        self._m["tasks_completed"].labels(self.mode, task_type).inc()
-        self._m["store_duration_seconds"].labels(task_type).observe(store_s)
+        self._at("tasks_completed", self.mode, task_type).inc()
+        self._at("store_duration_seconds", task_type).observe(store_s)
 
     def failed(self, task_type: str, kind: str, outcome: str) -> None:
-        self._m["task_failures"].labels(self.mode, task_type, str(kind), str(outcome)).inc()
+        self._at("task_failures", self.mode, task_type, str(kind), str(outcome)).inc()
 
     def sample(self, in_flight: int, stats: StatsCounters, fetchers: FetcherCounters, *, force: bool = False) -> None:
         now = time.monotonic()
