@@ -24,6 +24,7 @@ list every family; ``deploy/grafana`` and ``deploy/prometheus`` query only those
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 import re
 import shutil
@@ -42,6 +43,8 @@ from prometheus_client.multiprocess import MultiProcessCollector, mark_process_d
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from book_assets.scraper.errors import ErrorKind
+
+log = logging.getLogger(__name__)
 
 PREFIX: Final = "book_pipeline"
 #: How often a worker samples its gauges (pages in flight, memory) and its fetchers' counters.
@@ -311,13 +314,17 @@ class WorkerEndpoint:
 
     def __init__(self, host: str, port: int, final_scrape_s: float) -> None:
         self.path = tempfile.mkdtemp(prefix="book-pipeline-metrics-")
-        join(self.path)
         self.live = _LiveWorkers(self.path)
         registry = CollectorRegistry()
         registry.register(self.live)
         self.final_scrape_s = final_scrape_s
-        self.server, self._thread = prometheus_client.start_http_server(port, addr=host, registry=registry)
+        try:
+            self.server, self._thread = prometheus_client.start_http_server(port, addr=host, registry=registry)
+        except OSError:
+            shutil.rmtree(self.path, ignore_errors=True)
+            raise
         self.port = int(self.server.server_port)
+        join(self.path)
 
     def wait_for_scrape(self, after: int, timeout_s: float) -> bool:
         """Whether a scrape beyond the ``after``-th came within ``timeout_s``."""
@@ -342,7 +349,11 @@ def serve_workers(host: str, port: int | None, final_scrape_s: float) -> WorkerE
         return None
     with _lock:
         if _endpoint is None:
-            _endpoint = WorkerEndpoint(host, port, final_scrape_s)
+            try:
+                _endpoint = WorkerEndpoint(host, port, final_scrape_s)
+            except OSError as exc:  # metrics are never a reason to stop a crawl
+                log.warning("metrics off: cannot serve on %s:%s (metrics_port): %s", host, port, exc.strerror or exc)
+                return None
             atexit.register(stop_serving)
         return _endpoint
 

@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -161,6 +162,12 @@ def test_prometheus_figures_of_a_faulty_crawl_equal_the_databases(
         assert queue_completed == completed
         assert prometheus.by("sum by (error_kind) (book_pipeline_queue_dead_letters) > 0", "error_kind") == dead
         assert prometheus.by("book_pipeline_queue_up", "") == {"": 1}
+        # No label or value names a URL or carries the database's credentials.
+        password = urlsplit(database_url).password
+        for port in (worker_port, queue_port):
+            text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+            assert "book_pipeline_" in text and "://" not in text
+            assert password is None or password not in text
         # The workers have ended: their live gauges (workers, pages in flight, memory) went with them.
         assert prometheus.query("book_pipeline_workers") == []
         assert prometheus.query("book_pipeline_worker_resident_memory_bytes") == []

@@ -1,0 +1,49 @@
+"""The workers' endpoint: off unless a port is set, on loopback by default, and never a reason to stop a crawl."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from book_assets.observe import metrics
+from book_assets.settings import default
+
+
+@pytest.fixture(autouse=True)
+def _no_endpoint_left() -> Iterator[None]:
+    yield
+    metrics.stop_serving(final_scrape=False)
+
+
+def test_metrics_are_off_by_default_and_a_worker_then_records_nothing() -> None:
+    assert default("metrics_port") is None and default("metrics_host") == "127.0.0.1"
+    assert metrics.serve_workers(default("metrics_host"), default("metrics_port"), 0) is None
+    recorder = metrics.worker_metrics("http")
+    assert type(recorder) is metrics.WorkerMetrics and metrics.directory() is None
+
+
+def test_the_endpoint_serves_a_workers_figures_on_loopback() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    endpoint = metrics.serve_workers("127.0.0.1", port, 0)
+    assert endpoint is not None and endpoint.server.server_address[0] == "127.0.0.1"
+    recorder = metrics.worker_metrics("http")
+    recorder.completed("detail", 0.01)
+    recorder.failed("detail", "http_5xx", "retry")
+    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+    assert 'book_pipeline_tasks_completed_total{mode="http",task_type="detail"} 1.0' in text
+    assert 'error_kind="http_5xx",mode="http",outcome="retry",task_type="detail"} 1.0' in text
+
+
+def test_a_port_in_use_turns_metrics_off_with_a_warning_instead_of_failing(caplog: pytest.LogCaptureFixture) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert metrics.serve_workers("127.0.0.1", port, 0) is None
+    assert f"metrics off: cannot serve on 127.0.0.1:{port} (metrics_port)" in caplog.text
+    assert type(metrics.worker_metrics("http")) is metrics.WorkerMetrics
