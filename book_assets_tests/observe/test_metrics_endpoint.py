@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import httpx
 import pytest
 
+from book_assets.crawl.config import DETAIL, CrawlConfig
+from book_assets.crawl.worker import make_queue
+from book_assets.db.connection import Database
 from book_assets.observe import metrics
 from book_assets.settings import default
+from book_assets_tests.conftest import child_env
 
 
 @pytest.fixture(autouse=True)
@@ -47,3 +53,22 @@ def test_a_port_in_use_turns_metrics_off_with_a_warning_instead_of_failing(caplo
         assert metrics.serve_workers("127.0.0.1", port, 0) is None
     assert f"metrics off: cannot serve on 127.0.0.1:{port} (metrics_port)" in caplog.text
     assert type(metrics.worker_metrics("http")) is metrics.WorkerMetrics
+
+
+def test_the_metrics_command_serves_the_queue_on_loopback_until_stopped(db: Database, database_url: str) -> None:
+    queue = make_queue(db, CrawlConfig.resolve(base_url="https://books.example/"))
+    queue.enqueue(DETAIL, {"url": "https://books.example/a.html"}, group="Travel")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    command = [sys.executable, "-m", "book_assets.cli", "metrics", "--port", str(port)]
+    process = subprocess.Popen(command, env=child_env(DATABASE_URL=database_url), stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stderr is not None
+        assert f"queue metrics on http://127.0.0.1:{port}/metrics" in process.stderr.readline()
+        text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=30).text
+        assert "book_pipeline_queue_up 1.0" in text
+        assert 'book_pipeline_queue_tasks{domain="books.example",status="pending",task_type="detail"} 1.0' in text
+    finally:
+        process.terminate()
+        assert process.wait(timeout=30) == 0
