@@ -32,17 +32,13 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any, Final, Protocol
-
-import prometheus_client
-import psutil
-from prometheus_client import values
-from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.metrics_core import Metric
-from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
-from prometheus_client.registry import Collector, CollectorRegistry
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from book_assets.scraper.errors import ErrorKind
+
+if TYPE_CHECKING:  # imported where metrics are on: prometheus_client costs a crawl's start ~0.15 s
+    import psutil
+    from prometheus_client.metrics_core import Metric
 
 log = logging.getLogger(__name__)
 
@@ -163,6 +159,9 @@ class _Recording(WorkerMetrics):
     """A worker's metrics written to the drain's multiprocess folder (prometheus_client's mmap files)."""
 
     def __init__(self, mode: str) -> None:
+        import prometheus_client
+        import psutil
+
         self.mode = mode
         self._m: dict[str, Any] = {}
         for name, (kind, doc, labels) in WORKER_METRICS.items():
@@ -234,6 +233,8 @@ class _Recording(WorkerMetrics):
 
 
 def _children_rss(process: psutil.Process) -> int:
+    import psutil
+
     total = 0
     for child in process.children(recursive=True):
         try:
@@ -263,6 +264,8 @@ def join(directory: str | None) -> None:
     global _directory, _recording
     if directory is None or directory == _directory:
         return
+    from prometheus_client import values
+
     os.environ[_ENV] = directory
     values.ValueClass = values.get_value_class()  # type: ignore[no-untyped-call]
     _directory, _recording = directory, None
@@ -287,17 +290,22 @@ def worker_metrics(mode: str) -> WorkerMetrics:
 _PID = re.compile(r"_(\d+)\.db$")
 
 
-class _LiveWorkers(Collector):
+class _LiveWorkers:
     """The drain's workers' figures summed from their files; files of live gauges of dead workers are
     dropped first (a killed worker's memory is not memory in use), their counters stay."""
 
     def __init__(self, path: str) -> None:
+        from prometheus_client.multiprocess import MultiProcessCollector
+
         self.path = path
         self._inner = MultiProcessCollector(None, path=path)  # type: ignore[no-untyped-call]
         self.scrapes = 0
         self.scraped = threading.Condition()
 
     def collect(self) -> Iterable[Metric]:
+        import psutil
+        from prometheus_client.multiprocess import mark_process_dead
+
         for name in os.listdir(self.path):
             found = _PID.search(name)
             if name.startswith("gauge_live") and found and not psutil.pid_exists(int(found.group(1))):
@@ -313,6 +321,9 @@ class WorkerEndpoint:
     """The workers' ``/metrics`` of one process (a drain's): started once, kept until the process ends."""
 
     def __init__(self, host: str, port: int, final_scrape_s: float) -> None:
+        import prometheus_client
+        from prometheus_client.registry import CollectorRegistry
+
         self.path = tempfile.mkdtemp(prefix="book-pipeline-metrics-")
         self.live = _LiveWorkers(self.path)
         registry = CollectorRegistry()
@@ -364,6 +375,8 @@ def stop_serving(*, final_scrape: bool = True) -> None:
     with _lock:
         endpoint, _endpoint = _endpoint, None
     if endpoint is not None:
+        from prometheus_client import values
+
         endpoint.close(final_scrape=final_scrape)
         os.environ.pop(_ENV, None)
         values.ValueClass = values.get_value_class()  # type: ignore[no-untyped-call]
@@ -379,7 +392,7 @@ class QueueReader(Protocol):
     def gauges(self) -> Any: ...
 
 
-class QueueCollector(Collector):
+class QueueCollector:
     """The queue's figures, read from PostgreSQL at each scrape (one transaction). A database that does not
     answer gives ``book_pipeline_queue_up 0`` and nothing else, never a failed scrape."""
 
@@ -388,6 +401,8 @@ class QueueCollector(Collector):
         self._reading = threading.Lock()  # scrapes come on threads of their own; the queue has one connection
 
     def collect(self) -> Iterator[Metric]:
+        from prometheus_client.core import GaugeMetricFamily
+
         families = {
             name: GaugeMetricFamily(f"{PREFIX}_{name}", doc, labels=list(labels))
             for name, (doc, labels) in QUEUE_METRICS.items()
@@ -427,6 +442,9 @@ class QueueCollector(Collector):
 
 def serve_queue(queue: QueueReader, host: str, port: int) -> tuple[Any, Callable[[], None]]:
     """Serve the queue exporter on ``host:port`` (a thread); returns the server and a function that stops it."""
+    import prometheus_client
+    from prometheus_client.registry import CollectorRegistry
+
     registry = CollectorRegistry()
     registry.register(QueueCollector(queue))
     server, _thread = prometheus_client.start_http_server(port, addr=host, registry=registry)
