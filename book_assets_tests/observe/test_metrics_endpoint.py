@@ -6,6 +6,7 @@ import socket
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 import httpx
 import pytest
@@ -72,3 +73,41 @@ def test_the_metrics_command_serves_the_queue_on_loopback_until_stopped(db: Data
     finally:
         process.terminate()
         assert process.wait(timeout=30) == 0
+
+
+@dataclass
+class _Stats:
+    lost_leases: int = 0
+    released: int = 0
+
+
+@dataclass
+class _Fetchers:
+    counters: dict[str, int] = field(default_factory=dict)
+    browsers: int = 0
+
+    def fetcher_stats(self) -> dict[str, int]:
+        return dict(self.counters)
+
+
+def test_counts_kept_by_the_worker_and_its_fetchers_reach_the_counters_once() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    metrics.serve_workers("127.0.0.1", port, 0)
+    recorder = metrics.worker_metrics("browser")
+    stats, fetchers = _Stats(lost_leases=1), _Fetchers({"relaunches": 1, "crashes": 1}, browsers=1)
+    recorder.sample(3, stats, fetchers, force=True)
+    recorder.sample(3, stats, fetchers, force=True)  # nothing new: nothing added
+    stats.released, fetchers.counters["crashes"] = 2, 2
+    recorder.sample(0, stats, fetchers, force=True)
+    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+    for line in (
+        "book_pipeline_browser_starts_total 2.0",
+        "book_pipeline_browser_crashes_total 2.0",
+        "book_pipeline_lease_losses_total 1.0",
+        "book_pipeline_tasks_released_total 2.0",
+        "book_pipeline_pages_in_flight 0.0",
+        "book_pipeline_workers 1.0",
+    ):
+        assert line in text.splitlines()
