@@ -171,6 +171,8 @@ CRAWL_OPTIONS: tuple[str | tuple[str, str], ...] = (
     "deep_budget",
     "interleave",
     "conditional_requests",
+    "metrics_port",
+    "metrics_host",
 )
 
 
@@ -227,8 +229,10 @@ def work_cmd(**overrides: Any) -> None:
     import asyncio
 
     from book_assets.crawl.worker import Worker
+    from book_assets.observe.metrics import serve_workers
 
     url, config = _crawl_config(overrides)
+    serve_workers(config.metrics_host, config.metrics_port, config.metrics_final_scrape_s)
     stats = asyncio.run(Worker(url, config, until_drained=False).run())
     click.echo(f"worker stopped: {stats.pages} pages, {stats.books_stored} books, released {stats.released}")
 
@@ -264,6 +268,32 @@ def status_cmd() -> None:
         f"books   total {c['total']} / unique URLs {c['unique_urls']} / with raw HTML {c['with_html']}; "
         f"versions {c['versions']}"
     )
+
+
+@main.command("metrics")
+@setting_options("metrics_host", ("queue_metrics_port", "--port"))
+@user_errors
+def metrics_cmd(**overrides: Any) -> None:
+    """Serve the queue's figures to Prometheus (tasks, ages, dead letters, budgets, politeness) until stopped.
+
+    The figures are read from PostgreSQL at each scrape, the same for every host: run one exporter.
+    """
+    import signal
+    import threading
+
+    from book_assets.crawl.config import CrawlConfig
+    from book_assets.crawl.worker import make_queue
+    from book_assets.observe.metrics import serve_queue
+
+    settings = load_settings(**overrides)
+    queue = make_queue(open_database(settings), CrawlConfig.from_settings(settings))
+    _server, stop = serve_queue(queue, settings.metrics_host, settings.queue_metrics_port)
+    click.echo(f"queue metrics on http://{settings.metrics_host}:{settings.queue_metrics_port}/metrics", err=True)
+    stopped = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stopped.set())
+    stopped.wait()
+    stop()
 
 
 @main.command("export")

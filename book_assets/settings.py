@@ -234,6 +234,27 @@ class Settings(BaseSettings):
         default="2026-01-01", pattern=r"^\d{4}-\d{2}-\d{2}$", description="First day of the daily snapshot (UTC)."
     )
 
+    # --- metrics (docs/observability.md) -------------------------------------------------------
+    metrics_port: int | None = Field(
+        default=None,
+        ge=1,
+        le=65535,
+        description="Serve the crawl's Prometheus metrics at http://<metrics_host>:<port>/metrics while a crawl or "
+        "worker runs (one endpoint per drain, its worker processes' figures summed); unset: off.",
+    )
+    metrics_host: str = Field(
+        default="127.0.0.1", description="Address the metrics endpoints bind (the workers' and the queue exporter's)."
+    )
+    metrics_final_scrape_s: float = Field(
+        default=30.0,
+        ge=0,
+        description="At exit, a process that served metrics waits up to this long for one more scrape, so the "
+        "crawl's last figures reach Prometheus (only if it was scraped before); 0: no wait.",
+    )
+    queue_metrics_port: int = Field(
+        default=9465, ge=1, le=65535, description="Port of the queue exporter (`book-pipeline metrics`)."
+    )
+
     # --- alerts (read by the daemon when a run fails; none set: no alert) -------------------------
     alert_webhook_url: str | None = Field(
         default=None, description='HTTP(S) URL receiving a JSON POST {"text", "run_id"} for every failed run.'

@@ -104,9 +104,9 @@ if ! { command -v docker >/dev/null 2>&1 && docker compose version >/dev/null 2>
 fi
 
 # 7. Scale-out test tools from Debian: PgBouncer (a crawl through transaction pooling), libfaketime (a host
-#    whose clock is skewed), iproute2 (network namespaces as hosts) and stress-ng (the suite under load,
-#    scripts/test_under_load.sh). Tests that need one skip, naming it, on a machine where none can be installed.
-for tool in pgbouncer:pgbouncer faketime:faketime ip:iproute2 stress-ng:stress-ng; do
+#    whose clock is skewed), iproute2 (network namespaces as hosts), stress-ng (the suite under load,
+#    scripts/test_under_load.sh) and Prometheus with promtool (the metrics tests scrape a crawl, check the rules). Tests that need one skip, naming it, on a machine where none can be installed.
+for tool in pgbouncer:pgbouncer faketime:faketime ip:iproute2 stress-ng:stress-ng prometheus:prometheus; do
   command -v "${tool%%:*}" >/dev/null 2>&1 && continue
   say "installing ${tool#*:} for the scale-out tests"
   apt_install "${tool#*:}" || say "could not install ${tool#*:}: the tests that need it will skip"

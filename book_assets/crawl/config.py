@@ -84,6 +84,10 @@ class CrawlConfig:
     requeue_max: int
     requeue_backoff_s: float
     task_retention_days: float
+    #: The workers' /metrics endpoint (:mod:`book_assets.observe.metrics`); None: off.
+    metrics_port: int | None
+    metrics_host: str
+    metrics_final_scrape_s: float
 
     @property
     def requeue_policy(self) -> RequeuePolicy:

@@ -27,6 +27,7 @@ from multiprocessing.process import BaseProcess
 from book_assets.crawl.config import TASK_TYPES, CrawlConfig
 from book_assets.crawl.lifeline import follow_parent
 from book_assets.crawl.stats import WorkerStats
+from book_assets.observe import metrics
 
 #: What the fork server imports before it forks a worker: the process's main module (so no worker runs it
 #: again, as a spawned one would) and everything a worker runs. The drain's own process does not import the
@@ -97,9 +98,15 @@ RunWorker = Callable[[str, CrawlConfig, str | None, tuple[str, ...]], WorkerStat
 
 
 def _child(
-    conn: Connection, run: RunWorker, database_url: str, config: CrawlConfig, task_types: tuple[str, ...]
+    conn: Connection,
+    run: RunWorker,
+    database_url: str,
+    config: CrawlConfig,
+    task_types: tuple[str, ...],
+    metrics_dir: str | None,
 ) -> None:
     follow_parent()  # a drain that dies without a word leaves no worker crawling on (lifeline.py)
+    metrics.join(metrics_dir)  # its figures go to the drain's /metrics (observe/metrics.py)
     stats = run(database_url, config, None, task_types)
     with contextlib.suppress(BrokenPipeError):  # the drain is gone: nobody is left to tell
         conn.send(stats)
@@ -162,7 +169,7 @@ class Drain:
         ours, theirs = self._ctx.Pipe(duplex=False)
         process = self._ctx.Process(
             target=_child,
-            args=(theirs, self.run_worker, self.database_url, self.config, self.task_types),
+            args=(theirs, self.run_worker, self.database_url, self.config, self.task_types, metrics.directory()),
             name="book-pipeline worker",
         )
         process.start()
@@ -232,6 +239,7 @@ def drain(
     One worker and nobody watching: it runs in this process (no fork, no second browser start).
     """
     follow_parent()  # in a Dagster step: a run worker that dies leaves no drain (and no worker of it) behind
+    metrics.serve_workers(config.metrics_host, config.metrics_port, config.metrics_final_scrape_s)
     n = workers or config.workers
     if n == 1 and on_tick is None:
         total = WorkerStats(worker_id="all")

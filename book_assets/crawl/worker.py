@@ -39,6 +39,7 @@ from book_assets.crawl.fetch_modes import Fetched, fetch_strategy
 from book_assets.crawl.robots import RobotsGate, Verdict
 from book_assets.crawl.stats import WorkerStats
 from book_assets.db.connection import Database
+from book_assets.observe.metrics import worker_metrics
 from book_assets.queue import ClaimResult, FailOutcome, GroupCommit, LeaseLost, Task, TaskQueue
 from book_assets.scraper.errors import ErrorKind, FetchError, ParseError
 from book_assets.scraper.fetching import FetchResult, Validators
@@ -125,6 +126,7 @@ class Worker:
         self.db = Database(database_url, application_name=f"book-pipeline worker {self.worker_id}")
         self.queue = make_queue(self.db, config)
         self.stats = WorkerStats(worker_id=self.worker_id)
+        self.metrics = worker_metrics(config.fetch.mode)
         self._db_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="db")
         # Pages finished while a completion commits go together in the next transaction.
         self._commits = GroupCommit(self.queue, self._db)
@@ -170,6 +172,7 @@ class Worker:
                     await monitor.stop()
                     self.stats.concurrency = monitor.history
                     await self._shutdown(running)
+                    self.metrics.sample(0, self.stats, self._strategy, force=True)
                 self.stats.fetcher = self._strategy.fetcher_stats()
                 self.stats.browsers = self._strategy.browsers
         finally:
@@ -216,6 +219,7 @@ class Worker:
                 continue
             done, _ = await asyncio.wait(running, timeout=wait_s, return_when=asyncio.FIRST_COMPLETED)
             running.difference_update(done)
+            self.metrics.sample(len(running), self.stats, self._strategy)
             if time.monotonic() - last_heartbeat > heartbeat_every and self._in_flight:
                 lost = await self._db(self._heartbeat, list(self._in_flight.values()))
                 self._drop(lost)
@@ -314,12 +318,17 @@ class Worker:
             return
         validators = self._claimed_validators.pop(task.id, None)
         await self._strategy.prepare(obeyed)
+        waited = time.monotonic()
         task = await self.queue.wait_for_slot_async(obeyed, run=self._db)
+        sent = time.monotonic()
+        self.metrics.waited(task.domain, sent - waited)
         try:
             fetched = await self._fetch_paced(task, validators)
         except FetchError as exc:
+            self.metrics.fetched(task.task_type, exc.status, time.monotonic() - sent)
             await self._fail(task, exc.kind, str(exc), retry_after_s=exc.retry_after)
             return
+        self.metrics.fetched(task.task_type, fetched.page.status, fetched.page.elapsed_s, len(fetched.page.body))
         self.stats.pages += 1
         if fetched.page.not_modified and validators is not None:
             if self._archive is not None:
@@ -386,12 +395,14 @@ class Worker:
             self.stats.max_interval_s = max(self.stats.max_interval_s, interval)
 
     async def _handle(self, task: Task, fetched: FetchResult) -> None:
+        started = time.monotonic()
         if self._archive is not None:  # archived before parsing: every page used, parsable or not
             await self._archive.write(fetched)
         if task.task_type == LISTING:
             await self._handle_listing(task, fetched)
         else:
             await self._handle_detail(task, fetched)
+        self.metrics.handled(task.task_type, time.monotonic() - started)
 
     async def _fail(self, task: Task, kind: ErrorKind, error: str, *, retry_after_s: float | None = None) -> None:
         """Fail ``task`` as ``kind``: retried later when the kind is retryable, failed for good otherwise."""
@@ -401,6 +412,15 @@ class Worker:
         )
         if outcome is FailOutcome.RETRY:
             self.stats.retried += 1
+        self.metrics.failed(task.task_type, kind, outcome)
+
+    async def _complete(self, task: Task, store: Callable[[Any], T]) -> T:
+        """Complete ``task`` under its current lease in the transaction that runs ``store`` (shared with the pages
+        finishing meanwhile, :class:`~book_assets.queue.GroupCommit`); returns what ``store`` returned."""
+        started = time.monotonic()
+        result = await self._commits.complete_with(self._in_flight.get(task.id, task), store)
+        self.metrics.completed(task.task_type, time.monotonic() - started)
+        return result
 
     async def _handle_listing(self, task: Task, fetched: FetchResult, validated_at: datetime | None = None) -> None:
         """Enqueue what the listing page links to; store the page (its copy answers a later 304) and
@@ -418,7 +438,7 @@ class Worker:
             if record is not None:  # what the page listed, for the crawl's removals
                 record_listing(cur, record)
 
-        await self._commits.complete_with(self._in_flight.get(task.id, task), _store)
+        await self._complete(task, _store)
 
     async def _handle_detail(self, task: Task, fetched: FetchResult) -> None:
         """Store the book and complete its task in one transaction, under the task's lease.
@@ -435,7 +455,7 @@ class Worker:
             write_page(cur, requested, fetched, keep_body=False)  # the book's row keeps the body
             return stored
 
-        stored = await self._commits.complete_with(self._in_flight.get(task.id, task), _store)
+        stored = await self._complete(task, _store)
         if stored.outcome == "new":
             self.stats.books_new += 1
         elif stored.outcome == "changed":
@@ -466,7 +486,7 @@ class Worker:
             def _revalidate(cur: Any) -> tuple[StoredBook, str]:
                 return revalidate_book(cur, url, validators, response)
 
-            _book, category = await self._commits.complete_with(self._in_flight.get(task.id, task), _revalidate)
+            _book, category = await self._complete(task, _revalidate)
         except StaleCopy as exc:
             await self._db(forget_page, self.db, url)
             await self._fail(task, exc.kind, str(exc))

@@ -15,12 +15,15 @@ from book_assets.queue.groups import GroupScheduling
 from book_assets.queue.models import (
     Activity,
     ClaimResult,
+    DomainGauge,
     EnqueueResult,
     FailOutcome,
     GroupBudget,
     NewTask,
+    QueueGauges,
     QueueStats,
     Task,
+    TaskGauge,
 )
 from book_assets.queue.queue import TaskQueue
 from book_assets.queue.retry import Backoff
@@ -34,6 +37,7 @@ __all__ = [
     "AutoThrottle",
     "Backoff",
     "ClaimResult",
+    "DomainGauge",
     "DomainPolicy",
     "EnqueueResult",
     "FailOutcome",
@@ -46,8 +50,10 @@ __all__ = [
     "QueueContext",
     "QueueCore",
     "QueueError",
+    "QueueGauges",
     "QueueStats",
     "Task",
+    "TaskGauge",
     "TaskQueue",
     "Waiting",
     "domain_of",

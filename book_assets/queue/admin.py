@@ -11,7 +11,7 @@ import psycopg2.errors
 
 from book_assets.db.connection import Cursor
 from book_assets.queue.context import QueueContext, check_number, named_queries
-from book_assets.queue.models import Activity, QueueStats
+from book_assets.queue.models import Activity, DomainGauge, QueueGauges, QueueStats, TaskGauge
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +55,48 @@ class QueueAdmin:
                 top_failures=failures,
                 failed_by_kind=by_kind,
             )
+
+        return self.db.run(_collect)
+
+    def gauges(self) -> QueueGauges:
+        """The figures the metrics exporter serves: tasks by type, status and domain (with the oldest pending
+        age), dead letters by kind, each domain's politeness and each budgeted group's budget left.
+
+        Read in one transaction, so every figure is of the same moment whichever host's exporter asks.
+        """
+        queries = named_queries()
+
+        def _optional(value: Any) -> float | None:
+            return float(value) if value is not None else None
+
+        def _collect(cur: Cursor) -> QueueGauges:
+            cur.execute(queries["metrics_tasks"])
+            tasks = [
+                TaskGauge(
+                    task_type=r["task_type"],
+                    status=r["status"],
+                    domain=r["domain"],
+                    n=int(r["n"]),
+                    oldest_pending_s=_optional(r["oldest_pending_s"]),
+                    overdue_s=_optional(r["overdue_s"]),
+                    expired_leases=int(r["expired_leases"]),
+                )
+                for r in cur.fetchall()
+            ]
+            cur.execute(queries["stats_failed_by_kind"])
+            dead: dict[str, dict[str, int]] = {}
+            for r in cur.fetchall():
+                dead.setdefault(r["task_type"], {})[r["kind"]] = int(r["n"])
+            cur.execute(queries["metrics_domains"])
+            domains = [
+                DomainGauge(
+                    r["domain"], float(r["interval_s"]), float(r["floor_interval_s"]), float(r["next_slot_in_s"])
+                )
+                for r in cur.fetchall()
+            ]
+            cur.execute(queries["metrics_budgets"])
+            budgets = {(r["task_type"], r["grp"]): int(r["budget_left"]) for r in cur.fetchall()}
+            return QueueGauges(tasks=tasks, dead_letters=dead, domains=domains, budget_left=budgets)
 
         return self.db.run(_collect)
 

@@ -123,6 +123,43 @@ class QueueStats:
 
 
 @dataclass(frozen=True)
+class TaskGauge:
+    """Tasks of one type, status and domain, read for the metrics exporter (:meth:`QueueAdmin.gauges`)."""
+
+    task_type: str
+    status: str
+    domain: str
+    n: int
+    #: Pending rows only: seconds since the oldest was created, and since the longest-waiting due one came due.
+    oldest_pending_s: float | None = None
+    overdue_s: float | None = None
+    #: In-progress rows only: leases that ran out (their worker is gone or stalled; the next claim reclaims them).
+    expired_leases: int = 0
+
+
+@dataclass(frozen=True)
+class DomainGauge:
+    """One domain's politeness now: its interval, its floor, and seconds until its next request slot (0: free)."""
+
+    domain: str
+    interval_s: float
+    floor_interval_s: float
+    next_slot_in_s: float
+
+
+@dataclass(frozen=True)
+class QueueGauges:
+    """Everything the metrics exporter reads from the queue in one scrape (one transaction, one clock)."""
+
+    tasks: list[TaskGauge] = field(default_factory=list)
+    #: Failed (dead-lettered) tasks: task type -> error kind -> n.
+    dead_letters: dict[str, dict[str, int]] = field(default_factory=dict)
+    domains: list[DomainGauge] = field(default_factory=list)
+    #: Budgeted groups: (task type, group) -> tasks it may still hand out.
+    budget_left: dict[tuple[str, str], int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class GroupBudget:
     """A group's budget and what became of the tasks charged to it (see ``TaskQueue.set_group_budgets``)."""
 

@@ -192,6 +192,7 @@ class TaskQueue:
     # --- admin: stats, requeue, retention --------------------------------------------------------------------
 
     stats = _by("admin", QueueAdmin.stats)
+    gauges = _by("admin", QueueAdmin.gauges)
     now = _by("admin", QueueAdmin.now)
     activity_since = _by("admin", QueueAdmin.activity_since)
     requeue = _by("admin", QueueAdmin.requeue)

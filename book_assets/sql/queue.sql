@@ -296,6 +296,29 @@ WHERE status = 'failed' GROUP BY left(error, 200) ORDER BY n DESC, error LIMIT %
 SELECT task_type, coalesce(error_kind, 'unknown') AS kind, count(*) AS n FROM tasks
 WHERE status = 'failed' GROUP BY task_type, coalesce(error_kind, 'unknown') ORDER BY task_type, n DESC, kind;
 
+-- metrics_tasks --
+-- The queue's gauges for the metrics exporter, one row per type, status and domain in one scan: tasks, the age
+-- of the oldest pending task (since it was created), and how long the longest-waiting due task has been due
+-- (pending with run_at passed: claimable but for politeness, budgets and weights).
+SELECT task_type, status, domain, count(*) AS n,
+       extract(epoch FROM now() - min(created_at) FILTER (WHERE status = 'pending')) AS oldest_pending_s,
+       extract(epoch FROM now() - min(run_at) FILTER (WHERE status = 'pending' AND run_at <= now())) AS overdue_s,
+       count(*) FILTER (WHERE status = 'in_progress' AND lease_expires_at < now()) AS expired_leases
+FROM tasks GROUP BY task_type, status, domain;
+
+-- metrics_domains --
+-- Each domain's politeness for the metrics exporter: its interval now, the floor an AutoThrottle or a
+-- Crawl-delay cannot go under (the interval itself when not throttled), and seconds until its next slot (0: free).
+SELECT domain, min_interval_s AS interval_s, coalesce(floor_interval_s, min_interval_s) AS floor_interval_s,
+       CASE WHEN next_slot_at > now() THEN extract(epoch FROM next_slot_at - now()) ELSE 0 END AS next_slot_in_s
+FROM domains ORDER BY domain;
+
+-- metrics_budgets --
+-- What each budgeted group of every task type may still hand out (queue_budget_left_v1), for the exporter.
+SELECT substr(b.scope, length('groups:') + 1) AS task_type, b.member AS grp, b.budget_left
+FROM queue_budget_left_v1(ARRAY(SELECT scope FROM queue_scopes WHERE left(scope, length('groups:')) = 'groups:')) b
+ORDER BY 1, 2;
+
 -- prune_finished --
 -- Delete one batch of finished tasks that ended more than older_than_s ago (queue_finished_before_v1).
 DELETE FROM tasks WHERE id IN (

@@ -28,6 +28,8 @@ K8S = PROJECT_ROOT / "deploy" / "k8s"
 K8S_VERSION = kubernetes_validate.latest_version()
 NOT_MANIFESTS = {"dagster-values.yaml", "run-config.yaml"}
 KEDA_API = "keda.sh/v1alpha1"
+#: The Prometheus Operator's custom resources (podmonitors.yaml): no schema in kubernetes-validate either.
+MONITORING_API = "monitoring.coreos.com/v1"
 
 
 def documents(path: Path) -> list[dict[str, Any]]:
@@ -49,6 +51,10 @@ def only(kind: str) -> dict[str, Any]:
     return doc
 
 
+def worker_deployment() -> dict[str, Any]:
+    return manifests()[("Deployment", "book-pipeline-worker")]
+
+
 def validate_in_pod(*, volumes: Sequence[Any] = (), mounts: Sequence[Any] = (), resources: Any = None) -> None:
     """Validate Kubernetes objects taken from a file kubernetes-validate has no schema for, in a Pod."""
     container: dict[str, Any] = {"name": "probe", "image": "probe", "volumeMounts": list(mounts)}
@@ -63,11 +69,11 @@ def validate_in_pod(*, volumes: Sequence[Any] = (), mounts: Sequence[Any] = (), 
     kubernetes_validate.validate(pod, K8S_VERSION, strict=True)
 
 
-def test_every_kubernetes_manifest_validates_strictly_and_only_keda_lacks_a_schema() -> None:
+def test_every_kubernetes_manifest_validates_strictly_and_only_keda_and_monitors_lack_a_schema() -> None:
     objects = manifests()
-    assert {kind for kind, _ in objects} >= {"Namespace", "Secret", "Deployment", "ScaledObject", "Job"}
+    assert {kind for kind, _ in objects} >= {"Namespace", "Secret", "Deployment", "ScaledObject", "Job", "PodMonitor"}
     for (kind, name), doc in objects.items():
-        if doc["apiVersion"] == KEDA_API:
+        if doc["apiVersion"] in (KEDA_API, MONITORING_API):
             with pytest.raises(kubernetes_validate.SchemaNotFoundError):
                 kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
             continue
@@ -76,14 +82,14 @@ def test_every_kubernetes_manifest_validates_strictly_and_only_keda_lacks_a_sche
 
 
 def test_strict_validation_refuses_a_misspelt_field() -> None:
-    worker = only("Deployment")
+    worker = worker_deployment()
     worker["spec"]["template"]["spec"]["containers"][0]["envFrom"][0]["secretRef"]["nmae"] = "typo"
     with pytest.raises(kubernetes_validate.ValidationError, match="nmae"):
         kubernetes_validate.validate(worker, K8S_VERSION, strict=True)
 
 
 def test_the_worker_deployment_runs_the_images_worker_with_the_secret() -> None:
-    worker = only("Deployment")
+    worker = worker_deployment()
     (container,) = worker["spec"]["template"]["spec"]["containers"]
     assert container["command"] == ["book-pipeline", "work"]
     assert '["book-pipeline", "work"]' in (PROJECT_ROOT / "Dockerfile").read_text()  # the image's default
@@ -123,7 +129,7 @@ POSTGRESQL_METADATA = {
 
 def test_keda_scaled_object_scales_the_worker_deployment_with_postgresql_and_the_secret() -> None:
     scaled, auth = only("ScaledObject"), only("TriggerAuthentication")
-    worker, secret = only("Deployment"), only("Secret")
+    worker, secret = worker_deployment(), only("Secret")
     for doc in (scaled, auth):
         assert doc["apiVersion"] == KEDA_API
         assert set(doc["metadata"]) <= {"name", "namespace", "labels", "annotations"}
@@ -191,7 +197,7 @@ def test_helm_values_use_the_external_postgresql_through_the_secret_with_psycopg
 
 
 def test_helm_values_run_this_projects_code_location_and_launch_runs_as_kubernetes_jobs() -> None:
-    values, worker = helm_values(), only("Deployment")
+    values, worker = helm_values(), worker_deployment()
     user = values["dagster-user-deployments"]
     assert user["enabled"] is True and user["enableSubchart"] is True
     (deployment,) = user["deployments"]
@@ -243,7 +249,7 @@ def test_run_pods_and_workers_keep_data_dir_on_a_persistent_volume(monkeypatch: 
     claim = claims_mounted_at(k8s["volumes"], k8s["volumeMounts"]).get(str(data_dir))
     assert claim in volume_claims(), f"run pods mount no volume claim at data_dir {data_dir}"
     # The workers write the WARC archive there too: the same claim at the same path, the same setting.
-    pod = only("Deployment")["spec"]["template"]["spec"]
+    pod = worker_deployment()["spec"]["template"]["spec"]
     (container,) = pod["containers"]
     assert {e["name"]: e["value"] for e in container["env"]}["BOOK_PIPELINE_DATA_DIR"] == str(data_dir)
     assert claims_mounted_at(pod["volumes"], container["volumeMounts"]).get(str(data_dir)) == claim
@@ -297,3 +303,34 @@ def test_compose_places_drain_steps_in_containers_on_its_own_network_and_volume(
     dockerfile = (PROJECT_ROOT / "Dockerfile").read_text()
     assert f"DAGSTER_ARTIFACT_DIR={path}/storage" in dockerfile  # the IO manager's files are on the shared volume
     assert set(config["env_vars"]) >= {"DATABASE_URL", "DAGSTER_HOME", "DAGSTER_PG_PASSWORD", "DAGSTER_ARTIFACT_DIR"}
+
+
+def test_pod_monitors_scrape_a_named_metrics_port_of_the_worker_and_exporter_pods() -> None:
+    monitors = {name: doc for (kind, name), doc in manifests().items() if kind == "PodMonitor"}
+    scraped = set()
+    for name, monitor in monitors.items():
+        assert monitor["apiVersion"] == MONITORING_API, name
+        assert set(monitor["spec"]) <= {"selector", "podMetricsEndpoints", "namespaceSelector", "jobLabel"}
+        selector = monitor["spec"]["selector"]["matchLabels"]
+        (pods,) = [d for (k, _), d in manifests().items() if k == "Deployment" and selector.items() <= _labels(d)]
+        (container,) = pods["spec"]["template"]["spec"]["containers"]
+        ports = {p["name"]: p["containerPort"] for p in container.get("ports", [])}
+        env = {e["name"]: e.get("value") for e in container.get("env", [])}
+        for endpoint in monitor["spec"]["podMetricsEndpoints"]:
+            assert set(endpoint) <= {"port", "path", "interval", "scrapeTimeout"}
+            assert endpoint["path"] == "/metrics" and endpoint["port"] in ports
+            # The process binds the pod's address on the port the monitor scrapes (settings, not defaults).
+            port_setting = (
+                "BOOK_PIPELINE_METRICS_PORT"
+                if container["command"][-1] == "work"
+                else ("BOOK_PIPELINE_QUEUE_METRICS_PORT")
+            )
+            assert env[port_setting] == str(ports[endpoint["port"]])
+            assert env["BOOK_PIPELINE_METRICS_HOST"] == "0.0.0.0"
+            assert port_setting.removeprefix("BOOK_PIPELINE_").lower() in Settings.model_fields
+        scraped.add(container["command"][-1])
+    assert scraped == {"work", "metrics"}
+
+
+def _labels(deployment: dict[str, Any]) -> Any:
+    return deployment["spec"]["template"]["metadata"]["labels"].items()

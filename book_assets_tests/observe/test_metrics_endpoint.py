@@ -1,0 +1,113 @@
+"""The workers' endpoint: off unless a port is set, on loopback by default, and never a reason to stop a crawl."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import httpx
+import pytest
+
+from book_assets.crawl.config import DETAIL, CrawlConfig
+from book_assets.crawl.worker import make_queue
+from book_assets.db.connection import Database
+from book_assets.observe import metrics
+from book_assets.settings import default
+from book_assets_tests.conftest import child_env
+
+
+@pytest.fixture(autouse=True)
+def _no_endpoint_left() -> Iterator[None]:
+    yield
+    metrics.stop_serving(final_scrape=False)
+
+
+def test_metrics_are_off_by_default_and_a_worker_then_records_nothing() -> None:
+    assert default("metrics_port") is None and default("metrics_host") == "127.0.0.1"
+    assert metrics.serve_workers(default("metrics_host"), default("metrics_port"), 0) is None
+    recorder = metrics.worker_metrics("http")
+    assert type(recorder) is metrics.WorkerMetrics and metrics.directory() is None
+
+
+def test_the_endpoint_serves_a_workers_figures_on_loopback() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    endpoint = metrics.serve_workers("127.0.0.1", port, 0)
+    assert endpoint is not None and endpoint.server.server_address[0] == "127.0.0.1"
+    recorder = metrics.worker_metrics("http")
+    recorder.completed("detail", 0.01)
+    recorder.failed("detail", "http_5xx", "retry")
+    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+    assert 'book_pipeline_tasks_completed_total{mode="http",task_type="detail"} 1.0' in text
+    assert 'error_kind="http_5xx",mode="http",outcome="retry",task_type="detail"} 1.0' in text
+
+
+def test_a_port_in_use_turns_metrics_off_with_a_warning_instead_of_failing(caplog: pytest.LogCaptureFixture) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert metrics.serve_workers("127.0.0.1", port, 0) is None
+    assert f"metrics off: cannot serve on 127.0.0.1:{port} (metrics_port)" in caplog.text
+    assert type(metrics.worker_metrics("http")) is metrics.WorkerMetrics
+
+
+def test_the_metrics_command_serves_the_queue_on_loopback_until_stopped(db: Database, database_url: str) -> None:
+    queue = make_queue(db, CrawlConfig.resolve(base_url="https://books.example/"))
+    queue.enqueue(DETAIL, {"url": "https://books.example/a.html"}, group="Travel")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    command = [sys.executable, "-m", "book_assets.cli", "metrics", "--port", str(port)]
+    process = subprocess.Popen(command, env=child_env(DATABASE_URL=database_url), stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stderr is not None
+        assert f"queue metrics on http://127.0.0.1:{port}/metrics" in process.stderr.readline()
+        text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=30).text
+        assert "book_pipeline_queue_up 1.0" in text
+        assert 'book_pipeline_queue_tasks{domain="books.example",status="pending",task_type="detail"} 1.0' in text
+    finally:
+        process.terminate()
+        assert process.wait(timeout=30) == 0
+
+
+@dataclass
+class _Stats:
+    lost_leases: int = 0
+    released: int = 0
+
+
+@dataclass
+class _Fetchers:
+    counters: dict[str, int] = field(default_factory=dict)
+    browsers: int = 0
+
+    def fetcher_stats(self) -> dict[str, int]:
+        return dict(self.counters)
+
+
+def test_counts_kept_by_the_worker_and_its_fetchers_reach_the_counters_once() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    metrics.serve_workers("127.0.0.1", port, 0)
+    recorder = metrics.worker_metrics("browser")
+    stats, fetchers = _Stats(lost_leases=1), _Fetchers({"relaunches": 1, "crashes": 1}, browsers=1)
+    recorder.sample(3, stats, fetchers, force=True)
+    recorder.sample(3, stats, fetchers, force=True)  # nothing new: nothing added
+    stats.released, fetchers.counters["crashes"] = 2, 2
+    recorder.sample(0, stats, fetchers, force=True)
+    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+    for line in (
+        "book_pipeline_browser_starts_total 2.0",
+        "book_pipeline_browser_crashes_total 2.0",
+        "book_pipeline_lease_losses_total 1.0",
+        "book_pipeline_tasks_released_total 2.0",
+        "book_pipeline_pages_in_flight 0.0",
+        "book_pipeline_workers 1.0",
+    ):
+        assert line in text.splitlines()

@@ -1,0 +1,176 @@
+"""A real Prometheus scrapes a crawl of the sandbox with faults on; at the end its figures equal the database's.
+
+Prometheus (Debian's ``prometheus``, installed by ``make setup-tests``) scrapes the drain's worker endpoint
+(two worker processes forked from the fork server, summed through prometheus_client's multiprocess folder)
+and the queue exporter every second. The verdict waits for a scrape that started after the crawl ended, so
+it does not depend on how fast the machine is.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+
+from book_assets.crawl.config import TASK_TYPES
+from book_assets.crawl.pipeline import crawl
+from book_assets.crawl.worker import make_queue
+from book_assets.db.connection import Database
+from book_assets.observe import metrics
+from book_assets.queue import FailOutcome
+from book_assets.sandbox import Faults
+from book_assets_tests.crawl.conftest import sandbox_config
+
+#: A bound on waiting for Prometheus, only so a broken set-up fails instead of hanging; never a verdict.
+PATIENCE_S = 180.0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def prometheus_binary() -> str:
+    found = shutil.which("prometheus") or "/usr/bin/prometheus"
+    if not Path(found).exists():
+        pytest.skip("prometheus not found (Debian package prometheus): cannot scrape a crawl")
+    return found
+
+
+class Prometheus:
+    """A Prometheus server of our own over ``targets`` (job -> host:port), scraping every second."""
+
+    def __init__(self, folder: Path, targets: dict[str, str]) -> None:
+        self.port = free_port()
+        jobs = "".join(
+            f"  - job_name: {job}\n    static_configs:\n      - targets: ['{target}']\n"
+            for job, target in targets.items()
+        )
+        config = folder / "prometheus.yml"
+        config.write_text(f"global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n{jobs}")
+        self.process = subprocess.Popen(
+            [
+                prometheus_binary(),
+                f"--config.file={config}",
+                f"--storage.tsdb.path={folder / 'data'}",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=(folder / "prometheus.log").open("w"),
+        )
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._until(lambda: httpx.get(f"{self.url}/-/ready", timeout=2).status_code == 200, "ready")
+
+    def query(self, promql: str) -> list[dict[str, Any]]:
+        answer = httpx.get(f"{self.url}/api/v1/query", params={"query": promql}, timeout=10).json()
+        assert answer["status"] == "success", answer
+        result: list[dict[str, Any]] = answer["data"]["result"]
+        return result
+
+    def by(self, promql: str, label: str) -> dict[str, int]:
+        return {r["metric"].get(label, ""): round(float(r["value"][1])) for r in self.query(promql)}
+
+    def scraped_after(self, job: str, moment: float) -> None:
+        """Wait for a scrape of ``job`` that started after ``moment`` (epoch seconds) to be stored."""
+
+        def done() -> bool:
+            found = self.query(f'timestamp(up{{job="{job}"}} == 1)')
+            return bool(found) and float(found[0]["value"][1]) > moment
+
+        self._until(done, f"a scrape of {job} after the crawl")
+
+    def _until(self, ok: Any, what: str) -> None:
+        deadline = time.monotonic() + PATIENCE_S
+        while time.monotonic() < deadline:
+            try:
+                if ok():
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        raise AssertionError(f"Prometheus: no {what} within {PATIENCE_S:.0f}s")
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=30)
+
+
+@pytest.fixture
+def prometheus_folder(tmp_path: Path) -> Iterator[Path]:
+    yield tmp_path
+    metrics.stop_serving(final_scrape=False)
+
+
+def test_prometheus_figures_of_a_faulty_crawl_equal_the_databases(
+    db: Database, database_url: str, sandbox_factory: Any, prometheus_folder: Path
+) -> None:
+    server = sandbox_factory(faults=Faults(error_rate=0.06, reset_rate=0.03, truncate_rate=0.02))
+    worker_port, queue_port = free_port(), free_port()
+    config = sandbox_config(
+        server.url,
+        workers=2,
+        max_attempts=2,
+        categories=("Travel", "Mystery", "Poetry", "Classics"),
+        metrics_port=worker_port,
+        metrics_final_scrape_s=0,
+    )
+    queue = make_queue(db, config)
+    _exporter, stop_exporter = metrics.serve_queue(queue, "127.0.0.1", queue_port)
+    prometheus = Prometheus(
+        prometheus_folder, {"workers": f"127.0.0.1:{worker_port}", "queue": f"127.0.0.1:{queue_port}"}
+    )
+    try:
+        since = queue.now()
+        crawl(database_url, config)
+        ended = time.time()
+        prometheus.scraped_after("workers", ended)
+        prometheus.scraped_after("queue", ended)
+
+        stats = queue.stats()
+        completed = {t: stats.counts.get(t, {}).get("completed", 0) for t in TASK_TYPES}
+        dead = stats.failed_kinds()
+        retries = queue.activity_since(since).retries
+        assert sum(dead.values()) > 0 and retries > 0, "the faults should have failed and retried pages"
+
+        workers_completed = prometheus.by("sum by (task_type) (book_pipeline_tasks_completed_total)", "task_type")
+        assert workers_completed == completed
+        assert (
+            prometheus.by(
+                f'sum by (error_kind) (book_pipeline_task_failures_total{{outcome="{FailOutcome.DEAD}"}})', "error_kind"
+            )
+            == dead
+        )
+        assert prometheus.by(f'sum(book_pipeline_task_failures_total{{outcome="{FailOutcome.RETRY}"}})', "") == {
+            "": retries
+        }
+        # Every page fetched got a response or a kind of failure; successes are what was completed or parsed.
+        fetched = prometheus.by("sum(book_pipeline_fetches_total)", "")[""]
+        assert fetched >= sum(completed.values())
+
+        queue_completed = prometheus.by(
+            'sum by (task_type) (book_pipeline_queue_tasks{status="completed"})', "task_type"
+        )
+        assert queue_completed == completed
+        assert prometheus.by("sum by (error_kind) (book_pipeline_queue_dead_letters) > 0", "error_kind") == dead
+        assert prometheus.by("book_pipeline_queue_up", "") == {"": 1}
+        # No label or value names a URL or carries the database's credentials.
+        password = urlsplit(database_url).password
+        for port in (worker_port, queue_port):
+            text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+            assert "book_pipeline_" in text and "://" not in text
+            assert password is None or password not in text
+        # The workers have ended: their live gauges (workers, pages in flight, memory) went with them.
+        assert prometheus.query("book_pipeline_workers") == []
+        assert prometheus.query("book_pipeline_worker_resident_memory_bytes") == []
+    finally:
+        prometheus.stop()
+        stop_exporter()
