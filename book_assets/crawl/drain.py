@@ -27,6 +27,7 @@ from multiprocessing.process import BaseProcess
 from book_assets.crawl.config import TASK_TYPES, CrawlConfig
 from book_assets.crawl.lifeline import follow_parent
 from book_assets.crawl.stats import WorkerStats
+from book_assets.observe import tracing
 
 #: What the fork server imports before it forks a worker: the process's main module (so no worker runs it
 #: again, as a spawned one would) and everything a worker runs. The drain's own process does not import the
@@ -92,8 +93,11 @@ def run_worker(
     return asyncio.run(worker.run())
 
 
-def _child(conn: Connection, database_url: str, config: CrawlConfig, task_types: tuple[str, ...]) -> None:
+def _child(
+    conn: Connection, database_url: str, config: CrawlConfig, task_types: tuple[str, ...], otel: dict[str, str]
+) -> None:
     follow_parent()  # a drain that dies without a word leaves no worker crawling on (lifeline.py)
+    tracing.adopt(otel)  # the drain's OTEL_* settings, not the fork server's
     stats = run_worker(database_url, config, None, task_types)
     with contextlib.suppress(BrokenPipeError):  # the drain is gone: nobody is left to tell
         conn.send(stats)
@@ -132,11 +136,14 @@ class Drain:
         self.running: list[_Running] = []
         self.total = WorkerStats(worker_id="all")
         self._ctx = worker_context()
+        self._otel = tracing.environment()  # checked before any worker starts
 
     def _start(self) -> None:
         ours, theirs = self._ctx.Pipe(duplex=False)
         process = self._ctx.Process(
-            target=_child, args=(theirs, self.database_url, self.config, self.task_types), name="book-pipeline worker"
+            target=_child,
+            args=(theirs, self.database_url, self.config, self.task_types, self._otel),
+            name="book-pipeline worker",
         )
         process.start()
         theirs.close()

@@ -37,6 +37,7 @@ from book_assets.crawl.fetch_modes import Fetched, fetch_strategy
 from book_assets.crawl.robots import RobotsGate, Verdict
 from book_assets.crawl.stats import WorkerStats
 from book_assets.db.connection import Database
+from book_assets.observe.tracing import Outcome, Stage, task_traces
 from book_assets.queue import ClaimResult, FailOutcome, GroupCommit, LeaseLost, Task, TaskQueue
 from book_assets.scraper.errors import ErrorKind, FetchError, ParseError
 from book_assets.scraper.fetching import FetchResult, Validators
@@ -102,6 +103,7 @@ class Worker:
         self.db = Database(database_url, application_name=f"book-pipeline worker {self.worker_id}")
         self.queue = make_queue(self.db, config)
         self.stats = WorkerStats(worker_id=self.worker_id)
+        self._trace = task_traces(self.worker_id)  # task spans (OpenTelemetry), hooks that do nothing when off
         self._db_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="db")
         # Pages finished while a completion commits go together in the next transaction.
         self._commits = GroupCommit(self.queue, self._db)
@@ -150,6 +152,7 @@ class Worker:
                 self.stats.fetcher = self._strategy.fetcher_stats()
                 self.stats.browsers = self._strategy.browsers
         finally:
+            self._trace.flush()
             self._db_thread.shutdown(wait=True)
             self.db.close()
             self.stats.elapsed_s = time.monotonic() - started
@@ -206,6 +209,7 @@ class Worker:
     def _claim_with_validators(self, n: int) -> tuple[ClaimResult, dict[int, Validators]]:
         """:meth:`_claim`, and the stored validators of the claimed pages when their fetches may be
         conditional (plain fetches with ``conditional_requests`` on), by task id: one query for the batch."""
+        self._trace.watch(self.db)
         result = self._claim(n)
         if not result.tasks or not self.config.conditional_requests or not self._strategy.conditional:
             return result, {}
@@ -257,18 +261,22 @@ class Worker:
 
     async def _process(self, task: Task) -> None:
         """Fetch, validate, store and finish one task; whatever happens, it leaves the in-flight set."""
+        self._trace.begin(task, self._claimed_at.get(task.id))
         try:
             await self._attempt(task)
+            self._trace.end(task, Outcome.COMPLETED)  # unless a failure was recorded
         except asyncio.CancelledError:
             raise
         except LeaseLost:  # another worker owns the task now; it will finish it
             self.stats.lost_leases += 1
+            self._trace.end(task, Outcome.LEASE_LOST)
         except Exception as exc:  # a bug or an outage: record it on the task, keep the worker alive
             log.exception("task %s (%s) failed unexpectedly", task.id, task.payload.get("url"))
             with contextlib.suppress(Exception):
                 current = self._in_flight.get(task.id, task)
                 await self._fail(current, ErrorKind.INTERNAL, f"{type(exc).__name__}: {exc}")
         finally:
+            self._trace.end(task, Outcome.ABANDONED)  # cancelled (or its failure could not be recorded)
             self._in_flight.pop(task.id, None)
             self._jobs.pop(task.id, None)
             self._claimed_at.pop(task.id, None)
@@ -280,9 +288,11 @@ class Worker:
         if obeyed is None:
             return
         validators = self._claimed_validators.pop(task.id, None)
+        self._trace.stage(task, Stage.POLITENESS_WAIT)
         await self._strategy.prepare(obeyed)
         task = await self.queue.wait_for_slot_async(obeyed, run=self._db)
         try:
+            self._trace.stage(task, Stage.FETCH)
             fetched = await self._fetch_paced(task, validators)
         except FetchError as exc:
             await self._fail(task, exc.kind, str(exc), retry_after_s=exc.retry_after)
@@ -309,6 +319,7 @@ class Worker:
         except ParseError:
             if not fetched.renderable:
                 raise
+            self._trace.stage(task, Stage.RENDER)
             await self._handle(task, await self._strategy.render(task))
             self._strategy.rendering_needed(task)
 
@@ -316,6 +327,7 @@ class Worker:
         """The task to fetch once robots.txt is consulted; None when it was failed instead, unrequested."""
         if self._robots is None:
             return task
+        self._trace.stage(task, Stage.ROBOTS)
         url = str(task.payload["url"])
         check = await self._robots.check(url, claimed_at=self._claimed_at.get(task.id, 0.0))
         if check.verdict is Verdict.DISALLOWED:
@@ -366,15 +378,18 @@ class Worker:
         outcome = await self._db(
             self.queue.fail, task, error[:2000], kind=kind, retryable=kind.retryable, retry_after_s=retry_after_s
         )
+        self._trace.failed(task, kind, outcome)
         if outcome is FailOutcome.RETRY:
             self.stats.retried += 1
 
     async def _handle_listing(self, task: Task, fetched: FetchResult, validated_at: datetime | None = None) -> None:
         """Enqueue what the listing page links to; store the page (its copy answers a later 304) and
         complete the task in one transaction, under the task's lease."""
+        self._trace.stage(task, Stage.PARSE)
         page = parse_listing(fetched.html, fetched.final_url)
         outcome = listing_tasks(task.payload, page, self.config)
         self.stats.books_found += outcome.cards
+        self._trace.stage(task, Stage.STORE)
         if outcome.tasks:
             await self._db(self.queue.enqueue_many, outcome.tasks)
         url = str(task.payload["url"])
@@ -394,8 +409,10 @@ class Worker:
         took the task over gets :class:`LeaseLost` and writes nothing, so an older fetch can never be
         stored over a newer one. The book is keyed by the canonical URL of the page served.
         """
+        self._trace.stage(task, Stage.PARSE)
         detail = parse_served_or_rendered(fetched.html, fetched.rendered_html, canonical_url(fetched.final_url))
         requested = str(task.payload["url"])
+        self._trace.stage(task, Stage.STORE)
 
         def _store(cur: Any) -> StoredBook:
             stored = write_book(cur, detail, fetched, requested_url=requested)
@@ -433,6 +450,7 @@ class Worker:
             def _revalidate(cur: Any) -> tuple[StoredBook, str]:
                 return revalidate_book(cur, url, validators, response)
 
+            self._trace.stage(task, Stage.STORE)
             _book, category = await self._commits.complete_with(self._in_flight.get(task.id, task), _revalidate)
         except StaleCopy as exc:
             await self._db(forget_page, self.db, url)

@@ -41,3 +41,9 @@ def find_crawl(db: Database, crawl_id: int) -> OpenCrawl | None:
     """The crawl ``crawl_id`` (open or not: settling a closed one reports what it decided); None if unknown."""
     rows = db.query(Q["crawl_by_id"], {"id": crawl_id})
     return OpenCrawl(rows[0]["id"], rows[0]["started_at"]) if rows else None
+
+
+def running_crawl(db: Database) -> OpenCrawl | None:
+    """The crawl opened and not yet reported (the latest, should two be open); None between crawls."""
+    rows = db.query(Q["running_crawl"])
+    return OpenCrawl(rows[0]["id"], rows[0]["started_at"]) if rows else None
