@@ -47,7 +47,7 @@ def worker_context() -> multiprocessing.context.ForkServerContext:
     the drain dies, its lifeline stops it (``lifeline.py``).
     """
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(list(PRELOAD))
+    context.set_forkserver_preload([*PRELOAD, *tracing.preload()])
     return context
 
 

@@ -47,6 +47,7 @@ class ReceivedSpan:
     attributes: dict[str, Any]
     error: bool
     pid: int
+    duration_ns: int
 
 
 def _value(any_value: Any) -> Any:
@@ -96,6 +97,7 @@ class OtlpReceiver:
                                 attributes={a.key: _value(a.value) for a in span.attributes},
                                 error=span.status.code == span.status.STATUS_CODE_ERROR,
                                 pid=int(resource["process.pid"]),
+                                duration_ns=span.end_time_unix_nano - span.start_time_unix_nano,
                             )
                         )
 
@@ -129,14 +131,24 @@ def test_a_crawl_under_faults_is_one_trace_of_task_trees_whose_outcomes_match_th
     assert root.attributes["book_pipeline.crawl.pages"] == report.run.pages
 
     tasks = [s for s in spans if s.name.startswith("task ")]
-    assert {s.parent_id for s in tasks} == {root_id}
+    assert len(tasks) == len(spans) - 1
+    assert {s.parent_id for s in tasks} == {root_id}  # the crawl's tree: its root, one span per task attempt
     workers = {s.pid for s in tasks}
     assert len(workers) == 2 and os.getpid() not in workers  # the drain's two forked worker processes
-    task_ids = {s.span_id for s in tasks}
-    stages = [s for s in spans if s not in tasks and s is not root]
-    assert stages and {s.parent_id for s in stages} == task_ids  # each task a tree of its stages
-    assert {s.name for s in stages} <= set(tracing.Stage)
-    assert {"claim", "politeness_wait", "fetch", "parse", "store"} <= {s.name for s in stages}
+    for task in tasks:  # the seconds of each stage it went through, adding up to the span's duration
+        stages = {
+            k.removeprefix("book_pipeline.task.").removesuffix("_s"): v
+            for k, v in task.attributes.items()
+            if k.endswith("_s")
+        }
+        assert (
+            {"claim", "politeness_wait", task.attributes["book_pipeline.task.stage"]}
+            <= set(stages)
+            <= set(tracing.Stage)
+        )
+        assert sum(stages.values()) == pytest.approx(task.duration_ns / 1e9, abs=1e-6)
+        if task.attributes["book_pipeline.task.outcome"] == "completed":
+            assert {"fetch", "parse", "store"} <= set(stages) and task.attributes["book_pipeline.task.stage"] == "store"
 
     outcomes = Counter(s.attributes["book_pipeline.task.outcome"] for s in tasks)
     assert outcomes["completed"] == report.run.pages
