@@ -7,7 +7,11 @@ each request and answers 200, as a collector on another host would, so the figur
 making the spans, batching, encoding and sending them. Prints:
 
     {"off": {"pages_per_s": [...], "median": N, "cpu_ms_per_page": [...]}, "on": {...},
-     "cost_pct": N, "cpu_cost_pct": N, "spans_requests": N, "spans_bytes": N}
+     "cost_pct": N, "cpu_cost_pct": N, "spans_requests": N, "spans_bytes": N,
+     "span_cpu_us": {"attributes": N, "events": N, "child_spans": N}}
+
+``span_cpu_us``: CPU microseconds per task span made, batched and OTLP-encoded, with its stages as attributes
+(what the worker does), as events or as child spans (``--shapes-only`` prints just these).
 
 ``cost_pct`` is (off median - on median) / off median, in percent (negative: on was faster, i.e. noise). On a
 machine shared with other work pages/s swing by a quarter from one crawl to the next, so the crawler's CPU per
@@ -27,6 +31,7 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -96,11 +101,72 @@ def measure(url: str, base_url: str, workers: int, env: dict[str, str]) -> tuple
     return round(float(shared["pages_per_s"]), 1), round(float(shared["cpu_ms_per_page"]), 3)
 
 
+def span_shapes(n: int = 20_000) -> dict[str, float]:
+    """CPU microseconds per task span of three shapes of a task's stages, made, batched and OTLP-encoded by the
+    SDK (the encoder without the network): as attributes of its one span (what the worker does), as five events
+    on it, as five child spans."""
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+    class Encoded(SpanExporter):
+        def export(self, spans: Any) -> SpanExportResult:
+            encode_spans(spans).SerializeToString()
+            return SpanExportResult.SUCCESS
+
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(Encoded(), max_queue_size=n))
+    tracer = provider.get_tracer("trace_bench")
+    stages = ("claim", "politeness_wait", "fetch", "parse", "store")
+    base = {
+        "book_pipeline.task.id": 1,
+        "book_pipeline.task.type": "detail",
+        "book_pipeline.task.domain": "127.0.0.1:8800",
+        "book_pipeline.task.attempt": 1,
+        "book_pipeline.task.outcome": "completed",
+        "book_pipeline.task.stage": "store",
+        "book_pipeline.worker.id": "host:1234",
+        "book_pipeline.crawl.id": 1,
+        "url.full": "http://127.0.0.1:8800/catalogue/a-light-in-the-attic_1000/index.html",
+    }
+
+    timed = {**base, **{f"book_pipeline.task.{stage}_s": 0.01 for stage in stages}}
+
+    def attributes() -> None:
+        tracer.start_span("task detail", attributes=timed).end()
+
+    def events() -> None:
+        span = tracer.start_span("task detail", attributes=base)
+        for stage in stages:
+            span.add_event(stage)
+        span.end()
+
+    def child_spans() -> None:
+        span = tracer.start_span("task detail", attributes=base)
+        for stage in stages:
+            tracer.start_span(stage).end()
+        span.end()
+
+    out = {}
+    for shape in (attributes, events, child_spans):
+        started = time.process_time()
+        for _ in range(n):
+            shape()
+        provider.force_flush()
+        out[shape.__name__] = round((time.process_time() - started) / n * 1e6, 1)
+    provider.shutdown()
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--shapes-only", action="store_true", help="Only the CPU per span of three span shapes.")
     args = parser.parse_args()
+    if args.shapes_only:
+        print(json.dumps({"span_cpu_us": span_shapes()}))
+        return
     url = _scratch_database(BENCH_DB)
     ctx = multiprocessing.get_context("spawn")
     port, counts = ctx.Value("i", 0), ctx.Manager().dict()
@@ -136,6 +202,7 @@ def main() -> None:
         "cpu_cost_pct": round(100 * (cpu_on - cpu_off) / cpu_off, 1),
         "spans_requests": counts.get("requests", 0),
         "spans_bytes": counts.get("bytes", 0),
+        "span_cpu_us": span_shapes(),
     }
     print(json.dumps(out))
 

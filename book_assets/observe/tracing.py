@@ -27,9 +27,9 @@ attempt and URL, the worker, its :class:`Outcome`, the stage it ended in and, wh
 its :class:`~book_assets.scraper.errors.ErrorKind` and an error status.
 
 Why attributes and not a child span or an event per stage: the SDK's cost is per span and per event, not per
-attribute. Made, batched and OTLP-encoded (``benchmarks/trace_bench.py``'s figures), one span with its stages as
-attributes costs about 64 µs of CPU, with five events instead 110 µs, as five child spans 235 µs, against
-about 3.3 ms of the crawler's CPU per page of an http crawl. Attributes are also what a backend's queries
+attribute. Made, batched and OTLP-encoded (``benchmarks/trace_bench.py --shapes-only``), one span with its
+stages as attributes cost about 64 µs of CPU, with five events instead 110 µs, as five child spans 235 µs,
+against about 3.3 ms of the crawler's CPU per page of an http crawl. Attributes are also what a backend's queries
 filter and aggregate on (``{ span.book_pipeline.task.politeness_wait_s > 1 }``).
 """
 
