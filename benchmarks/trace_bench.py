@@ -115,7 +115,7 @@ def span_shapes(n: int = 20_000) -> dict[str, float]:
             return SpanExportResult.SUCCESS
 
     provider = TracerProvider()
-    provider.add_span_processor(BatchSpanProcessor(Encoded(), max_queue_size=n))
+    provider.add_span_processor(BatchSpanProcessor(Encoded(), max_queue_size=6 * n))  # none dropped
     tracer = provider.get_tracer("trace_bench")
     stages = ("claim", "politeness_wait", "fetch", "parse", "store")
     base = {
