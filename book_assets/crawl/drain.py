@@ -27,7 +27,7 @@ from multiprocessing.process import BaseProcess
 from book_assets.crawl.config import TASK_TYPES, CrawlConfig
 from book_assets.crawl.lifeline import follow_parent
 from book_assets.crawl.stats import WorkerStats
-from book_assets.observe import metrics
+from book_assets.observe import metrics, tracing
 
 #: What the fork server imports before it forks a worker: the process's main module (so no worker runs it
 #: again, as a spawned one would) and everything a worker runs. The drain's own process does not import the
@@ -47,7 +47,7 @@ def worker_context() -> multiprocessing.context.ForkServerContext:
     the drain dies, its lifeline stops it (``lifeline.py``).
     """
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(list(PRELOAD))
+    context.set_forkserver_preload([*PRELOAD, *tracing.preload()])
     return context
 
 
@@ -104,9 +104,11 @@ def _child(
     config: CrawlConfig,
     task_types: tuple[str, ...],
     metrics_dir: str | None,
+    otel: dict[str, str],
 ) -> None:
     follow_parent()  # a drain that dies without a word leaves no worker crawling on (lifeline.py)
     metrics.join(metrics_dir)  # its figures go to the drain's /metrics (observe/metrics.py)
+    tracing.adopt(otel)  # the drain's OTEL_* settings, not the fork server's
     stats = run(database_url, config, None, task_types)
     with contextlib.suppress(BrokenPipeError):  # the drain is gone: nobody is left to tell
         conn.send(stats)
@@ -164,12 +166,21 @@ class Drain:
         self.running: list[_Running] = []
         self.total = WorkerStats(worker_id="all")
         self._ctx = worker_context()
+        self._otel = tracing.environment()  # checked before any worker starts
 
     def _start(self) -> None:
         ours, theirs = self._ctx.Pipe(duplex=False)
         process = self._ctx.Process(
             target=_child,
-            args=(theirs, self.run_worker, self.database_url, self.config, self.task_types, metrics.directory()),
+            args=(
+                theirs,
+                self.run_worker,
+                self.database_url,
+                self.config,
+                self.task_types,
+                metrics.directory(),
+                self._otel,
+            ),
             name="book-pipeline worker",
         )
         process.start()

@@ -27,6 +27,7 @@ from book_assets.crawl.stats import WorkerStats
 from book_assets.crawl.worker import make_queue
 from book_assets.db.connection import Database
 from book_assets.db.migrations import migrate
+from book_assets.observe.tracing import record_crawl
 from book_assets.queue import AutoThrottle, GroupBudget, TaskQueue, domain_of
 from book_assets.queue.failures import requeue_due
 from book_assets.scraper.errors import ErrorKind
@@ -127,6 +128,21 @@ class CrawlReport:
         if run.failed_details and not run.detail_pages:
             return f"every book page this run worked on failed ({run.failed_details}): no book was stored"
         return None
+
+    def span_attributes(self) -> dict[str, str | int | float | bool]:
+        """The crawl span's attributes (:func:`~book_assets.observe.tracing.record_crawl`): its settings and figures."""
+        run, c = self.run, self.config
+        return {
+            "book_pipeline.crawl.base_url": c.base_url,
+            "book_pipeline.crawl.fetch_mode": c.fetch.mode,
+            "book_pipeline.crawl.workers": c.workers,
+            "book_pipeline.crawl.pages": run.pages,
+            "book_pipeline.crawl.failed": run.failed,
+            "book_pipeline.crawl.retries": run.retries,
+            "book_pipeline.crawl.books_new": run.books_new,
+            "book_pipeline.crawl.books_changed": run.books_changed,
+            "book_pipeline.crawl.books_unchanged": run.books_unchanged,
+        }
 
     @property
     def pages_per_s(self) -> float:
@@ -396,7 +412,7 @@ class Crawl:
                 elapsed_s = (queue.now() - self._since).total_seconds()
             else:
                 elapsed_s = time.monotonic() - self._started
-            return CrawlReport(
+            report = CrawlReport(
                 config=self.config,
                 stats=stats,
                 counts=book_counts(db),
@@ -414,6 +430,9 @@ class Crawl:
                 politeness=[p for d in politeness_domains(self.config) if (p := queue.domain_policy(d))],
                 tasks_pruned=self._prune(queue),
             )
+        if self.opened is not None and not self.retrying:  # the crawl's root span, by the run that opened it
+            record_crawl(self.opened, report.span_attributes(), report.failure)
+        return report
 
     def _prune(self, queue: TaskQueue) -> int:
         """Delete the finished tasks older than the retention (none when it is 0), in short batches; the books,

@@ -40,6 +40,7 @@ from book_assets.crawl.robots import RobotsGate, Verdict
 from book_assets.crawl.stats import WorkerStats
 from book_assets.db.connection import Database
 from book_assets.observe.metrics import worker_metrics
+from book_assets.observe.tracing import Outcome, Stage, task_traces
 from book_assets.queue import ClaimResult, FailOutcome, GroupCommit, LeaseLost, Task, TaskQueue
 from book_assets.scraper.errors import ErrorKind, FetchError, ParseError
 from book_assets.scraper.fetching import FetchResult, Validators
@@ -127,6 +128,7 @@ class Worker:
         self.queue = make_queue(self.db, config)
         self.stats = WorkerStats(worker_id=self.worker_id)
         self.metrics = worker_metrics(config.fetch.mode)
+        self._trace = task_traces(self.worker_id)  # task spans (OpenTelemetry), hooks that do nothing when off
         self._db_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="db")
         # Pages finished while a completion commits go together in the next transaction.
         self._commits = GroupCommit(self.queue, self._db)
@@ -176,6 +178,7 @@ class Worker:
                 self.stats.fetcher = self._strategy.fetcher_stats()
                 self.stats.browsers = self._strategy.browsers
         finally:
+            self._trace.flush()
             self._db_thread.shutdown(wait=True)
             self.db.close()
             self.stats.elapsed_s = time.monotonic() - started
@@ -242,6 +245,7 @@ class Worker:
         """:meth:`_claim`, and the stored validators of the claimed pages when their fetches may be
         conditional (plain fetches with ``conditional_requests`` on), by task id: one query for the batch."""
         sent = time.monotonic()
+        self._trace.watch(self.db)
         result = self._claim(n)
         self.stats.claim_ms[float(f"{1000 * (time.monotonic() - sent):.2g}")] += 1
         if not result.tasks or not self.config.conditional_requests or not self._strategy.conditional:
@@ -294,18 +298,22 @@ class Worker:
 
     async def _process(self, task: Task) -> None:
         """Fetch, validate, store and finish one task; whatever happens, it leaves the in-flight set."""
+        self._trace.begin(task, self._claimed_at.get(task.id))
         try:
             await self._attempt(task)
+            self._trace.end(task, Outcome.COMPLETED)  # unless a failure was recorded
         except asyncio.CancelledError:
             raise
         except LeaseLost:  # another worker owns the task now; it will finish it
             self.stats.lost_leases += 1
+            self._trace.end(task, Outcome.LEASE_LOST)
         except Exception as exc:  # a bug or an outage: record it on the task, keep the worker alive
             log.exception("task %s (%s) failed unexpectedly", task.id, task.payload.get("url"))
             with contextlib.suppress(Exception):
                 current = self._in_flight.get(task.id, task)
                 await self._fail(current, ErrorKind.INTERNAL, f"{type(exc).__name__}: {exc}")
         finally:
+            self._trace.end(task, Outcome.ABANDONED)  # cancelled (or its failure could not be recorded)
             self._in_flight.pop(task.id, None)
             self._jobs.pop(task.id, None)
             self._claimed_at.pop(task.id, None)
@@ -317,12 +325,14 @@ class Worker:
         if obeyed is None:
             return
         validators = self._claimed_validators.pop(task.id, None)
+        self._trace.stage(task, Stage.POLITENESS_WAIT)
         await self._strategy.prepare(obeyed)
         waited = time.monotonic()
         task = await self.queue.wait_for_slot_async(obeyed, run=self._db)
         sent = time.monotonic()
         self.metrics.waited(task.domain, sent - waited)
         try:
+            self._trace.stage(task, Stage.FETCH)
             fetched = await self._fetch_paced(task, validators)
         except FetchError as exc:
             self.metrics.fetched(task.task_type, exc.status, time.monotonic() - sent)
@@ -351,6 +361,7 @@ class Worker:
         except ParseError:
             if not fetched.renderable:
                 raise
+            self._trace.stage(task, Stage.RENDER)
             await self._handle(task, await self._strategy.render(task))
             self._strategy.rendering_needed(task)
 
@@ -358,6 +369,7 @@ class Worker:
         """The task to fetch once robots.txt is consulted; None when it was failed instead, unrequested."""
         if self._robots is None:
             return task
+        self._trace.stage(task, Stage.ROBOTS)
         url = str(task.payload["url"])
         check = await self._robots.check(url, claimed_at=self._claimed_at.get(task.id, 0.0))
         if check.verdict is Verdict.DISALLOWED:
@@ -410,6 +422,7 @@ class Worker:
         outcome = await self._db(
             self.queue.fail, task, error[:2000], kind=kind, retryable=kind.retryable, retry_after_s=retry_after_s
         )
+        self._trace.failed(task, kind, outcome)
         if outcome is FailOutcome.RETRY:
             self.stats.retried += 1
         self.metrics.failed(task.task_type, kind, outcome)
@@ -425,9 +438,11 @@ class Worker:
     async def _handle_listing(self, task: Task, fetched: FetchResult, validated_at: datetime | None = None) -> None:
         """Enqueue what the listing page links to; store the page (its copy answers a later 304) and
         complete the task in one transaction, under the task's lease."""
+        self._trace.stage(task, Stage.PARSE)
         page = parse_listing(fetched.html, fetched.final_url)
         outcome = listing_tasks(task.payload, page, self.config)
         self.stats.books_found += outcome.cards
+        self._trace.stage(task, Stage.STORE)
         if outcome.tasks:
             await self._db(self.queue.enqueue_many, outcome.tasks)
         url = str(task.payload["url"])
@@ -447,8 +462,10 @@ class Worker:
         took the task over gets :class:`LeaseLost` and writes nothing, so an older fetch can never be
         stored over a newer one. The book is keyed by the canonical URL of the page served.
         """
+        self._trace.stage(task, Stage.PARSE)
         detail = parse_served_or_rendered(fetched.html, fetched.rendered_html, canonical_url(fetched.final_url))
         requested = str(task.payload["url"])
+        self._trace.stage(task, Stage.STORE)
 
         def _store(cur: Any) -> StoredBook:
             stored = write_book(cur, detail, fetched, requested_url=requested)
@@ -486,6 +503,7 @@ class Worker:
             def _revalidate(cur: Any) -> tuple[StoredBook, str]:
                 return revalidate_book(cur, url, validators, response)
 
+            self._trace.stage(task, Stage.STORE)
             _book, category = await self._complete(task, _revalidate)
         except StaleCopy as exc:
             await self._db(forget_page, self.db, url)

@@ -19,6 +19,10 @@ SELECT id, started_at FROM crawls WHERE id = %(id)s;
 SELECT id, started_at, finished_at, outcome, removed, returned FROM crawls
 WHERE finished_at > %(since)s ORDER BY finished_at, id;
 
+-- running_crawl --
+-- The crawl now running (opened, not yet reported): the trace a worker's task spans join.
+SELECT id, started_at FROM crawls WHERE finished_at IS NULL ORDER BY id DESC LIMIT 1;
+
 -- record_listing_page --
 -- A processed listing page, written in the transaction that completes its task.
 INSERT INTO listing_pages (url, category, depth, next_url, result_count, cards, book_urls, sidebar, listed_at)

@@ -58,3 +58,9 @@ class FinishedCrawl:
 def finished_since(db: Database, since: datetime) -> list[FinishedCrawl]:
     """The crawls that finished after ``since`` (on the database's clock), oldest first."""
     return [FinishedCrawl(**row) for row in db.query(Q["crawls_finished_since"], {"since": since})]
+
+
+def running_crawl(db: Database) -> OpenCrawl | None:
+    """The crawl opened and not yet reported (the latest, should two be open); None between crawls."""
+    rows = db.query(Q["running_crawl"])
+    return OpenCrawl(rows[0]["id"], rows[0]["started_at"]) if rows else None

@@ -1,0 +1,422 @@
+"""Traces of the crawl through OpenTelemetry: a crawl is one trace, each task attempt a span in it.
+
+**On and off.** Traces are configured as every OpenTelemetry SDK is, by its environment: they are on when
+``OTEL_EXPORTER_OTLP_ENDPOINT`` (or ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``) is set, or ``OTEL_TRACES_EXPORTER``
+names an exporter (``otlp``, ``console`` or any installed one; ``none`` is off), and off with
+``OTEL_SDK_DISABLED=true``. The SDK reads the rest itself (``OTEL_SERVICE_NAME``, ``OTEL_RESOURCE_ATTRIBUTES``,
+``OTEL_TRACES_SAMPLER``, ``OTEL_BSP_*``, the exporter's headers and timeouts). ``otlp`` sends OTLP over HTTP
+(``OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf``, the default); ``grpc`` needs the gRPC exporter installed. Off,
+:func:`task_traces` returns :class:`TaskTraces`, whose hooks return at once, and the SDK is never imported.
+
+**A crawl is one trace, across processes and hosts.** The trace id and the root span's id are derived from the
+crawl's row in the ``crawls`` table, its id and its start (:func:`crawl_span_ids`). A worker reads which crawl
+is running (:func:`~book_assets.store.lifecycle.running_crawl`, at most every :data:`CRAWL_REFRESH_S` seconds,
+on its database thread before a claim) and parents its task spans on that root, so the drain's forked workers,
+a Dagster step's worker in a Kubernetes pod and ``book-pipeline work`` on another host all join the crawl's
+trace with nothing handed to them. The run that opened the crawl records the root span when it reports
+(:func:`record_crawl`), from the crawl's start to its report; a crawl that never reports leaves its task spans
+under a root the backend shows as missing. Between crawls (a retry of the failures, a drain of leftovers) each
+task span is a trace of its own. The crawl's W3C ``traceparent`` is :func:`traceparent`.
+
+**Spans.** ``crawl`` (the root), then one ``task <type>`` span per claimed task (span kind consumer: a message
+taken from a queue and processed) from its claim to its end, with the seconds it spent in each stage
+(:class:`Stage`: claim, robots, politeness_wait, fetch, render, parse, store) as ``book_pipeline.task.<stage>_s``
+attributes; the stages follow one another, so they add up to the span's duration. The span is made when the
+task ends, so a stage costs the worker a clock reading. A task span carries the task's id, type, domain,
+attempt and URL, the worker, its :class:`Outcome`, the stage it ended in and, when it failed, ``error.type`` =
+its :class:`~book_assets.scraper.errors.ErrorKind` and an error status.
+
+Why attributes and not a child span or an event per stage: the SDK's cost is per span and per event, not per
+attribute. Made, batched and OTLP-encoded (``benchmarks/trace_bench.py --shapes-only``), one span with its
+stages as attributes cost 64–89 µs of CPU, with five events instead 110–149 µs, as five child spans 235–359 µs
+(two runs on a busy machine), against about 4 ms of the crawler's CPU per page of an http crawl. Attributes are
+also what a backend's queries filter and aggregate on (``{ span.book_pipeline.task.politeness_wait_s > 1 }``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import itertools
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+from book_assets.queue import FailOutcome, Task
+from book_assets.scraper.errors import ErrorKind
+from book_assets.settings import ConfigError
+from book_assets.store.lifecycle import OpenCrawl, running_crawl
+
+if TYPE_CHECKING:
+    from opentelemetry.context import Context
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.trace import Tracer
+
+    from book_assets.db.connection import Database
+
+log = logging.getLogger(__name__)
+
+#: The variables that turn traces on by naming where they go (``OTEL_TRACES_EXPORTER`` does too, unless ``none``).
+ENDPOINTS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+#: The SDK's entry-point group of span exporters: ``OTEL_TRACES_EXPORTER`` names are looked up there.
+EXPORTER_GROUP = "opentelemetry_traces_exporter"
+#: ``otlp`` by its protocol (``OTEL_EXPORTER_OTLP_TRACES_PROTOCOL`` / ``OTEL_EXPORTER_OTLP_PROTOCOL``).
+OTLP_EXPORTERS = {"http/protobuf": "otlp_proto_http", "grpc": "otlp_proto_grpc"}
+#: How often (seconds) a worker reads which crawl is running: a crawl's tasks claimed within this long of its
+#: opening by a worker that saw none running are traces of their own.
+CRAWL_REFRESH_S = 5.0
+#: The service name when neither ``OTEL_SERVICE_NAME`` nor ``OTEL_RESOURCE_ATTRIBUTES`` names one.
+SERVICE_NAME = "book-pipeline"
+#: The prefix of this pipeline's own span attributes.
+NS = "book_pipeline"
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+class Stage(StrEnum):
+    """A stage of a task's processing: it lasts until the next begins; its seconds are an attribute of the
+    task's span (``book_pipeline.task.<stage>_s``)."""
+
+    CLAIM = "claim"  #: from the claim statement's start until the worker starts on the task
+    ROBOTS = "robots"  #: robots.txt consulted (obey_robots)
+    POLITENESS_WAIT = "politeness_wait"  #: until the domain's politeness slot comes
+    FETCH = "fetch"  #: the request (or the browser's navigation), its AutoThrottle report
+    RENDER = "render"  #: served HTML that did not parse, rendered in the browser
+    PARSE = "parse"  #: the page parsed (and archived first, warc on)
+    STORE = "store"  #: what the page found enqueued, the page stored and the task completed (one transaction)
+
+
+class Outcome(StrEnum):
+    """How a task span ended; ``completed``, ``retried`` and ``failed`` are what the queue recorded."""
+
+    COMPLETED = "completed"  #: completed, in the transaction that stored its page
+    RETRIED = "retried"  #: failed (``error.type`` says why), pending again after its back-off
+    FAILED = "failed"  #: failed for good (``error.type`` says why)
+    LEASE_LOST = "lease_lost"  #: another worker took it over (this one stalled past its lease)
+    ABANDONED = "abandoned"  #: cancelled: the worker stopped and released it, or found its lease gone
+
+
+def enabled(env: Mapping[str, str] = os.environ) -> bool:
+    """Whether ``env`` turns traces on (see the module's doc)."""
+    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return False
+    exporters = env.get("OTEL_TRACES_EXPORTER", "").strip().lower()
+    if exporters:
+        return exporters != "none"
+    return any(env.get(name) for name in ENDPOINTS)
+
+
+def exporter_names(env: Mapping[str, str]) -> list[str]:
+    """The entry-point names of the span exporters ``env`` asks for (``OTEL_TRACES_EXPORTER``, default otlp)."""
+    names = []
+    for asked in (env.get("OTEL_TRACES_EXPORTER") or "otlp").split(","):
+        name = asked.strip().lower()
+        if name in ("", "none"):
+            continue
+        if name == "otlp":
+            variable = "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
+            variable = variable if env.get(variable) else "OTEL_EXPORTER_OTLP_PROTOCOL"
+            protocol = env.get(variable) or "http/protobuf"
+            if protocol not in OTLP_EXPORTERS:
+                raise ConfigError(f"{variable}={protocol}: not an OTLP protocol ({', '.join(OTLP_EXPORTERS)})")
+            name = OTLP_EXPORTERS[protocol]
+        names.append(name)
+    return names
+
+
+#: The exporters this project installs, found without reading every installed package's entry points (about
+#: 60 ms a process); any other name is looked up among the entry points.
+KNOWN_EXPORTERS = {
+    "otlp_proto_http": ("opentelemetry.exporter.otlp.proto.http.trace_exporter", "OTLPSpanExporter"),
+    "console": ("opentelemetry.sdk.trace.export", "ConsoleSpanExporter"),
+}
+
+
+def _exporter_classes(names: list[str]) -> list[Any]:
+    """The installed exporters of ``names``; a name none is installed for is a one-line :class:`ConfigError`."""
+    import importlib
+    from importlib.metadata import entry_points
+
+    if all(name in KNOWN_EXPORTERS for name in names):
+        return [getattr(importlib.import_module(KNOWN_EXPORTERS[n][0]), KNOWN_EXPORTERS[n][1]) for n in names]
+    installed = {ep.name: ep for ep in entry_points(group=EXPORTER_GROUP)}
+    for name in names:
+        if name not in installed:
+            known = ", ".join(sorted(installed))
+            raise ConfigError(f"OTEL_TRACES_EXPORTER: no span exporter {name!r} is installed (installed: {known})")
+    return [installed[name].load() for name in names]
+
+
+def environment() -> dict[str, str]:
+    """This process's ``OTEL_*`` variables, for the worker processes it starts (:func:`adopt`).
+
+    A worker forked from the drain's fork server has the environment the fork server started with, which is
+    not the drain's when the drain's changed since (a test, an embedding program). Checked here when traces
+    are on, so an exporter that cannot be made is one error line before any worker starts.
+    """
+    env = {name: value for name, value in os.environ.items() if name.startswith("OTEL_")}
+    if enabled(env):
+        _exporter_classes(exporter_names(env))
+    return env
+
+
+def preload() -> tuple[str, ...]:
+    """What the drain's fork server imports for traces, when they are on: the SDK and the OTLP exporter (about
+    0.2 s a worker would otherwise spend importing before its first claim)."""
+    if not enabled():
+        return ()
+    return ("opentelemetry.sdk.trace", "opentelemetry.sdk.trace.export", *_EXPORTER_MODULES)
+
+
+#: The OTLP exporter's modules (the default exporter, and the HTTP client it makes), imported by the fork server.
+_EXPORTER_MODULES = (
+    "opentelemetry.exporter.otlp.proto.http.trace_exporter",
+    "opentelemetry.exporter.http.transport._requests",
+    "requests",
+)
+
+
+def adopt(env: Mapping[str, str]) -> None:
+    """In a worker process: the drain's ``OTEL_*`` variables (:func:`environment`) instead of its own."""
+    for name in [name for name in os.environ if name.startswith("OTEL_")]:
+        del os.environ[name]
+    os.environ.update(env)
+
+
+# --------------------------------------------------------------------------- the crawl's trace
+
+
+def crawl_span_ids(crawl: OpenCrawl) -> tuple[int, int]:
+    """The crawl's trace id and its root span's id: a hash of its id and its start (to the microsecond), the
+    same in every process that reads its row, and new for a crawl of a database made again (ids start over)."""
+    micros = (crawl.started_at - _EPOCH) // timedelta(microseconds=1)
+    digest = hashlib.sha256(f"book-pipeline crawl {crawl.id} {micros}".encode()).digest()
+    return int.from_bytes(digest[:16], "big") or 1, int.from_bytes(digest[16:24], "big") or 1
+
+
+def traceparent(crawl: OpenCrawl) -> str:
+    """The crawl's root span as a W3C ``traceparent`` header value (sampled)."""
+    trace_id, span_id = crawl_span_ids(crawl)
+    return f"00-{trace_id:032x}-{span_id:016x}-01"
+
+
+def record_crawl(crawl: OpenCrawl, attributes: Mapping[str, str | int | float | bool], failure: str | None) -> None:
+    """Record the crawl's root span, from its start until now, with its ids (:func:`crawl_span_ids`); exported
+    at once. ``failure``: why the run failed (an error status), or None."""
+    if not enabled():
+        return
+    from opentelemetry.trace import Status, StatusCode
+
+    sdk = _current_sdk()
+    with sdk.pinned_ids(crawl_span_ids(crawl)):
+        span = sdk.tracer.start_span(
+            "crawl",
+            start_time=(crawl.started_at - _EPOCH) // timedelta(microseconds=1) * 1000,
+            attributes={f"{NS}.crawl.id": crawl.id, **attributes},
+        )
+    if failure is not None:
+        span.set_status(Status(StatusCode.ERROR, failure))
+    span.end()
+    sdk.provider.force_flush()
+
+
+def _crawl_context(crawl: OpenCrawl) -> Context:
+    """A context whose span is the crawl's root (remote: recorded by the process that reports the crawl)."""
+    from opentelemetry import trace
+
+    trace_id, span_id = crawl_span_ids(crawl)
+    root = trace.SpanContext(trace_id, span_id, is_remote=True, trace_flags=trace.TraceFlags(trace.TraceFlags.SAMPLED))
+    return trace.set_span_in_context(trace.NonRecordingSpan(root))
+
+
+# --------------------------------------------------------------------------- the SDK of this process
+
+
+class _Sdk:
+    """This process's tracer provider, made from ``OTEL_*`` on first use, with an id generator that gives a
+    crawl's root span the ids every worker derived (:meth:`pinned_ids`)."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        from opentelemetry import trace
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+        from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
+
+        self.env = env
+        pinned = self._pinned = threading.local()
+
+        class CrawlIds(RandomIdGenerator):
+            def generate_trace_id(self) -> int:
+                ids: tuple[int, int] | None = getattr(pinned, "ids", None)
+                return ids[0] if ids else super().generate_trace_id()
+
+            def generate_span_id(self) -> int:
+                ids: tuple[int, int] | None = getattr(pinned, "ids", None)
+                return ids[1] if ids else super().generate_span_id()
+
+        named = "OTEL_SERVICE_NAME" in env or "service.name=" in env.get("OTEL_RESOURCE_ATTRIBUTES", "")
+        host = socket.gethostname()
+        resource: dict[str, str | int] = {
+            "host.name": host,
+            "process.pid": os.getpid(),
+            "service.instance.id": f"{host}:{os.getpid()}",
+        }
+        self.provider: TracerProvider = TracerProvider(
+            resource=Resource.create(resource if named else {**resource, "service.name": SERVICE_NAME}),
+            id_generator=CrawlIds(),
+        )
+        for exporter in _exporter_classes(exporter_names(env)):
+            self.provider.add_span_processor(BatchSpanProcessor(exporter()))
+        if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):  # nobody set one: instrumentations join
+            trace.set_tracer_provider(self.provider)
+        self.tracer: Tracer = self.provider.get_tracer("book_pipeline")
+
+    @contextlib.contextmanager
+    def pinned_ids(self, ids: tuple[int, int]) -> Any:
+        """The next root span started in this thread gets trace id ``ids[0]`` and span id ``ids[1]``."""
+        self._pinned.ids = ids
+        try:
+            yield
+        finally:
+            self._pinned.ids = None
+
+
+_sdk_lock = threading.Lock()
+_sdk: _Sdk | None = None
+
+
+def _current_sdk() -> _Sdk:
+    """The SDK set up from the current ``OTEL_*`` variables: made on first use, made again when they changed."""
+    global _sdk
+    env = {name: value for name, value in os.environ.items() if name.startswith("OTEL_")}
+    with _sdk_lock:
+        if _sdk is None or _sdk.env != env:
+            if _sdk is not None:
+                _sdk.provider.shutdown()
+            _sdk = _Sdk(env)
+        return _sdk
+
+
+# --------------------------------------------------------------------------- a worker's task spans
+
+
+class TaskTraces:
+    """A worker's hooks for its task spans; these do nothing (traces off), see :func:`task_traces`."""
+
+    def watch(self, db: Database) -> None:
+        """On the worker's database thread, before a claim: keep up with which crawl is running."""
+
+    def begin(self, task: Task, claimed_at: float | None) -> None:
+        """The worker starts on ``task``, claimed by a statement sent at ``claimed_at`` (``time.monotonic()``)."""
+
+    def stage(self, task: Task, stage: Stage) -> None:
+        """``task`` enters ``stage`` (the previous stage ends)."""
+
+    def failed(self, task: Task, kind: ErrorKind, outcome: FailOutcome) -> None:
+        """The queue recorded ``task``'s failure as ``kind``, with ``outcome``."""
+
+    def end(self, task: Task, outcome: Outcome) -> None:
+        """``task`` leaves the worker: its span ends, as ``outcome`` unless a failure was recorded (the first
+        call counts; later ones do nothing)."""
+
+    def flush(self) -> None:
+        """Export what is pending (a worker process is about to exit, without the SDK's exit hook)."""
+
+
+def task_traces(worker_id: str) -> TaskTraces:
+    """The worker's task spans: recorded when traces are on (:func:`enabled`), otherwise hooks that do nothing."""
+    return _Recording(worker_id) if enabled() else TaskTraces()
+
+
+@dataclass(slots=True)
+class _Open:
+    """A task the worker is on: the context of its crawl, when each stage began (ns), how it failed."""
+
+    parent: Context | None
+    crawl_id: int | None
+    stages: list[tuple[Stage, int]]
+    kind: ErrorKind | None = None
+    outcome: Outcome | None = None
+
+
+class _Recording(TaskTraces):
+    def __init__(self, worker_id: str) -> None:
+        self._sdk = _current_sdk()
+        self._worker_id = worker_id
+        self._open: dict[int, _Open] = {}
+        self._crawl: tuple[int, Context] | None = None
+        self._read_at = float("-inf")
+        self._wall_minus_monotonic_ns = time.time_ns() - time.monotonic_ns()
+
+    def watch(self, db: Database) -> None:
+        now = time.monotonic()
+        if now - self._read_at < CRAWL_REFRESH_S:
+            return
+        self._read_at = now
+        try:
+            crawl = running_crawl(db)
+        except Exception:  # traces never stop a claim; the claim that follows meets the same database
+            log.warning("could not read the running crawl for traces", exc_info=True)
+            return
+        self._crawl = None if crawl is None else (crawl.id, _crawl_context(crawl))
+
+    def begin(self, task: Task, claimed_at: float | None) -> None:
+        now = time.time_ns()
+        start = now if claimed_at is None else round(claimed_at * 1e9) + self._wall_minus_monotonic_ns
+        crawl_id, parent = self._crawl or (None, None)
+        self._open[task.id] = _Open(parent, crawl_id, [(Stage.CLAIM, min(start, now))])
+
+    def stage(self, task: Task, stage: Stage) -> None:
+        if (open_ := self._open.get(task.id)) is not None:
+            open_.stages.append((stage, time.time_ns()))
+
+    def failed(self, task: Task, kind: ErrorKind, outcome: FailOutcome) -> None:
+        if (open_ := self._open.get(task.id)) is not None:
+            open_.kind = kind
+            open_.outcome = Outcome.RETRIED if outcome is FailOutcome.RETRY else Outcome.FAILED
+
+    def end(self, task: Task, outcome: Outcome) -> None:
+        open_ = self._open.pop(task.id, None)
+        if open_ is None:
+            return
+        from opentelemetry.trace import SpanKind, Status, StatusCode
+
+        outcome = open_.outcome or outcome
+        attributes: dict[str, Any] = {
+            f"{NS}.task.id": task.id,
+            f"{NS}.task.type": task.task_type,
+            f"{NS}.task.domain": task.domain,
+            f"{NS}.task.attempt": task.attempt,
+            f"{NS}.task.outcome": str(outcome),
+            f"{NS}.task.stage": str(open_.stages[-1][0]),
+            f"{NS}.worker.id": self._worker_id,
+            "url.full": str(task.payload.get("url", "")),
+        }
+        bounds = [*open_.stages, (None, time.time_ns())]
+        for (stage, began), (_next, until) in itertools.pairwise(bounds):
+            key = f"{NS}.task.{stage}_s"
+            attributes[key] = attributes.get(key, 0.0) + (until - began) / 1e9
+        if open_.crawl_id is not None:
+            attributes[f"{NS}.crawl.id"] = open_.crawl_id
+        if open_.kind is not None:
+            attributes["error.type"] = str(open_.kind)
+        span = self._sdk.tracer.start_span(
+            f"task {task.task_type}",
+            context=open_.parent,
+            kind=SpanKind.CONSUMER,
+            start_time=open_.stages[0][1],
+            attributes=attributes,
+        )
+        if open_.kind is not None:
+            span.set_status(Status(StatusCode.ERROR, str(open_.kind)))
+        span.end(end_time=bounds[-1][1])
+
+    def flush(self) -> None:
+        self._sdk.provider.force_flush()

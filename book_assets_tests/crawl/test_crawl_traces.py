@@ -1,0 +1,223 @@
+"""Traces of a crawl: one trace per crawl across worker processes, one tree per task, outcomes as the database has them.
+
+The spans are exported by the SDK's OTLP/HTTP exporter, as in production, to a small OTLP receiver in the test
+(protobuf over HTTP, decoded with opentelemetry-proto), so spans from the drain's forked worker processes arrive
+the way a collector gets them.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import subprocess
+import sys
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+
+from book_assets.crawl.pipeline import Crawl
+from book_assets.db.connection import Database
+from book_assets.observe import tracing
+from book_assets.sandbox.catalogue import Catalogue
+from book_assets.sandbox.faults import Faults
+from book_assets.scraper.errors import ErrorKind
+from book_assets.settings import ConfigError
+from book_assets.store.lifecycle import OpenCrawl
+from book_assets_tests.crawl.conftest import sandbox_config
+
+TRUTH = Catalogue(seed=0, day=0).ground_truth()
+
+
+@dataclass(frozen=True)
+class ReceivedSpan:
+    trace_id: int
+    span_id: int
+    parent_id: int | None
+    name: str
+    attributes: dict[str, Any]
+    error: bool
+    pid: int
+    duration_ns: int
+
+
+def _value(any_value: Any) -> Any:
+    return getattr(any_value, any_value.WhichOneof("value"))
+
+
+class OtlpReceiver:
+    """An OTLP/HTTP trace receiver on loopback: every span of every export request, decoded."""
+
+    def __init__(self) -> None:
+        self.spans: list[ReceivedSpan] = []
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                if self.headers.get("Content-Encoding") == "gzip":
+                    body = gzip.decompress(body)
+                receiver.take(ExportTraceServiceRequest.FromString(body))
+                reply = ExportTraceServiceResponse().SerializeToString()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", str(len(reply)))
+                self.end_headers()
+                self.wfile.write(reply)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}"
+        self._lock = threading.Lock()
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def take(self, request: ExportTraceServiceRequest) -> None:
+        with self._lock:
+            for resource_spans in request.resource_spans:
+                resource = {a.key: _value(a.value) for a in resource_spans.resource.attributes}
+                for scope_spans in resource_spans.scope_spans:
+                    for span in scope_spans.spans:
+                        self.spans.append(
+                            ReceivedSpan(
+                                trace_id=int.from_bytes(span.trace_id, "big"),
+                                span_id=int.from_bytes(span.span_id, "big"),
+                                parent_id=int.from_bytes(span.parent_span_id, "big") if span.parent_span_id else None,
+                                name=span.name,
+                                attributes={a.key: _value(a.value) for a in span.attributes},
+                                error=span.status.code == span.status.STATUS_CODE_ERROR,
+                                pid=int(resource["process.pid"]),
+                                duration_ns=span.end_time_unix_nano - span.start_time_unix_nano,
+                            )
+                        )
+
+
+@pytest.fixture
+def receiver(monkeypatch: pytest.MonkeyPatch) -> Iterator[OtlpReceiver]:
+    """Traces on, exported to a receiver of the test's own."""
+    for name in [n for n in os.environ if n.startswith("OTEL_")]:
+        monkeypatch.delenv(name)
+    server = OtlpReceiver()
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", server.url)
+    yield server
+    server.server.shutdown()
+
+
+def test_a_crawl_under_faults_is_one_trace_of_task_trees_whose_outcomes_match_the_database(
+    db: Database, database_url: str, sandbox_factory: Any, receiver: OtlpReceiver
+) -> None:
+    travel = sorted(p for p, b in TRUTH.items() if b.category == "Travel")
+    site = sandbox_factory(faults=Faults(error_rate=0.15, reset_rate=0.05, scripted={p: ["404"] for p in travel[:2]}))
+    config = sandbox_config(site.url, categories=("Travel", "Mystery"), workers=2, concurrency=4)
+    crawl = Crawl(database_url, config)
+    report = crawl.run()
+    assert crawl.opened is not None
+    trace_id, root_id = tracing.crawl_span_ids(crawl.opened)
+
+    spans = receiver.spans
+    assert {s.trace_id for s in spans} == {trace_id}  # every span of the crawl in the crawl's trace
+    [root] = [s for s in spans if s.name == "crawl"]
+    assert (root.span_id, root.parent_id) == (root_id, None)
+    assert root.attributes["book_pipeline.crawl.pages"] == report.run.pages
+
+    tasks = [s for s in spans if s.name.startswith("task ")]
+    assert len(tasks) == len(spans) - 1
+    assert {s.parent_id for s in tasks} == {root_id}  # the crawl's tree: its root, one span per task attempt
+    workers = {s.pid for s in tasks}
+    assert len(workers) == 2 and os.getpid() not in workers  # the drain's two forked worker processes
+    for task in tasks:  # the seconds of each stage it went through, adding up to the span's duration
+        stages = {
+            k.removeprefix("book_pipeline.task.").removesuffix("_s"): v
+            for k, v in task.attributes.items()
+            if k.endswith("_s")
+        }
+        assert (
+            {"claim", "politeness_wait", task.attributes["book_pipeline.task.stage"]}
+            <= set(stages)
+            <= set(tracing.Stage)
+        )
+        assert sum(stages.values()) == pytest.approx(task.duration_ns / 1e9, abs=1e-6)
+        if task.attributes["book_pipeline.task.outcome"] == "completed":
+            assert {"fetch", "parse", "store"} <= set(stages) and task.attributes["book_pipeline.task.stage"] == "store"
+
+    outcomes = Counter(s.attributes["book_pipeline.task.outcome"] for s in tasks)
+    assert outcomes["completed"] == report.run.pages
+    assert outcomes["failed"] == report.run.failed == 2
+    assert outcomes["retried"] == report.run.retries > 0  # the faults hit, and every retry is a span
+    assert set(outcomes) <= {"completed", "failed", "retried"}
+
+    failing = [s for s in tasks if s.attributes["book_pipeline.task.outcome"] != "completed"]
+    assert all(s.error and ErrorKind(s.attributes["error.type"]) for s in failing)
+    assert not any(s.error or "error.type" in s.attributes for s in tasks if s not in failing)
+    by_outcome = {
+        o: [s.attributes["error.type"] for s in failing if s.attributes["book_pipeline.task.outcome"] == o]
+        for o in outcomes
+    }
+    assert Counter(by_outcome["failed"]) == Counter(report.failed_by_reason)
+    assert all(ErrorKind(kind).retryable for kind in by_outcome["retried"])
+
+    rows = db.query("SELECT id, status FROM tasks WHERE status IN ('completed', 'failed')")
+    final = {(s.attributes["book_pipeline.task.id"], s.attributes["book_pipeline.task.outcome"]) for s in tasks}
+    assert {(r["id"], r["status"]) for r in rows} <= final  # each task's last span says what the queue says
+
+
+def test_a_crawls_trace_ids_are_the_same_wherever_its_row_is_read() -> None:
+    started = datetime(2026, 12, 2, 3, 0, 0, 123456, tzinfo=UTC)
+    elsewhere = started.astimezone(timezone(timedelta(hours=-5)))  # another session TimeZone, the same instant
+    assert tracing.crawl_span_ids(OpenCrawl(7, started)) == tracing.crawl_span_ids(OpenCrawl(7, elsewhere))
+    assert tracing.crawl_span_ids(OpenCrawl(7, started)) != tracing.crawl_span_ids(OpenCrawl(8, started))
+    again = started + timedelta(microseconds=1)  # a database made again numbers its crawls from 1 again
+    assert tracing.crawl_span_ids(OpenCrawl(7, started)) != tracing.crawl_span_ids(OpenCrawl(7, again))
+    trace_id, span_id = tracing.crawl_span_ids(OpenCrawl(7, started))
+    assert tracing.traceparent(OpenCrawl(7, started)) == f"00-{trace_id:032x}-{span_id:016x}-01"
+
+
+@pytest.mark.parametrize(
+    ("env", "on"),
+    [
+        ({}, False),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"}, True),
+        ({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://collector:4318/v1/traces"}, True),
+        ({"OTEL_TRACES_EXPORTER": "console"}, True),
+        ({"OTEL_TRACES_EXPORTER": "none", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"}, False),
+        ({"OTEL_SDK_DISABLED": "true", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"}, False),
+    ],
+)
+def test_traces_are_on_only_when_the_sdks_own_variables_say_so(env: dict[str, str], on: bool) -> None:
+    assert tracing.enabled(env) is on
+
+
+def test_an_exporter_that_is_not_installed_is_one_error_line_before_any_worker_starts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "zipkin")
+    with pytest.raises(ConfigError, match=r"^OTEL_TRACES_EXPORTER: no span exporter 'zipkin' is installed"):
+        tracing.environment()
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "otlp")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")
+    with pytest.raises(ConfigError, match=r"^OTEL_EXPORTER_OTLP_PROTOCOL=http/json: not an OTLP protocol"):
+        tracing.environment()
+
+
+def test_with_traces_off_a_worker_imports_nothing_of_opentelemetry() -> None:
+    code = (
+        "import sys\n"
+        "from book_assets.crawl.pipeline import Crawl\n"
+        "from book_assets.crawl.worker import Worker\n"
+        "from book_assets.observe.tracing import TaskTraces, task_traces\n"
+        "assert type(task_traces('w')) is TaskTraces\n"
+        "print(sorted(m for m in sys.modules if m.startswith('opentelemetry')))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
