@@ -27,7 +27,9 @@ from book_assets_tests.conftest import _admin
 
 pytestmark = pytest.mark.slow
 
-HOLD_S = 4.0
+#: Longest a crawl step holds the pool waiting for the snapshot step to start: a snapshot step that waited
+#: for the pool starts only after it, and the test fails; one that did not is seen at once.
+HOLD_S = 120.0
 
 
 def overlap(a: dict[str, float], b: dict[str, float]) -> bool:
@@ -70,9 +72,10 @@ def test_crawl_pool_steps_run_one_at_a_time_and_a_step_in_no_pool_does_not_wait(
         dg.DagsterInstance.from_config(str(tmp_path)).dispose()
     env = instance_env
     probes = [("crawl_a", CRAWL_POOL), ("crawl_b", CRAWL_POOL), ("snapshot", "-")]
+    marker = tmp_path / "snapshot-started"  # a crawl step holds the pool until the snapshot step has started
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "book_assets_tests.dagster.pool_probe", name, pool, str(HOLD_S)],
+            [sys.executable, "-m", "book_assets_tests.dagster.pool_probe", name, pool, str(marker), str(HOLD_S)],
             cwd=PROJECT_ROOT,
             env=env,
             stdout=subprocess.PIPE,
@@ -85,7 +88,7 @@ def test_crawl_pool_steps_run_one_at_a_time_and_a_step_in_no_pool_does_not_wait(
     for proc in procs:
         out, _ = proc.communicate(timeout=240)
         assert proc.returncode == 0, out[-2000:]
-        span = json.loads(next(line for line in out.splitlines() if line.startswith("SPAN "))[5:])
-        spans[span["name"]] = span
+    for name, _pool in probes:
+        spans[name] = json.loads((tmp_path / f"{name}.span.json").read_text())
     assert not overlap(spans["crawl_a"], spans["crawl_b"]), spans
     assert overlap(spans["snapshot"], spans["crawl_a"]) or overlap(spans["snapshot"], spans["crawl_b"]), spans
