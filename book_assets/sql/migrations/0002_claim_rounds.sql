@@ -471,25 +471,33 @@ state are planned in closed form (queue_fair_plan_closed_v2); otherwise the roun
 arithmetic of queue_swrr_pick_v1 and queue_swrr_apply_v1.';
 
 CREATE FUNCTION public.queue_fair_plan_closed_v2(p_rounds public.queue_claim_rounds, p_lo integer, p_hi integer, p_n integer, p_total double precision, p_low double precision) RETURNS integer[]
-    LANGUAGE sql IMMUTABLE
+    LANGUAGE plpgsql IMMUTABLE
     AS $$
-    SELECT ARRAY(
+DECLARE
+    -- Array variables, not fields of p_rounds: the query reads each once as a parameter, where a field
+    -- would be selected from the composite again for every row. plpgsql also keeps the query's plan for the
+    -- session, which a LANGUAGE sql function would plan again at every call.
+    cur    DOUBLE PRECISION[] := p_rounds.cur;
+    budget BIGINT[] := p_rounds.budget;
+    live   BOOLEAN[] := p_rounds.live;
+BEGIN
+    RETURN ARRAY(
         WITH pairs AS (
-            SELECT g.member, c.nth, (p_rounds).cur[g.member] - c.nth * p_total AS value,
-                   (p_rounds).budget[g.member] IS NOT NULL AND c.nth = (p_rounds).budget[g.member] - 1 AS spends_budget
+            SELECT g.member, c.nth, cur[g.member] - c.nth * p_total AS value,
+                   budget[g.member] IS NOT NULL AND c.nth = budget[g.member] - 1 AS spends_budget
             FROM generate_series(p_lo, p_hi) g(member)
             CROSS JOIN LATERAL generate_series(
-                0, least(p_n::BIGINT, coalesce((p_rounds).budget[g.member], p_n),
-                         floor(((p_rounds).cur[g.member] - p_low) / p_total)::BIGINT + 1) - 1) c(nth)
-            WHERE (p_rounds).live[g.member]
+                0, least(p_n::BIGINT, coalesce(budget[g.member], p_n),
+                         floor((cur[g.member] - p_low) / p_total)::BIGINT + 1) - 1) c(nth)
+            WHERE live[g.member]
         ), ranked AS (
             SELECT x.member, x.spends_budget, row_number() OVER (ORDER BY x.value DESC, x.member) AS ord
             FROM pairs x
         )
         SELECT r.member FROM ranked r
         WHERE r.ord <= least(p_n, coalesce((SELECT min(x.ord) FROM ranked x WHERE x.spends_budget), p_n))
-        ORDER BY r.ord)
-$$;
+        ORDER BY r.ord);
+END $$;
 
 COMMENT ON FUNCTION queue_fair_plan_closed_v2 IS 'queue_fair_plan_v2 in closed form, for live members lo..hi of one weight with whole-number state (p_total:
 their total weight; p_low: a current no member falls below within p_n picks). With the live set fixed, a
