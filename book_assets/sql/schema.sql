@@ -35,7 +35,7 @@ CREATE TYPE public.queue_claim_state AS (
 	slots timestamp with time zone[]
 );
 
-COMMENT ON TYPE public.queue_claim_state IS 'The state a claim carries from step to step (queue_claim_v1): the throttled
+COMMENT ON TYPE public.queue_claim_state IS 'The state a claim carries from step to step (queue_claim_v2): the throttled
 domains it locked, in name order (a domain''s index in domains, interval_s, next_slot, allowance and moved),
 their next slots, what each may still give and whether its next slot moved (saved at the end of the claim);
 the domains it may no longer give tasks (blocked); when the first closed domain opens (next_at); the tasks

@@ -626,6 +626,13 @@ COMMENT ON FUNCTION queue_fair_rounds_plan_v2 IS 'Apply the rounds of the first 
 (scope p_k; none when p_k is NULL, a claim of one type), then each type''s group rounds
 (queue_fair_rounds_v2, which also spends the group budgets).';
 
+COMMENT ON TYPE public.queue_claim_state IS 'The state a claim carries from step to step (queue_claim_v2): the throttled
+domains it locked, in name order (a domain''s index in domains, interval_s, next_slot, allowance and moved),
+their next slots, what each may still give and whether its next slot moved (saved at the end of the claim);
+the domains it may no longer give tasks (blocked); when the first closed domain opens (next_at); the tasks
+picked so far and their slots (ids, slots). One value instead of parallel INOUT arrays: each step takes it and
+returns it.';
+
 -- The versions these replace.
 DROP FUNCTION queue_claim_v1(uuid, text, integer, text[], double precision, double precision, boolean, jsonb);
 DROP FUNCTION queue_claim_groups_v1(integer, text, text[], timestamp with time zone, queue_claim_state);
