@@ -12,6 +12,7 @@ from book_assets.db.migrations import (
     _PRE_RELEASE_INITIAL,
     PreReleaseSchema,
     SchemaTooNew,
+    _checksum,
     current_version,
     dump_schema,
     migrate,
@@ -93,7 +94,7 @@ def scratch_url(database_url: str) -> Iterator[str]:
 def _as_pre_release(db: Database, up_to: int) -> None:
     """Make a migrated database look as the pre-release chain left it at ``up_to``: its record, the claim under
     its pre-release name and a replaced version nobody dropped."""
-    db.query("ALTER FUNCTION queue_claim_v1 RENAME TO queue_claim_v4")
+    db.query("ALTER FUNCTION queue_claim_v2 RENAME TO queue_claim_v4")
     db.query("CREATE FUNCTION queue_claim_v3() RETURNS INTEGER LANGUAGE sql AS 'SELECT 3'")
     db.query("DELETE FROM schema_migrations")
     for version, name in PRE_RELEASE:
@@ -110,11 +111,12 @@ def test_a_database_of_the_last_pre_release_migration_is_moved_keeping_its_rows(
         _as_pre_release(db, 18)
         db.query("INSERT INTO books (url, title, raw_html) VALUES ('https://x/a', 'A', '<html>')")
         report = migrate(db)
-        assert report.applied == ["0001_initial (moved from pre-release 0018)"] and report.current_version == 1
+        later = [f"{version:04d}_{name}" for version, name, _ in migration_files()[1:]]
+        assert report.applied == ["0001_initial (moved from pre-release 0018)", *later]
+        assert report.current_version == report.latest_version
         assert [r["url"] for r in db.query("SELECT url FROM books")] == ["https://x/a"]
-        assert [(r["version"], r["name"]) for r in db.query("SELECT version, name FROM schema_migrations")] == [
-            (1, "initial")
-        ]
+        recorded = db.query("SELECT version, name FROM schema_migrations ORDER BY version")
+        assert [(r["version"], r["name"]) for r in recorded] == [(v, n) for v, n, _ in migration_files()]
         assert migrate(db).applied == []
     finally:
         db.close()
@@ -131,3 +133,39 @@ def test_a_database_of_an_earlier_pre_release_migration_is_refused_with_one_line
         assert current_version(db) == 13
     finally:
         db.close()
+
+
+def test_a_database_at_0001_upgrades_to_the_claim_of_0002_keeping_its_round_robin_state(database_url: str) -> None:
+    """0002 replaces the claim's functions of 0001 (new versions, the old ones dropped): a database that 0.1.0's
+    0001_initial made moves to the current schema, its tasks and round-robin state as they were."""
+    name = urlsplit(database_url).path.strip("/") + "_at_0001"
+    url = urlunsplit(urlsplit(database_url)._replace(path=f"/{name}"))
+    _admin(database_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)', f'CREATE DATABASE "{name}"')
+    db = Database(url)
+    try:
+        _version, initial_name, initial = migration_files()[0]
+        db.query(initial)
+        db.query(
+            "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, checksum TEXT NOT NULL,"
+            " applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
+        )
+        db.query(
+            "INSERT INTO schema_migrations (version, name, checksum) VALUES (1, %s, %s)",
+            (initial_name, _checksum(initial)),
+        )
+        db.query("INSERT INTO queue_scopes (scope) VALUES ('groups:detail')")
+        db.query("INSERT INTO queue_members (scope, member, weight, current) VALUES ('groups:detail', 'a', 2, -1)")
+        assert db.query(
+            "SELECT to_regprocedure('queue_claim_pick_fair_v1(text[], boolean, boolean, timestamptz,"
+            " text[], bigint[], text[], double precision[], text[], integer[], integer[],"
+            " double precision[], bigint[], boolean[], boolean[])') IS NOT NULL AS old"
+        )[0]["old"]
+        report = migrate(db)
+        assert report.applied == [f"{v:04d}_{n}" for v, n, _ in migration_files()[1:]]
+        member = db.query("SELECT weight, current FROM queue_members WHERE member = 'a'")[0]
+        assert (member["weight"], member["current"]) == (2, -1)
+        db.close()
+        assert dump_schema(url) == schema_text(SCHEMA.read_text(encoding="utf-8"))
+    finally:
+        db.close()
+        _admin(database_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

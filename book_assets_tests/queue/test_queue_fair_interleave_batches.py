@@ -57,7 +57,7 @@ def _order(tasks: list[NewTask]) -> list[Task]:
 
 @dataclass
 class Reference:
-    """The queue's state as the one-pick-at-a-time claim (queue_claim_pick_fair_v1) keeps it."""
+    """The queue's state as the one-pick-at-a-time claim (queue_claim_pick_fair_v2) keeps it."""
 
     type_weights: dict[str, float]
     group_weights: dict[str, dict[str, float]]
@@ -230,5 +230,5 @@ def test_a_backlogged_interleaved_claim_is_one_plan_without_per_pick_queries(db:
 
     claimed, calls = db.run(claim)
     assert claimed == 50
-    assert calls.get("queue_fair_plan_interleaved_v1") == 1
-    assert "queue_claim_pick_fair_v1" not in calls
+    assert calls.get("queue_fair_plan_interleaved_v2") == 1
+    assert "queue_claim_pick_fair_v2" not in calls

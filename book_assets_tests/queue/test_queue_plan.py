@@ -1,6 +1,6 @@
 """Query-plan regression: with 100,000 pending tasks the claim reads indexes, never the whole table.
 
-The claim runs inside the plpgsql function ``queue_claim_v1``, whose inner plans EXPLAIN cannot show, so the
+The claim runs inside the plpgsql function ``queue_claim_v2``, whose inner plans EXPLAIN cannot show, so the
 test reads PostgreSQL's own counters (pg_stat_user_tables / pg_stat_user_indexes) around real claims:
 no sequential scan of ``tasks`` may happen, and the pending-task indexes must be used.
 """
