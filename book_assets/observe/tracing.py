@@ -27,7 +27,7 @@ attempt and URL, the worker, its :class:`Outcome`, the stage it ended in and, wh
 its :class:`~book_assets.scraper.errors.ErrorKind` and an error status.
 
 Why attributes and not a child span or an event per stage: the SDK's cost is per span and per event, not per
-attribute. Made, batched and OTLP-encoded (``benchmarks/trace_bench.py --shapes-only``), one span with its
+attribute. Made, batched and OTLP-encoded (``benchmarks/observe_bench.py --shapes-only``), one span with its
 stages as attributes cost 64–89 µs of CPU, with five events instead 110–149 µs, as five child spans 235–359 µs
 (two runs on a busy machine), against about 4 ms of the crawler's CPU per page of an http crawl. Attributes are
 also what a backend's queries filter and aggregate on (``{ span.book_pipeline.task.politeness_wait_s > 1 }``).
