@@ -198,7 +198,7 @@ def span_shapes(n: int = 20_000) -> dict[str, float]:
     provider.add_span_processor(BatchSpanProcessor(Encoded(), max_queue_size=6 * n))  # none dropped
     tracer = provider.get_tracer("observe_bench")
     stages = ("claim", "politeness_wait", "fetch", "parse", "store")
-    base = {
+    base: dict[str, Any] = {
         "book_pipeline.task.id": 1,
         "book_pipeline.task.type": "detail",
         "book_pipeline.task.domain": "127.0.0.1:8800",
@@ -210,7 +210,7 @@ def span_shapes(n: int = 20_000) -> dict[str, float]:
         "url.full": "http://127.0.0.1:8800/catalogue/a-light-in-the-attic_1000/index.html",
     }
 
-    timed = {**base, **{f"book_pipeline.task.{stage}_s": 0.01 for stage in stages}}
+    timed: dict[str, Any] = {**base, **{f"book_pipeline.task.{stage}_s": 0.01 for stage in stages}}
 
     def attributes() -> None:
         tracer.start_span("task detail", attributes=timed).end()
