@@ -27,7 +27,7 @@ attempt and URL, the worker, its :class:`Outcome`, the stage it ended in and, wh
 its :class:`~book_assets.scraper.errors.ErrorKind` and an error status.
 
 Why attributes and not a child span or an event per stage: the SDK's cost is per span and per event, not per
-attribute. Made, batched and OTLP-encoded (``benchmarks/trace_bench.py --shapes-only``), one span with its
+attribute. Made, batched and OTLP-encoded (``benchmarks/observe_bench.py --shapes-only``), one span with its
 stages as attributes cost 64–89 µs of CPU, with five events instead 110–149 µs, as five child spans 235–359 µs
 (two runs on a busy machine), against about 4 ms of the crawler's CPU per page of an http crawl. Attributes are
 also what a backend's queries filter and aggregate on (``{ span.book_pipeline.task.politeness_wait_s > 1 }``).
@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import itertools
 import logging
 import os
 import socket
@@ -335,6 +334,19 @@ def task_traces(worker_id: str) -> TaskTraces:
     return _Recording(worker_id) if enabled() else TaskTraces()
 
 
+#: A task span's attribute names, made once (a span is made per page).
+_TASK_ID = f"{NS}.task.id"
+_TASK_TYPE = f"{NS}.task.type"
+_TASK_DOMAIN = f"{NS}.task.domain"
+_TASK_ATTEMPT = f"{NS}.task.attempt"
+_TASK_OUTCOME = f"{NS}.task.outcome"
+_TASK_STAGE = f"{NS}.task.stage"
+_WORKER_ID = f"{NS}.worker.id"
+_CRAWL_ID = f"{NS}.crawl.id"
+_URL, _ERROR_TYPE = "url.full", "error.type"
+_STAGE_KEYS = {stage: f"{NS}.task.{stage}_s" for stage in Stage}
+
+
 @dataclass(slots=True)
 class _Open:
     """A task the worker is on: the context of its crawl, when each stage began (ns), how it failed."""
@@ -354,6 +366,9 @@ class _Recording(TaskTraces):
         self._crawl: tuple[int, Context] | None = None
         self._read_at = float("-inf")
         self._wall_minus_monotonic_ns = time.time_ns() - time.monotonic_ns()
+        from opentelemetry.trace import SpanKind, Status, StatusCode
+
+        self._consumer, self._status, self._error = SpanKind.CONSUMER, Status, StatusCode.ERROR
 
     def watch(self, db: Database) -> None:
         now = time.monotonic()
@@ -386,37 +401,36 @@ class _Recording(TaskTraces):
         open_ = self._open.pop(task.id, None)
         if open_ is None:
             return
-        from opentelemetry.trace import SpanKind, Status, StatusCode
-
-        outcome = open_.outcome or outcome
+        stages = open_.stages
         attributes: dict[str, Any] = {
-            f"{NS}.task.id": task.id,
-            f"{NS}.task.type": task.task_type,
-            f"{NS}.task.domain": task.domain,
-            f"{NS}.task.attempt": task.attempt,
-            f"{NS}.task.outcome": str(outcome),
-            f"{NS}.task.stage": str(open_.stages[-1][0]),
-            f"{NS}.worker.id": self._worker_id,
-            "url.full": str(task.payload.get("url", "")),
+            _TASK_ID: task.id,
+            _TASK_TYPE: task.task_type,
+            _TASK_DOMAIN: task.domain,
+            _TASK_ATTEMPT: task.attempt,
+            _TASK_OUTCOME: (open_.outcome or outcome).value,
+            _TASK_STAGE: stages[-1][0].value,
+            _WORKER_ID: self._worker_id,
+            _URL: str(task.payload.get("url", "")),
         }
-        bounds = [*open_.stages, (None, time.time_ns())]
-        for (stage, began), (_next, until) in itertools.pairwise(bounds):
-            key = f"{NS}.task.{stage}_s"
+        ended = time.time_ns()
+        ends = [began for _stage, began in stages[1:]] + [ended]  # a stage lasts until the next begins
+        for (stage, began), until in zip(stages, ends, strict=True):
+            key = _STAGE_KEYS[stage]
             attributes[key] = attributes.get(key, 0.0) + (until - began) / 1e9
         if open_.crawl_id is not None:
-            attributes[f"{NS}.crawl.id"] = open_.crawl_id
+            attributes[_CRAWL_ID] = open_.crawl_id
         if open_.kind is not None:
-            attributes["error.type"] = str(open_.kind)
+            attributes[_ERROR_TYPE] = str(open_.kind)
         span = self._sdk.tracer.start_span(
             f"task {task.task_type}",
             context=open_.parent,
-            kind=SpanKind.CONSUMER,
-            start_time=open_.stages[0][1],
+            kind=self._consumer,
+            start_time=stages[0][1],
             attributes=attributes,
         )
         if open_.kind is not None:
-            span.set_status(Status(StatusCode.ERROR, str(open_.kind)))
-        span.end(end_time=bounds[-1][1])
+            span.set_status(self._status(self._error, str(open_.kind)))
+        span.end(end_time=ended)
 
     def flush(self) -> None:
         self._sdk.provider.force_flush()

@@ -1,0 +1,307 @@
+"""Observability benchmark: what the workers' metrics and OpenTelemetry traces cost an http crawl (goal: under 3 %).
+
+Full http crawls of a sandbox of ``--books`` books (10,000 by default: about 10,600 pages, tens of seconds a
+crawl, so what is paid once per process weighs what it would on a long crawl), politeness off, ``--workers``
+worker processes, each crawl in a fresh interpreter and a scratch database emptied first. Four settings:
+
+- ``off``: no metrics port, no ``OTEL_*`` variable;
+- ``metrics``: ``metrics_port`` set, and the endpoint scraped every second from this process, as Prometheus would;
+- ``traces``: spans over OTLP/HTTP (the SDK's exporter, batched as by default) to a receiver in a process of its
+  own that reads each request and answers 200, as a collector on another host would;
+- ``both``: the two at once.
+
+Each round crawls once with each setting, the order rotated from one round to the next (off, metrics, traces,
+both; then metrics, traces, both, off; ...), so a slow spell of the shared machine falls on every setting alike.
+
+Two figures per crawl: pages/s (wall time: on a machine shared with other work it swings by a quarter from one
+crawl to the next), and the crawler's CPU milliseconds per page (its process, fork server and workers, each
+with what it reaped; PostgreSQL, the sandbox, the scraper and the receiver left out), the steadier figure.
+A setting's cost is taken per round against the ``off`` crawl of the same round, then the median over rounds.
+Prints one JSON object:
+
+    {"books": N, "pages": N, "rounds": N,
+     "off": {"pages_per_s": [...], "cpu_ms_per_page": [...], "median_pages_per_s": N, "median_cpu_ms": N,
+             "spread_pages_per_s_pct": N, "spread_cpu_pct": N},
+     "metrics": {... "cost_pct": N, "cpu_cost_pct": N, "cpu_cost_pct_rounds": [...]}, "traces": {...}, "both": {...},
+     "scrapes": N, "spans_requests": N, "spans_bytes": N}
+
+``spread_*_pct``: (max - min) / median of that setting's crawls. ``cost_pct``, ``cpu_cost_pct``: median over
+rounds of (setting - off) / off, in percent (pages/s lost, CPU per page added; negative: within the noise).
+
+``--shapes-only`` prints instead the CPU microseconds per task span of three shapes of a task's stages, made,
+batched and OTLP-encoded by the SDK: as attributes of its one span (what the worker does), as five events on
+it, as five child spans.
+
+Usage: python benchmarks/observe_bench.py [--books 10000] [--rounds 5] [--workers 2] [--concurrency 8]
+       python benchmarks/observe_bench.py --shapes-only
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import multiprocessing
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from crawl_bench import _reset, _scratch_database
+
+from book_assets.crawl.config import CrawlConfig
+from book_assets.crawl.pipeline import crawl
+
+BENCH_DB = "bookpipeline_bench_observe"
+SETTINGS = ("off", "metrics", "traces", "both")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _receive(port: Any, counts: Any) -> None:
+    """A stand-in collector: reads every export request, answers 200, counts requests and bytes."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            counts["requests"] = counts.get("requests", 0) + 1
+            counts["bytes"] = counts.get("bytes", 0) + len(body)
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    port.value = server.server_port
+    server.serve_forever()
+
+
+def _crawler_cpu_s() -> float:
+    """CPU seconds of this process and its descendants, each with the children it reaped (the fork server
+    reaps the workers)."""
+    me = psutil.Process()
+    total = 0.0
+    for proc in (me, *me.children(recursive=True)):
+        with contextlib.suppress(psutil.Error):
+            t = proc.cpu_times()
+            total += t.user + t.system + t.children_user + t.children_system
+    return total
+
+
+def _run(url: str, config: dict[str, Any], env: dict[str, str], result: Any) -> None:
+    for name in [n for n in os.environ if n.startswith("OTEL_")]:
+        del os.environ[name]
+    os.environ.update(env)
+    report = crawl(url, CrawlConfig.resolve(**config))
+    result["pages"] = report.run.pages
+    result["pages_per_s"] = report.pages_per_s
+    result["cpu_ms_per_page"] = 1000 * _crawler_cpu_s() / report.run.pages
+
+
+def _scrape(port: int, stop: threading.Event, counter: list[int]) -> None:
+    while not stop.wait(1.0):
+        with contextlib.suppress(httpx.HTTPError):  # not serving yet, or already gone
+            counter[0] += httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=2).status_code == 200
+
+
+def measure(url: str, config: dict[str, Any], env: dict[str, str], *, metrics: bool) -> dict[str, float]:
+    """One full crawl in a fresh interpreter: pages, pages/s, the crawler's CPU ms per page, scrapes answered."""
+    _reset(url)
+    ctx = multiprocessing.get_context("spawn")
+    shared = ctx.Manager().dict()
+    port = _free_port() if metrics else None
+    config = {**config, "metrics_port": port, "metrics_final_scrape_s": 0}
+    proc = ctx.Process(target=_run, args=(url, config, env, shared))
+    stop, scrapes = threading.Event(), [0]
+    scraper = threading.Thread(target=_scrape, args=(port, stop, scrapes)) if port is not None else None
+    proc.start()
+    if scraper is not None:
+        scraper.start()
+    proc.join()
+    stop.set()
+    if scraper is not None:
+        scraper.join()
+    if proc.exitcode != 0 or not shared.get("pages"):
+        raise SystemExit(f"crawl failed (exit {proc.exitcode}): {dict(shared)}")
+    return {
+        "pages": int(shared["pages"]),
+        "pages_per_s": round(float(shared["pages_per_s"]), 1),
+        "cpu_ms_per_page": round(float(shared["cpu_ms_per_page"]), 3),
+        "scrapes": scrapes[0],
+    }
+
+
+def _pct(value: float, base: float) -> float:
+    return round(100 * (value - base) / base, 1)
+
+
+def summary(runs: dict[str, list[dict[str, float]]]) -> dict[str, Any]:
+    """Each setting's crawls, medians, spreads and its cost against the ``off`` crawl of the same round."""
+    out: dict[str, Any] = {}
+    for name, crawls in runs.items():
+        rates = [c["pages_per_s"] for c in crawls]
+        cpu = [c["cpu_ms_per_page"] for c in crawls]
+        figures: dict[str, Any] = {
+            "pages_per_s": rates,
+            "cpu_ms_per_page": cpu,
+            "median_pages_per_s": statistics.median(rates),
+            "median_cpu_ms": statistics.median(cpu),
+            "spread_pages_per_s_pct": round(100 * (max(rates) - min(rates)) / statistics.median(rates), 1),
+            "spread_cpu_pct": round(100 * (max(cpu) - min(cpu)) / statistics.median(cpu), 1),
+        }
+        if name != "off":
+            base = runs["off"]
+            rate_costs = [-_pct(c["pages_per_s"], b["pages_per_s"]) for c, b in zip(crawls, base, strict=True)]
+            cpu_costs = [_pct(c["cpu_ms_per_page"], b["cpu_ms_per_page"]) for c, b in zip(crawls, base, strict=True)]
+            figures |= {
+                "cost_pct": round(statistics.median(rate_costs), 1),
+                "cpu_cost_pct": round(statistics.median(cpu_costs), 1),
+                "cost_pct_rounds": rate_costs,
+                "cpu_cost_pct_rounds": cpu_costs,
+            }
+        out[name] = figures
+    return out
+
+
+def span_shapes(n: int = 20_000) -> dict[str, float]:
+    """CPU microseconds per task span of three shapes of a task's stages, made, batched and OTLP-encoded by the
+    SDK (the encoder without the network): as attributes of its one span (what the worker does), as five events
+    on it, as five child spans."""
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+    class Encoded(SpanExporter):
+        def export(self, spans: Any) -> SpanExportResult:
+            encode_spans(spans).SerializeToString()
+            return SpanExportResult.SUCCESS
+
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(Encoded(), max_queue_size=6 * n))  # none dropped
+    tracer = provider.get_tracer("observe_bench")
+    stages = ("claim", "politeness_wait", "fetch", "parse", "store")
+    base: dict[str, Any] = {
+        "book_pipeline.task.id": 1,
+        "book_pipeline.task.type": "detail",
+        "book_pipeline.task.domain": "127.0.0.1:8800",
+        "book_pipeline.task.attempt": 1,
+        "book_pipeline.task.outcome": "completed",
+        "book_pipeline.task.stage": "store",
+        "book_pipeline.worker.id": "host:1234",
+        "book_pipeline.crawl.id": 1,
+        "url.full": "http://127.0.0.1:8800/catalogue/a-light-in-the-attic_1000/index.html",
+    }
+
+    timed: dict[str, Any] = {**base, **{f"book_pipeline.task.{stage}_s": 0.01 for stage in stages}}
+
+    def attributes() -> None:
+        tracer.start_span("task detail", attributes=timed).end()
+
+    def events() -> None:
+        span = tracer.start_span("task detail", attributes=base)
+        for stage in stages:
+            span.add_event(stage)
+        span.end()
+
+    def child_spans() -> None:
+        span = tracer.start_span("task detail", attributes=base)
+        for stage in stages:
+            tracer.start_span(stage).end()
+        span.end()
+
+    out = {}
+    for shape in (attributes, events, child_spans):
+        started = time.process_time()
+        for _ in range(n):
+            shape()
+        provider.force_flush()
+        out[shape.__name__] = round((time.process_time() - started) / n * 1e6, 1)
+    provider.shutdown()
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--books", type=int, default=10_000)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--settings", default=",".join(SETTINGS), help="Comma-separated, off first.")
+    parser.add_argument("--shapes-only", action="store_true", help="Only the CPU per span of three span shapes.")
+    args = parser.parse_args()
+    if args.shapes_only:
+        print(json.dumps({"span_cpu_us": span_shapes()}))
+        return
+    settings = args.settings.split(",")
+    if settings[0] != "off" or not set(settings) <= set(SETTINGS):
+        raise SystemExit(f"--settings: off first, then any of {', '.join(SETTINGS[1:])}")
+    url = _scratch_database(BENCH_DB)
+    ctx = multiprocessing.get_context("spawn")
+    port, counts = ctx.Value("i", 0), ctx.Manager().dict()
+    collector = ctx.Process(target=_receive, args=(port, counts), daemon=True)
+    collector.start()
+    sandbox = subprocess.Popen(
+        [sys.executable, "-m", "book_assets.cli", "sandbox", "serve", "--port", "0", "--books", str(args.books)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    line = sandbox.stdout.readline() if sandbox.stdout else ""
+    base_url = next(tok for tok in line.split() if tok.startswith("http"))
+    while not port.value:
+        collector.join(0.05)
+    traces_env = {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port.value}"}
+    config = {
+        "base_url": base_url,
+        "fetch_mode": "http",
+        "min_interval_s": 0.0,
+        "workers": args.workers,
+        "concurrency": args.concurrency,
+    }
+    runs: dict[str, list[dict[str, float]]] = {name: [] for name in settings}
+    try:
+        measure(url, config, {}, metrics=False)  # warm-up: page cache, the sandbox's pages, PostgreSQL
+        for round_ in range(args.rounds):
+            order = settings[round_ % len(settings) :] + settings[: round_ % len(settings)]
+            for name in order:
+                env = traces_env if name in ("traces", "both") else {}
+                figures = measure(url, config, env, metrics=name in ("metrics", "both"))
+                runs[name].append(figures)
+                print(json.dumps({"round": round_, name: figures}), file=sys.stderr)
+    finally:
+        sandbox.terminate()
+        sandbox.wait(10)
+        collector.terminate()
+    out = {
+        "books": args.books,
+        "pages": runs["off"][0]["pages"],
+        "rounds": args.rounds,
+        "workers": args.workers,
+        "concurrency": args.concurrency,
+        **summary(runs),
+        "scrapes": sum(c["scrapes"] for crawls in runs.values() for c in crawls),
+        "spans_requests": counts.get("requests", 0),
+        "spans_bytes": counts.get("bytes", 0),
+    }
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
