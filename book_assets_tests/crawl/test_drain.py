@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 
 import psutil
@@ -21,6 +24,20 @@ def _worker_with_big_stats(
     stats = WorkerStats(worker_id=worker_id or "big")
     stats.by_category.update({f"category-{n:06d}": 1 for n in range(CATEGORIES)})
     return stats
+
+
+def test_the_crawl_commands_own_process_imports_no_worker_modules() -> None:
+    """The drain's process reads the queue and the database; fetching and parsing are the workers' (forked
+    from the fork server, which imports them), so the HTTP client and the worker stay out of its memory."""
+    code = (
+        "import sys\n"
+        "import book_assets.cli\n"
+        "import book_assets.crawl.pipeline\n"
+        "print(sorted(m for m in ('aiohttp', 'book_assets.crawl.worker', 'book_assets.scraper.fetch_http')"
+        " if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], env=dict(os.environ), capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
 
 
 def test_workers_whose_stats_outgrow_the_pipe_are_collected_instead_of_waited_for_forever() -> None:
