@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
@@ -24,6 +25,30 @@ def _worker_with_big_stats(
     stats = WorkerStats(worker_id=worker_id or "big")
     stats.by_category.update({f"category-{n:06d}": 1 for n in range(CATEGORIES)})
     return stats
+
+
+def _worker_reporting_frozen_objects(
+    database_url: str, config: CrawlConfig, worker_id: str | None, task_types: tuple[str, ...]
+) -> WorkerStats:
+    """A worker that reports, as its pages, how many objects the garbage collector leaves alone."""
+    return WorkerStats(worker_id=worker_id or "frozen", pages=gc.get_freeze_count())
+
+
+def _run(drain: Drain) -> WorkerStats:
+    done: list[WorkerStats] = []
+    supervisor = threading.Thread(target=lambda: done.append(drain.run()), daemon=True)
+    supervisor.start()
+    supervisor.join(timeout=120)
+    assert done, "the drain did not finish"
+    return done[0]
+
+
+def test_a_worker_leaves_what_its_fork_server_imported_to_be_shared() -> None:
+    """Frozen, the imported objects are never walked by a worker's collector, so their pages stay shared."""
+    config = CrawlConfig.resolve(base_url="http://127.0.0.1:9/", workers=2)
+    total = _run(Drain("postgresql://unused", config, TASK_TYPES, workers=2, run=_worker_reporting_frozen_objects))
+    assert total.lost_workers == []
+    assert total.pages > 2 * 10_000  # each worker froze at least the tens of thousands of objects of its imports
 
 
 def test_the_crawl_commands_own_process_imports_no_worker_modules() -> None:
