@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from book_assets.categories import KNOWN_CATEGORIES, slugify
-from book_assets.queue import LEASE_EXPIRED, TaskQueue
+from book_assets.queue import LEASE_EXPIRED, Backoff, TaskQueue
 from book_assets.queue.failures import RequeuePolicy
 from book_assets.scheduling.weights import CategoryWeights
 from book_assets.scraper.errors import ErrorKind
@@ -184,8 +184,6 @@ def requeue_policy(requeue_max: int, requeue_backoff_s: float) -> RequeuePolicy:
 
 def make_queue(db: Database, config: CrawlConfig) -> TaskQueue:
     """The crawl's queue, with its task types, lease, retry policy and politeness defaults."""
-    from book_assets.queue import Backoff
-
     return TaskQueue(
         db,
         task_types=TASK_TYPES,
