@@ -26,7 +26,7 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from book_assets.crawl.config import TASK_TYPES, CrawlConfig
-from book_assets.crawl.drain import Drain, RunWorker
+from book_assets.crawl.drain import Drain, RunWorker, warm_up
 from book_assets.crawl.stats import WorkerStats
 
 #: How long each worker holds still after its collection, so its memory can be read.
@@ -70,8 +70,11 @@ def measure(run: RunWorker) -> dict[str, object]:
     drain = Drain("postgresql://unused", config, TASK_TYPES, workers=2, run=run)
     supervisor = threading.Thread(target=drain.run, daemon=True)
     supervisor.start()
-    time.sleep(HOLD_S / 2 + 0.5)  # the workers have forked and collected; they hold still until HOLD_S
     server = _fork_server()
+    deadline = time.monotonic() + 30
+    while len(server.children()) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(HOLD_S / 2)  # each worker has collected by now; it holds still until HOLD_S
     processes = [server, *server.children()]
     by_process = [round(_pss_kb(p) / 1024, 1) for p in processes]
     supervisor.join()
@@ -79,6 +82,7 @@ def measure(run: RunWorker) -> dict[str, object]:
 
 
 def main() -> None:
+    warm_up(2)  # the fork server is running before the first measurement starts
     print(json.dumps({"frozen": measure(_collect_frozen), "unfrozen": measure(_collect_unfrozen)}))
 
 
