@@ -65,8 +65,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from crawl_bench import _scratch_database
 
 from book_assets.crawl import pipeline
-from book_assets.crawl.config import LISTING, LISTING_PRIORITY, CrawlConfig
-from book_assets.crawl.worker import make_queue
+from book_assets.crawl.config import LISTING, LISTING_PRIORITY, CrawlConfig, make_queue
 from book_assets.db.connection import Database
 from book_assets.db.migrations import migrate
 from book_assets.sandbox.catalogue import Catalogue

@@ -140,8 +140,7 @@ def db_status() -> None:
     click.echo(f"schema:   version {version}")
     if version == 0:
         return
-    from book_assets.crawl.config import CrawlConfig
-    from book_assets.crawl.worker import make_queue
+    from book_assets.crawl.config import CrawlConfig, make_queue
     from book_assets.store.books import book_counts
 
     stats = make_queue(database, CrawlConfig.from_settings(settings)).stats()
@@ -241,9 +240,8 @@ def work_cmd(**overrides: Any) -> None:
 @user_errors
 def status_cmd() -> None:
     """Queue and book counts."""
-    from book_assets.crawl.config import DETAIL, CrawlConfig
+    from book_assets.crawl.config import DETAIL, CrawlConfig, make_queue
     from book_assets.crawl.pipeline import budget_line
-    from book_assets.crawl.worker import make_queue
     from book_assets.store.books import book_counts
 
     settings = load_settings()
@@ -281,8 +279,7 @@ def metrics_cmd(**overrides: Any) -> None:
     import signal
     import threading
 
-    from book_assets.crawl.config import CrawlConfig
-    from book_assets.crawl.worker import make_queue
+    from book_assets.crawl.config import CrawlConfig, make_queue
     from book_assets.observe.metrics import serve_queue
 
     settings = load_settings(**overrides)

@@ -5,17 +5,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from book_assets.categories import KNOWN_CATEGORIES, slugify
-from book_assets.queue import LEASE_EXPIRED
+from book_assets.queue import LEASE_EXPIRED, Backoff, TaskQueue
 from book_assets.queue.failures import RequeuePolicy
 from book_assets.scheduling.weights import CategoryWeights
 from book_assets.scraper.errors import ErrorKind
 from book_assets.scraper.fetching import FetchSettings
 from book_assets.scraper.targets import with_start_port
 from book_assets.settings import BROWSER_MIN_CONCURRENCY, ConfigError, Settings, load_settings
+
+if TYPE_CHECKING:
+    from book_assets.db.connection import Database
 
 LISTING = "listing"
 DETAIL = "detail"
@@ -177,3 +180,15 @@ def requeue_policy(requeue_max: int, requeue_backoff_s: float) -> RequeuePolicy:
     after the page's last attempt. A 404, a robots.txt refusal or a page that is not a book page never."""
     kinds = {kind.value for kind in ErrorKind if kind.retryable} | {LEASE_EXPIRED}
     return RequeuePolicy.of(kinds, requeue_max, requeue_backoff_s)
+
+
+def make_queue(db: Database, config: CrawlConfig) -> TaskQueue:
+    """The crawl's queue, with its task types, lease, retry policy and politeness defaults."""
+    return TaskQueue(
+        db,
+        task_types=TASK_TYPES,
+        lease_s=config.lease_s,
+        max_attempts=config.max_attempts,
+        backoff=Backoff(base_s=config.backoff_base_s, max_s=config.backoff_max_s),
+        default_interval_s=config.min_interval_s,
+    )

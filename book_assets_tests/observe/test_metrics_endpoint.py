@@ -11,8 +11,7 @@ from dataclasses import dataclass, field
 import httpx
 import pytest
 
-from book_assets.crawl.config import DETAIL, CrawlConfig
-from book_assets.crawl.worker import make_queue
+from book_assets.crawl.config import DETAIL, CrawlConfig, make_queue
 from book_assets.db.connection import Database
 from book_assets.observe import metrics
 from book_assets.settings import default

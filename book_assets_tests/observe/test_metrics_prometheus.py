@@ -20,9 +20,8 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from book_assets.crawl.config import TASK_TYPES
+from book_assets.crawl.config import TASK_TYPES, make_queue
 from book_assets.crawl.pipeline import crawl
-from book_assets.crawl.worker import make_queue
 from book_assets.db.connection import Database
 from book_assets.observe import metrics
 from book_assets.queue import FailOutcome

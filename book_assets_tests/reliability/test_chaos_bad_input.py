@@ -16,9 +16,8 @@ from typing import Any
 import httpx
 import pytest
 
-from book_assets.crawl.config import DETAIL, DETAIL_PRIORITY, TASK_TYPES
+from book_assets.crawl.config import DETAIL, DETAIL_PRIORITY, TASK_TYPES, make_queue
 from book_assets.crawl.pipeline import drain, prepare
-from book_assets.crawl.worker import make_queue
 from book_assets.db.connection import Database
 from book_assets.queue import TaskQueue
 from book_assets.sandbox.pages import escape, escape_text

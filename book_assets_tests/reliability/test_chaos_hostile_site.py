@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from book_assets.crawl.config import make_queue
 from book_assets.crawl.pipeline import crawl, drain
-from book_assets.crawl.worker import make_queue
 from book_assets.db.connection import Database
 from book_assets.sandbox.faults import Faults
 from book_assets.sql import load_queries

