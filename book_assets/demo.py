@@ -31,7 +31,7 @@ from typing import Any
 
 import dagster as dg
 
-from book_assets.crawl.config import TASK_TYPES
+from book_assets.crawl.config import make_queue
 from book_assets.crawl.drain import TICK_S
 from book_assets.crawl.pipeline import ProgressBar
 from book_assets.dagster_instance import dagster_environment
@@ -43,7 +43,6 @@ from book_assets.defs.resources import (
     SiteResource,
     crawl_config,
 )
-from book_assets.queue import TaskQueue
 from book_assets.sandbox.server import SandboxServer
 from book_assets.settings import PROJECT_ROOT, Settings
 from book_assets.sql import load_queries
@@ -283,7 +282,7 @@ def run_demo(
         checks = {name: passed for run in runs for name, passed in run.checks.items()}
         snapshot_rows = metadata.get("category_balanced_snapshot", {}).get("dagster/row_count")
         site = f"{sandbox.url}/"
-        stats = TaskQueue(db, task_types=TASK_TYPES).stats()
+        stats = make_queue(db).stats()
         return DemoReport(
             run_id=runs[0].run_id,
             success=len(runs) == 2 and all(run.success for run in runs),

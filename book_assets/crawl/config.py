@@ -182,8 +182,11 @@ def requeue_policy(requeue_max: int, requeue_backoff_s: float) -> RequeuePolicy:
     return RequeuePolicy.of(kinds, requeue_max, requeue_backoff_s)
 
 
-def make_queue(db: Database, config: CrawlConfig) -> TaskQueue:
-    """The crawl's queue, with its task types, lease, retry policy and politeness defaults."""
+def make_queue(db: Database, config: CrawlConfig | None = None) -> TaskQueue:
+    """The crawl's queue: its task types and, given the crawl's ``config``, its lease, retry policy and
+    politeness defaults, which a worker needs; what only reads or requeues (stats, checks, sensors) passes none."""
+    if config is None:
+        return TaskQueue(db, task_types=TASK_TYPES)
     return TaskQueue(
         db,
         task_types=TASK_TYPES,

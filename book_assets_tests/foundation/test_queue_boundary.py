@@ -38,3 +38,18 @@ def test_the_queue_imports_nothing_from_scraping_the_sandbox_or_dagster() -> Non
         if forbidden.match(line)
     ]
     assert offenders == []
+
+
+def test_the_queue_is_built_one_way() -> None:
+    """``crawl.config.make_queue`` is the one place outside the queue that builds a ``TaskQueue``: the crawl's
+    task types, lease and retry policy cannot differ between the CLI, the workers and Dagster."""
+    builds = re.compile(r"\bTaskQueue\(")
+    maker = PACKAGE / "crawl" / "config.py"
+    offenders = [
+        f"{path.relative_to(PROJECT_ROOT)}:{n}: {line.strip()}"
+        for path in _outside_the_queue()
+        if path != maker
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if builds.search(line)
+    ]
+    assert offenders == []

@@ -21,9 +21,8 @@ these checks as steps after the crawl's report.
 
 import dagster as dg
 
-from book_assets.crawl.config import DETAIL, LISTING, TASK_TYPES
+from book_assets.crawl.config import DETAIL, LISTING, make_queue
 from book_assets.defs.resources import DatabaseResource
-from book_assets.queue import TaskQueue
 from book_assets.sql import load_queries
 
 Q = load_queries("checks")
@@ -119,7 +118,7 @@ def books_found_by_discovery(context: dg.AssetCheckExecutionContext, database: D
     if found is not None:
         return int(found.value), "the latest discovery's books_found"
     with database.open(application_name="book-pipeline checks") as db:
-        counts = TaskQueue(db, task_types=TASK_TYPES).stats().counts
+        counts = make_queue(db).stats().counts
     return sum(counts.get(DETAIL, {}).values()), "detail tasks in the queue"
 
 
@@ -153,7 +152,7 @@ def no_failed_listing_pages(database: DatabaseResource) -> dg.AssetCheckResult:
 def failed_listing_pages_result(database: DatabaseResource) -> dg.AssetCheckResult:
     """``no_failed_listing_pages`` of the queue as it is."""
     with database.open(application_name="book-pipeline checks") as db:
-        stats = TaskQueue(db, task_types=TASK_TYPES).stats(top_failures=5)
+        stats = make_queue(db).stats(top_failures=5)
     by_kind = stats.failed_by_kind.get(LISTING, {})
     failed = sum(by_kind.values())
     listed = sum(stats.counts.get(LISTING, {}).values())

@@ -20,10 +20,9 @@ Every job that drains the queue carries the ``book-pipeline/crawl`` run tag (to 
 import dagster as dg
 from pydantic import Field
 
-from book_assets.crawl.config import TASK_TYPES
+from book_assets.crawl.config import make_queue
 from book_assets.defs.crawl.assets import CRAWL_RUN_TAGS
 from book_assets.defs.resources import DatabaseResource
-from book_assets.queue import TaskQueue
 
 #: The assets of a crawl, in lineage order.
 CRAWL_ASSETS = ("listing_discovery", "book_details")
@@ -66,7 +65,7 @@ class RequeueConfig(dg.Config):
 def requeue_failed(context: dg.OpExecutionContext, config: RequeueConfig, database: DatabaseResource) -> dg.Output[int]:
     filters = {"task_type": config.task_type, "domain": config.domain, "error_like": config.error_like}
     with database.open() as db:
-        queue = TaskQueue(db, task_types=TASK_TYPES)
+        queue = make_queue(db)
         requeued = queue.requeue(**filters)
         still_failed = queue.stats().total("failed")
     shown = ", ".join(f"{k}={v!r}" for k, v in filters.items() if v is not None) or "all failed tasks"

@@ -32,11 +32,10 @@ from datetime import UTC, datetime
 
 import dagster as dg
 
-from book_assets.crawl.config import TASK_TYPES
+from book_assets.crawl.config import make_queue
 from book_assets.crawl.pipeline import RunFigures
 from book_assets.defs.crawl.assets import BOOK_DETAILS, CRAWL_TAG
 from book_assets.defs.resources import DatabaseResource
-from book_assets.queue import TaskQueue
 from book_assets.store.books import book_counts
 from book_assets.store.lifecycle import FinishedCrawl, finished_since
 
@@ -93,7 +92,7 @@ def ledger_table(crawls: list[FinishedCrawl]) -> dg.MetadataValue:
 )
 def book_details_observer(context: dg.SensorEvaluationContext, database: DatabaseResource) -> dg.SensorResult:
     with database.open(application_name="book-pipeline sensor") as db:
-        queue = TaskQueue(db, task_types=TASK_TYPES)
+        queue = make_queue(db)
         now = queue.now()
         if context.cursor is None:
             return dg.SensorResult(skip_reason="watching the books written from now on", cursor=now.isoformat())
