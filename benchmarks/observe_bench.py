@@ -8,7 +8,9 @@ worker processes, each crawl in a fresh interpreter and a scratch database empti
 - ``metrics``: ``metrics_port`` set, and the endpoint scraped every second from this process, as Prometheus would;
 - ``traces``: spans over OTLP/HTTP (the SDK's exporter, batched as by default) to a receiver in a process of its
   own that reads each request and answers 200, as a collector on another host would;
-- ``both``: the two at once.
+- ``both``: the two at once;
+- ``sampled``: traces with the task sampler (``OTEL_TRACES_SAMPLER=book_pipeline_tasks``), keeping
+  ``--sample-ratio`` of the tasks that complete at their first attempt (not in the default settings).
 
 Each round crawls once with each setting, the order rotated from one round to the next (off, metrics, traces,
 both; then metrics, traces, both, off; ...), so a slow spell of the shared machine falls on every setting alike.
@@ -65,7 +67,7 @@ from book_assets.crawl.config import CrawlConfig
 from book_assets.crawl.pipeline import crawl
 
 BENCH_DB = "bookpipeline_bench_observe"
-SETTINGS = ("off", "metrics", "traces", "both")
+SETTINGS = ("off", "metrics", "traces", "both", "sampled")
 
 
 def _free_port() -> int:
@@ -244,7 +246,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--concurrency", type=int, default=8)
-    parser.add_argument("--settings", default=",".join(SETTINGS), help="Comma-separated, off first.")
+    parser.add_argument("--settings", default=",".join(SETTINGS[:4]), help="Comma-separated, off first.")
+    parser.add_argument("--sample-ratio", type=float, default=0.1, help="The sampled setting's task ratio.")
     parser.add_argument("--shapes-only", action="store_true", help="Only the CPU per span of three span shapes.")
     args = parser.parse_args()
     if args.shapes_only:
@@ -281,7 +284,15 @@ def main() -> None:
         for round_ in range(args.rounds):
             order = settings[round_ % len(settings) :] + settings[: round_ % len(settings)]
             for name in order:
-                env = traces_env if name in ("traces", "both") else {}
+                env = {
+                    "traces": traces_env,
+                    "both": traces_env,
+                    "sampled": {
+                        **traces_env,
+                        "OTEL_TRACES_SAMPLER": "book_pipeline_tasks",
+                        "OTEL_TRACES_SAMPLER_ARG": str(args.sample_ratio),
+                    },
+                }.get(name, {})
                 figures = measure(url, config, env, metrics=name in ("metrics", "both"))
                 runs[name].append(figures)
                 print(json.dumps({"round": round_, name: figures}), file=sys.stderr)
@@ -295,6 +306,7 @@ def main() -> None:
         "rounds": args.rounds,
         "workers": args.workers,
         "concurrency": args.concurrency,
+        "sample_ratio": args.sample_ratio if "sampled" in settings else None,
         **summary(runs),
         "scrapes": sum(c["scrapes"] for crawls in runs.values() for c in crawls),
         "spans_requests": counts.get("requests", 0),

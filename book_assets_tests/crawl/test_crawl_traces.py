@@ -171,6 +171,53 @@ def test_a_crawl_under_faults_is_one_trace_of_task_trees_whose_outcomes_match_th
     assert {(r["id"], r["status"]) for r in rows} <= final  # each task's last span says what the queue says
 
 
+def test_the_task_sampler_keeps_every_attempt_that_did_not_complete_and_its_ratio_of_the_rest(
+    db: Database, database_url: str, sandbox_factory: Any, receiver: OtlpReceiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OTEL_TRACES_SAMPLER", "book_pipeline_tasks")
+    monkeypatch.setenv("OTEL_TRACES_SAMPLER_ARG", "0.25")
+    site = sandbox_factory(faults=Faults(error_rate=0.15, reset_rate=0.05))
+    config = sandbox_config(site.url, categories=("Travel", "Mystery"), workers=2, concurrency=4)
+    crawl = Crawl(database_url, config)
+    report = crawl.run()
+
+    tasks = [s for s in receiver.spans if s.name.startswith("task ")]
+    assert [s.name for s in receiver.spans if not s.name.startswith("task ")] == ["crawl"]
+    outcomes = Counter(s.attributes["book_pipeline.task.outcome"] for s in tasks)
+    assert outcomes["retried"] == report.run.retries > 0  # every attempt that failed is kept
+    rows = db.query("SELECT id, attempts FROM tasks WHERE status = 'completed'")
+    kept = {r["id"] for r in rows if tracing.keeps_task(r["id"], r["attempts"], "completed", 0.25)}
+    completed = {
+        s.attributes["book_pipeline.task.id"]
+        for s in tasks
+        if s.attributes["book_pipeline.task.outcome"] == "completed"
+    }
+    assert completed == kept  # the same tasks in both workers, by their ids
+    assert 0.1 * len(rows) < len(kept) < 0.5 * len(rows)
+    assert any(r["attempts"] > 1 for r in rows if r["id"] in kept)  # a task retried keeps its completing attempt
+
+
+def test_the_task_samplers_choice_depends_on_the_task_alone() -> None:
+    first = [i for i in range(1, 10_001) if tracing.keeps_task(i, 1, "completed", 0.25)]
+    assert 2_400 < len(first) < 2_600
+    assert first == [i for i in range(1, 10_001) if tracing.keeps_task(i, 1, "completed", 0.25)]
+    assert not any(tracing.keeps_task(i, 1, "completed", 0.0) for i in range(1, 1_001))
+    assert all(tracing.keeps_task(i, 1, "completed", 1.0) for i in range(1, 1_001))
+    assert all(tracing.keeps_task(i, 1, outcome, 0.0) for i in range(1, 101) for outcome in ("retried", "failed"))
+    assert all(tracing.keeps_task(i, 2, "completed", 0.0) for i in range(1, 101))
+
+
+@pytest.mark.parametrize("arg", ["lots", "1.5", "-0.1"])
+def test_a_task_sample_ratio_that_is_not_one_is_one_error_line_before_any_worker_starts(
+    monkeypatch: pytest.MonkeyPatch, arg: str
+) -> None:
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
+    monkeypatch.setenv("OTEL_TRACES_SAMPLER", "book_pipeline_tasks")
+    monkeypatch.setenv("OTEL_TRACES_SAMPLER_ARG", arg)
+    with pytest.raises(ConfigError, match=rf"^OTEL_TRACES_SAMPLER_ARG={arg}: the book_pipeline_tasks sampler takes"):
+        tracing.environment()
+
+
 def test_a_crawls_trace_ids_are_the_same_wherever_its_row_is_read() -> None:
     started = datetime(2026, 12, 2, 3, 0, 0, 123456, tzinfo=UTC)
     elsewhere = started.astimezone(timezone(timedelta(hours=-5)))  # another session TimeZone, the same instant
