@@ -2,15 +2,15 @@
 
 Full http crawls of a sandbox of ``--books`` books (10,000 by default: about 10,600 pages, tens of seconds a
 crawl, so what is paid once per process weighs what it would on a long crawl), politeness off, ``--workers``
-worker processes, each crawl in a fresh interpreter and a scratch database emptied first. Four settings:
+worker processes, each crawl in a fresh interpreter and a scratch database emptied first. The settings:
 
 - ``off``: no metrics port, no ``OTEL_*`` variable;
 - ``metrics``: ``metrics_port`` set, and the endpoint scraped every second from this process, as Prometheus would;
 - ``traces``: spans over OTLP/HTTP (the SDK's exporter, batched as by default) to a receiver in a process of its
   own that reads each request and answers 200, as a collector on another host would;
-- ``both``: the two at once;
+- ``both``: the two at once (these four by default);
 - ``sampled``: traces with the task sampler (``OTEL_TRACES_SAMPLER=book_pipeline_tasks``), keeping
-  ``--sample-ratio`` of the tasks that complete at their first attempt (not in the default settings).
+  ``--sample-ratio`` of the tasks that complete at their first attempt.
 
 Each round crawls once with each setting, the order rotated from one round to the next (off, metrics, traces,
 both; then metrics, traces, both, off; ...), so a slow spell of the shared machine falls on every setting alike.
@@ -65,6 +65,7 @@ from crawl_bench import _reset, _scratch_database
 
 from book_assets.crawl.config import CrawlConfig
 from book_assets.crawl.pipeline import crawl
+from book_assets.observe.tracing import TASK_SAMPLER
 
 BENCH_DB = "bookpipeline_bench_observe"
 SETTINGS = ("off", "metrics", "traces", "both", "sampled")
@@ -289,7 +290,7 @@ def main() -> None:
                     "both": traces_env,
                     "sampled": {
                         **traces_env,
-                        "OTEL_TRACES_SAMPLER": "book_pipeline_tasks",
+                        "OTEL_TRACES_SAMPLER": TASK_SAMPLER,
                         "OTEL_TRACES_SAMPLER_ARG": str(args.sample_ratio),
                     },
                 }.get(name, {})
