@@ -42,7 +42,8 @@ def instance_env(database_url: str, tmp_path: Path) -> Iterator[dict[str, str]]:
     project = yaml.safe_load((PROJECT_ROOT / "dagster.yaml").read_text())
     (tmp_path / "dagster.yaml").write_text(
         yaml.safe_dump(
-            {"storage": project["storage"], "concurrency": {"pools": project["concurrency"]["pools"]}}
+            {key: project[key] for key in ("run_storage", "event_log_storage", "schedule_storage")}
+            | {"concurrency": {"pools": project["concurrency"]["pools"]}}
             | {"telemetry": {"enabled": False}}
         )
     )
@@ -59,6 +60,42 @@ def instance_env(database_url: str, tmp_path: Path) -> Iterator[dict[str, str]]:
     )
     yield env
     _admin(database_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _pool_step_runs(home: Path) -> bool:
+    """One run of a one-step job in the crawl pool, on the instance at ``home``."""
+
+    @dg.op(pool=CRAWL_POOL)
+    def drain() -> None:
+        pass
+
+    @dg.job
+    def pool_job() -> None:
+        drain()
+
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        return pool_job.execute_in_process(instance=instance, raise_on_error=False).success
+
+
+def test_a_crawl_pool_step_runs_after_the_operator_changes_the_default_pool_limit(
+    instance_env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first step records the pool's limit from ``default_limit``; after the operator changes it, the next
+    step writes the new limit over the recorded one. Dagster's own storage inserts, fails on the existing row
+    inside its transaction and fails the step, every step, until someone edits the pool in the UI. (Two runs
+    whose steps meet a new pool at the same moment fail the same way.)"""
+    for variable, value in instance_env.items():
+        if variable.startswith("DAGSTER_"):
+            monkeypatch.setenv(variable, value)
+    assert _pool_step_runs(tmp_path)
+    config = yaml.safe_load((tmp_path / "dagster.yaml").read_text())
+    config["concurrency"]["pools"]["default_limit"] = 2
+    (tmp_path / "dagster.yaml").write_text(yaml.safe_dump(config))
+
+    assert _pool_step_runs(tmp_path)
+
+    with dg.DagsterInstance.from_config(str(tmp_path)) as instance:
+        assert instance.event_log_storage.get_concurrency_info(CRAWL_POOL).slot_count == 2
 
 
 def test_crawl_pool_steps_run_one_at_a_time_and_a_step_in_no_pool_does_not_wait(

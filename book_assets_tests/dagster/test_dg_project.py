@@ -97,7 +97,7 @@ def test_dg_and_dagster_in_the_project_folder_use_the_projects_instance(
         info = run_in(project, str(BIN / "dagster"), "instance", "info")
         assert info.returncode == 0, (info.stdout + info.stderr)[-3000:]
         assert f"$DAGSTER_HOME: {project}\n" in info.stdout
-        assert "run_storage: PostgresRunStorage" in info.stdout
+        assert "class: PostgresRunStorage" in info.stdout
 
         launch = run_in(project, str(BIN / "dg"), "launch", "--job", "requeue_failed_tasks")
         assert launch.returncode == 0, (launch.stdout + launch.stderr)[-3000:]
@@ -126,4 +126,4 @@ def test_a_dagster_command_handed_another_instance_keeps_it_in_the_project_folde
 
     assert info.returncode == 0, (info.stdout + info.stderr)[-3000:]
     assert f"$DAGSTER_HOME: {other}\n" in info.stdout
-    assert "run_storage: PostgresRunStorage" not in info.stdout
+    assert "class: PostgresRunStorage" not in info.stdout

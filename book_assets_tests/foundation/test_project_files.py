@@ -46,8 +46,8 @@ def test_compose_file_has_the_seed_database_and_a_scalable_worker() -> None:
 
 def test_dagster_yaml_uses_psycopg2_scheme_and_postgres_storage() -> None:
     config = yaml.safe_load((ROOT / "dagster.yaml").read_text())
-    pg = config["storage"]["postgres"]["postgres_db"]
-    assert pg["scheme"] == "postgresql+psycopg2"
+    for storage in ("run_storage", "event_log_storage", "schedule_storage"):
+        assert config[storage]["config"]["postgres_db"]["scheme"] == "postgresql+psycopg2"
 
 
 def test_definitions_load() -> None:
