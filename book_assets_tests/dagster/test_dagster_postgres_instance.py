@@ -11,6 +11,7 @@ import psycopg2
 import pytest
 
 from book_assets.dagster_instance import dagster_environment
+from book_assets.dagster_storage import EventLogStorage
 from book_assets.db.connection import Database
 from book_assets.defs.resources import DatabaseResource, FetcherResource, SchedulingResource, SiteResource
 from book_assets.sandbox.server import SandboxServer
@@ -41,7 +42,7 @@ def test_a_run_on_the_projects_instance_is_stored_in_postgresql(
     from book_assets.defs.crawl.assets import crawl
 
     assert type(project_instance.run_storage).__name__ == "PostgresRunStorage"
-    assert type(project_instance.event_log_storage).__name__ == "PostgresEventLogStorage"
+    assert type(project_instance.event_log_storage) is EventLogStorage  # dagster-postgres's, one method replaced
     resources = {
         "database": DatabaseResource(url=database_url),
         "site": SiteResource(base_url=f"{sandbox.url}/", allowed_domains=[sandbox.host], categories=["Travel"]),
