@@ -5,8 +5,9 @@
 -- claim's types that is due, and closes the others to the claim without locking them; queue_claim_v3 calls it.
 -- The versions they replace are dropped at the end.
 
--- Whether a domain has a due pending task of some types: one index probe per throttled domain.
-CREATE INDEX idx_tasks_pending_domain ON public.tasks USING btree (domain, task_type, run_at) WHERE (status = 'pending'::text);
+-- Whether a domain has a due pending task of some types: one index probe per throttled domain, in run_at
+-- order, the type read from the index (a filter, so that the order holds).
+CREATE INDEX idx_tasks_pending_domain ON public.tasks USING btree (domain, run_at) INCLUDE (task_type) WHERE (status = 'pending'::text);
 
 CREATE FUNCTION public.queue_claim_domains_v2(p_n integer, p_types text[], p_now timestamp with time zone, p_horizon timestamp with time zone, p_horizon_s double precision) RETURNS public.queue_claim_state
     LANGUAGE plpgsql
@@ -19,10 +20,13 @@ DECLARE
 BEGIN
     FOR r IN
         SELECT d.domain, d.min_interval_s, d.max_in_flight, d.next_slot_at FROM domains d
-        CROSS JOIN LATERAL (SELECT 1 FROM tasks t  -- one index probe per domain (LIMIT 1: never a hash join)
-                            WHERE t.status = 'pending' AND t.domain = d.domain AND t.task_type = ANY(p_types)
-                              AND t.run_at <= p_now
-                            LIMIT 1) due
+        -- one probe of idx_tasks_pending_domain per domain: LIMIT 1 rules out a hash join over every due task,
+        -- and the order by run_at a scan of the table that stops at its first match (or never, for a domain
+        -- without work), which the planner would otherwise pick for a domain holding most of the tasks
+        CROSS JOIN LATERAL (SELECT 1 FROM tasks t
+                            WHERE t.status = 'pending' AND t.domain = d.domain AND t.run_at <= p_now
+                              AND t.task_type = ANY(p_types)
+                            ORDER BY t.run_at LIMIT 1) due
         WHERE d.min_interval_s > 0 OR d.max_in_flight IS NOT NULL
         ORDER BY d.domain FOR UPDATE OF d
     LOOP
