@@ -5,7 +5,7 @@ Design (why it looks like this):
 * **No broker.** Tasks are rows; a claim is ``SELECT ... FOR UPDATE SKIP LOCKED`` (PostgreSQL manual, "The
   Locking Clause"): concurrent claimers skip each other's rows instead of queueing behind them, so N workers
   never receive the same task and never wait for one another on the hot path.
-* **One round trip per claim.** The claim is the plpgsql function ``queue_claim_v2``, composed of small
+* **One round trip per claim.** The claim is the plpgsql function ``queue_claim_v3``, composed of small
   functions with one job each (the map: ``docs/queue.md``; each definition, with its design note, in
   ``sql/schema.sql``). It first reclaims expired leases (a dead worker's tasks come back with the next claim:
   no janitor), then hands out request-start *slots* per throttled domain, then leases the chosen rows in one

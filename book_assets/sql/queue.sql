@@ -1,5 +1,5 @@
 -- Named queries of the task queue (book_assets/queue). The claim itself is the plpgsql function
--- queue_claim_v2, which composes small functions, one job each (docs/queue.md maps them; schema.sql shows
+-- queue_claim_v3, which composes small functions, one job each (docs/queue.md maps them; schema.sql shows
 -- every definition with its design note): it needs loops (politeness allowances, round-robin picks) in one
 -- round trip.
 
@@ -38,8 +38,8 @@ LEFT JOIN wake ON true
 ORDER BY x.ord;
 
 -- claim --
--- Claim up to n tasks, or replay the answer of the same request (see queue_claim_v2 in schema.sql).
-SELECT * FROM queue_claim_v2(%(request)s::UUID, %(worker)s, %(n)s, %(types)s::TEXT[],
+-- Claim up to n tasks, or replay the answer of the same request (see queue_claim_v3 in schema.sql).
+SELECT * FROM queue_claim_v3(%(request)s::UUID, %(worker)s, %(n)s, %(types)s::TEXT[],
                              %(lease_s)s::DOUBLE PRECISION, %(horizon_s)s::DOUBLE PRECISION, %(scheduled)s,
                              %(interleave)s::JSONB);
 

@@ -35,12 +35,12 @@ CREATE TYPE public.queue_claim_state AS (
 	slots timestamp with time zone[]
 );
 
-COMMENT ON TYPE public.queue_claim_state IS 'The state a claim carries from step to step (queue_claim_v2): the throttled
-domains it locked, in name order (a domain''s index in domains, interval_s, next_slot, allowance and moved),
-their next slots, what each may still give and whether its next slot moved (saved at the end of the claim);
-the domains it may no longer give tasks (blocked); when the first closed domain opens (next_at); the tasks
-picked so far and their slots (ids, slots). One value instead of parallel INOUT arrays: each step takes it and
-returns it.';
+COMMENT ON TYPE public.queue_claim_state IS 'The state a claim carries from step to step (queue_claim_v3): the throttled
+domains with work it locked, in name order (a domain''s index in domains, interval_s, next_slot, allowance and
+moved), their next slots, what each may still give and whether its next slot moved (saved at the end of the
+claim); the domains it may no longer give tasks (blocked: those out of allowance, and the throttled domains it
+did not lock); when the first closed domain opens (next_at); the tasks picked so far and their slots (ids,
+slots). One value instead of parallel INOUT arrays: each step takes it and returns it.';
 
 CREATE FUNCTION public.book_changes_v1(p_day date) RETURNS TABLE(day date, change text, book_id bigint, url text, title text, category text, price numeric, version integer, fields text[], changed_at timestamp with time zone)
     LANGUAGE sql STABLE
@@ -122,7 +122,7 @@ $$;
 
 COMMENT ON FUNCTION public.queue_claim_all_blocked_v1(p_blocked text[]) IS 'Whether every known domain is blocked, so that nothing more can be handed out.';
 
-CREATE FUNCTION public.queue_claim_domains_v1(p_n integer, p_now timestamp with time zone, p_horizon timestamp with time zone, p_horizon_s double precision) RETURNS public.queue_claim_state
+CREATE FUNCTION public.queue_claim_domains_v2(p_n integer, p_types text[], p_now timestamp with time zone, p_horizon timestamp with time zone, p_horizon_s double precision) RETURNS public.queue_claim_state
     LANGUAGE plpgsql
     AS $$
 DECLARE
@@ -133,8 +133,15 @@ DECLARE
 BEGIN
     FOR r IN
         SELECT d.domain, d.min_interval_s, d.max_in_flight, d.next_slot_at FROM domains d
+        -- one probe of idx_tasks_pending_domain per domain: LIMIT 1 rules out a hash join over every due task,
+        -- and the order by run_at a scan of the table that stops at its first match (or never, for a domain
+        -- without work), which the planner would otherwise pick for a domain holding most of the tasks
+        CROSS JOIN LATERAL (SELECT 1 FROM tasks t
+                            WHERE t.status = 'pending' AND t.domain = d.domain AND t.run_at <= p_now
+                              AND t.task_type = ANY(p_types)
+                            ORDER BY t.run_at LIMIT 1) due
         WHERE d.min_interval_s > 0 OR d.max_in_flight IS NOT NULL
-        ORDER BY d.domain FOR UPDATE
+        ORDER BY d.domain FOR UPDATE OF d
     LOOP
         v_slot := queue_first_slot_v1(r.next_slot_at, r.min_interval_s, p_now);
         IF r.min_interval_s > 0 THEN
@@ -162,14 +169,24 @@ BEGIN
             claimed.blocked := claimed.blocked || r.domain;
         END IF;
     END LOOP;
+    -- the other throttled domains: a task that turns up in one during the claim waits for the next claim, since
+    -- its domain's slots were not read under the lock
+    claimed.blocked := claimed.blocked || ARRAY(
+        SELECT d.domain FROM domains d
+        WHERE (d.min_interval_s > 0 OR d.max_in_flight IS NOT NULL) AND NOT (d.domain = ANY(claimed.domains))
+        ORDER BY d.domain);
     RETURN claimed;
 END $$;
 
-COMMENT ON FUNCTION public.queue_claim_domains_v1(p_n integer, p_now timestamp with time zone, p_horizon timestamp with time zone, p_horizon_s double precision) IS 'Lock the throttled domains (a politeness interval or an in-flight cap) in name order and give each its
+COMMENT ON FUNCTION public.queue_claim_domains_v2(p_n integer, p_types text[], p_now timestamp with time zone, p_horizon timestamp with time zone, p_horizon_s double precision) IS 'Lock the throttled domains (a politeness interval or an in-flight cap) that have work this claim could hand
+out (a pending task of p_types due at p_now: idx_tasks_pending_domain), in name order, and give each its
 allowance for this claim: the politeness slots that start within the horizon (the first by
 queue_first_slot_v1; p_n for a domain with only an in-flight cap), capped by its in-flight room. Domains with
-no allowance are blocked; next_at says when the first of them opens. Returns the claim''s state
-(queue_claim_state), with no task picked yet.';
+no allowance are blocked; next_at says when the first of them opens. The throttled domains without such work
+are neither locked nor planned, so a claim''s cost follows the domains with work, not the number of domains
+(docs/growth.md): they are blocked for this claim, since a task that appears in one after the lock (a
+concurrent enqueue, a retry falling due) has no slot read under the lock; the next claim locks its domain.
+Returns the claim''s state (queue_claim_state), with no task picked yet.';
 
 CREATE FUNCTION public.queue_claim_fetch_plan_v2(p_rounds public.queue_claim_rounds, p_groups integer[], p_now timestamp with time zone, p_claimed public.queue_claim_state, OUT task_ids bigint[], OUT task_domains text[], OUT member_next integer[], OUT member_last integer[]) RETURNS record
     LANGUAGE plpgsql
@@ -567,7 +584,7 @@ COMMENT ON FUNCTION public.queue_claim_take_v1(INOUT claimed public.queue_claim_
 politeness slot (NULL when it only caps in-flight requests), spends one unit of its allowance, and is blocked
 when none is left; its next slot is marked moved, to be saved at the end of the claim.';
 
-CREATE FUNCTION public.queue_claim_v2(p_request uuid, p_worker text, p_n integer, p_types text[], p_lease_s double precision, p_horizon_s double precision, p_scheduled boolean, p_interleave jsonb) RETURNS TABLE(id bigint, task_type text, payload jsonb, priority integer, domain text, task_group text, attempts integer, max_attempts integer, lease_token bigint, lease_expires_at timestamp with time zone, slot_at timestamp with time zone, next_at timestamp with time zone)
+CREATE FUNCTION public.queue_claim_v3(p_request uuid, p_worker text, p_n integer, p_types text[], p_lease_s double precision, p_horizon_s double precision, p_scheduled boolean, p_interleave jsonb) RETURNS TABLE(id bigint, task_type text, payload jsonb, priority integer, domain text, task_group text, attempts integer, max_attempts integer, lease_token bigint, lease_expires_at timestamp with time zone, slot_at timestamp with time zone, next_at timestamp with time zone)
     LANGUAGE plpgsql
     AS $$
 #variable_conflict use_column
@@ -604,7 +621,7 @@ BEGIN
         PERFORM queue_claim_wake_members_v1(v_scopes, v_now);
     END IF;
     -- 4. domains
-    claimed := queue_claim_domains_v1(p_n, v_now, v_now + make_interval(secs => p_horizon_s), p_horizon_s);
+    claimed := queue_claim_domains_v2(p_n, p_types, v_now, v_now + make_interval(secs => p_horizon_s), p_horizon_s);
     -- 5. picks, by one strategy; the round-robin state and the domains' next slots are saved once
     IF NOT queue_claim_all_blocked_v1(claimed.blocked) THEN
         IF p_scheduled THEN
@@ -629,7 +646,7 @@ BEGIN
                                                     claimed.slots, claimed.next_at);
 END $$;
 
-COMMENT ON FUNCTION public.queue_claim_v2(p_request uuid, p_worker text, p_n integer, p_types text[], p_lease_s double precision, p_horizon_s double precision, p_scheduled boolean, p_interleave jsonb) IS 'Claim up to p_n tasks in one round trip (docs/queue.md, "The claim"):
+COMMENT ON FUNCTION public.queue_claim_v3(p_request uuid, p_worker text, p_n integer, p_types text[], p_lease_s double precision, p_horizon_s double precision, p_scheduled boolean, p_interleave jsonb) IS 'Claim up to p_n tasks in one round trip (docs/queue.md, "The claim"):
 1. a request already answered (its answer was lost with the connection) gets the same leases back: a retried
    claim never leases a second batch, so it spends no extra attempts, slots or budget;
 2. expired leases are reclaimed (queue_reclaim_expired_v1);
@@ -637,7 +654,8 @@ COMMENT ON FUNCTION public.queue_claim_v2(p_request uuid, p_worker text, p_n int
    scopes (queue_claim_lock_scopes_v1; lock order everywhere: scopes by name, then domains), refreshes what
    each group budget may still hand out (queue_budget_left_v1) and lets idle members with work back into the
    rounds (queue_claim_wake_members_v1);
-4. the throttled domains are locked, each with its allowance of politeness slots (queue_claim_domains_v1);
+4. the throttled domains with work this claim could hand out are locked, each with its allowance of politeness
+   slots; the other throttled domains are closed to it, unlocked (queue_claim_domains_v2);
 5. unless every domain is blocked, tasks are picked by one strategy: queue_claim_scheduled_v2 (p_scheduled:
    round-robin over groups, after round-robin over types when interleaved; planned in batches),
    queue_claim_interleaved_v2 (p_interleave alone: round-robin over types, pick by pick) or
@@ -1451,6 +1469,8 @@ CREATE INDEX idx_tasks_leases ON public.tasks USING btree (lease_expires_at) WHE
 CREATE UNIQUE INDEX idx_tasks_payload_url ON public.tasks USING btree (((payload ->> 'url'::text))) WHERE (status = ANY (ARRAY['pending'::text, 'in_progress'::text]));
 
 CREATE INDEX idx_tasks_pending ON public.tasks USING btree (priority DESC, id) WHERE (status = 'pending'::text);
+
+CREATE INDEX idx_tasks_pending_domain ON public.tasks USING btree (domain, run_at) INCLUDE (task_type) WHERE (status = 'pending'::text);
 
 CREATE INDEX idx_tasks_pending_group ON public.tasks USING btree (task_type, task_group, priority DESC, id) WHERE (status = 'pending'::text);
 

@@ -94,7 +94,8 @@ def scratch_url(database_url: str) -> Iterator[str]:
 def _as_pre_release(db: Database, up_to: int) -> None:
     """Make a migrated database look as the pre-release chain left it at ``up_to``: its record, the claim under
     its pre-release name and a replaced version nobody dropped."""
-    db.query("ALTER FUNCTION queue_claim_v2 RENAME TO queue_claim_v4")
+    db.query("ALTER FUNCTION queue_claim_v3 RENAME TO queue_claim_v4")
+    db.query("DROP INDEX idx_tasks_pending_domain")  # made after the pre-release chain, by 0003
     db.query("CREATE FUNCTION queue_claim_v3() RETURNS INTEGER LANGUAGE sql AS 'SELECT 3'")
     db.query("DELETE FROM schema_migrations")
     for version, name in PRE_RELEASE:

@@ -5,7 +5,10 @@ from __future__ import annotations
 import itertools
 import multiprocessing
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
+import psycopg2
 import pytest
 
 from book_assets.db.connection import Database
@@ -193,3 +196,45 @@ def test_a_late_task_whose_domains_next_slot_is_held_takes_the_slot_after_it(db:
     # The second task holds the slot after the missed one: the late one goes after it, an interval on.
     assert late.slot_at is not None
     assert (late.slot_at - second.slot_at).total_seconds() == pytest.approx(0.5, abs=1e-6)
+
+
+@contextmanager
+def domain_row_held(database_url: str, domain: str) -> Iterator[None]:
+    """Another session holds ``domain``'s row locked (as a claim, reslot or Retry-After would) until the end."""
+    holder = psycopg2.connect(database_url)
+    try:
+        with holder.cursor() as cur:
+            cur.execute("SELECT 1 FROM domains WHERE domain = %s FOR UPDATE", (domain,))
+            assert cur.rowcount == 1
+        yield
+    finally:
+        holder.rollback()
+        holder.close()
+
+
+@pytest.mark.parametrize(
+    "idle_work",
+    [
+        pytest.param([], id="no-task"),
+        pytest.param([NewTask("detail", {"url": url(0, host="idle.example")}, run_at=3600.0)], id="retry-later"),
+        pytest.param([NewTask("listing", {"url": url(0, host="idle.example")})], id="other-type"),
+    ],
+)
+def test_a_claim_neither_locks_nor_waits_for_a_throttled_domain_without_claimable_work(
+    db: Database, database_url: str, idle_work: list[NewTask]
+) -> None:
+    """The claim locks only the throttled domains with work it could hand out (pending, due, of its types), so
+    its cost follows the work, not the number of politely limited domains (docs/growth.md)."""
+    queue = make_queue(db, default_interval_s=1.0)
+    queue.set_domain_policy("idle.example", min_interval_s=1.0, max_in_flight=4)
+    queue.enqueue_many(idle_work)
+    queue.enqueue("detail", {"url": url(0, host="ready.example")})
+    # a session that gives up on a row lock at once, instead of queueing behind its holder
+    claimer = Database(database_url, options="-c lock_timeout=200", reconnect_for_s=0)
+    try:
+        with domain_row_held(database_url, "idle.example"):
+            tasks = make_queue(claimer, default_interval_s=1.0).claim("w", 2, task_types=["detail"]).tasks
+    finally:
+        claimer.close()
+    assert [t.domain for t in tasks] == ["ready.example"]
+    assert tasks[0].slot_at is not None  # its own domain was locked and gave a slot

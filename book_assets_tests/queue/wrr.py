@@ -1,6 +1,6 @@
 """Reference smooth weighted round-robin (nginx's SWRR), in pure Python.
 
-This is the executable specification the queue's database-side scheduler (``queue_claim_v2``, see
+This is the executable specification the queue's database-side scheduler (``queue_claim_v3``, see
 ``sql/schema.sql``) is tested against: with the same weights and the same pending work the
 queue must hand out groups in the order :func:`sequence` returns. It is deliberately small and unoptimised
 so that it reads as the definition.
