@@ -35,7 +35,9 @@ rounds of (setting - off) / off, in percent (pages/s lost, CPU per page added; n
 ``--shapes-only`` prints instead the CPU microseconds per task span of four shapes of a task's stages, made,
 batched and OTLP-encoded by the SDK: as attributes of its one span made as the worker makes it (a finished
 span handed to the batch processor), the same span started and ended through the SDK's tracer, as five
-events on it, as five child spans.
+events on it, as five child spans; and the CPU microseconds per task of the worker's own hooks
+(``tracing.task_traces``), its spans exported over OTLP/HTTP to a receiver process: all kept, sampled at
+``--sample-ratio``, all dropped.
 
 Usage: python benchmarks/observe_bench.py [--books 10000] [--rounds 5] [--workers 2] [--concurrency 8]
        python benchmarks/observe_bench.py --settings off,traces,base --base ../main  # a change against main
@@ -291,6 +293,49 @@ def span_shapes(n: int = 20_000) -> dict[str, float]:
     return out
 
 
+def _task_spans(endpoint: str, env: dict[str, str], n: int) -> float:
+    """In a process of its own: CPU µs per task of the worker's span hooks (begin, four stages, end) for ``n``
+    tasks completed, spans exported over OTLP/HTTP to ``endpoint``."""
+    from datetime import UTC, datetime
+
+    from book_assets.observe import tracing
+    from book_assets.queue import Task
+
+    for name in [n for n in os.environ if n.startswith("OTEL_")]:
+        del os.environ[name]
+    os.environ.update({**env, "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint})
+    traces, now, site = tracing.task_traces(), datetime.now(UTC), "127.0.0.1:8800"
+    tasks = [Task(i, "detail", {"url": f"http://{site}/b/{i}/"}, 0, site, None, 1, 3, 1, now, None) for i in range(n)]
+    stages = (tracing.Stage.POLITENESS_WAIT, tracing.Stage.FETCH, tracing.Stage.PARSE, tracing.Stage.STORE)
+    traces.flush()
+    started = time.process_time()
+    for task in tasks:
+        traces.begin(task, time.monotonic())
+        for stage in stages:
+            traces.stage(task, stage)
+        traces.end(task, tracing.Outcome.COMPLETED)
+    traces.flush()
+    return round((time.process_time() - started) / n * 1e6, 1)
+
+
+def task_spans(sample_ratio: float, n: int = 20_000) -> dict[str, float]:
+    """CPU µs per task of the worker's span hooks, its spans made, encoded and sent over OTLP/HTTP to a receiver
+    process: every span kept, and with the task sampler at ``sample_ratio`` and at 0 (every span dropped)."""
+    ctx = multiprocessing.get_context("spawn")
+    port, counts = ctx.Value("i", 0), ctx.Manager().dict()
+    receiver = ctx.Process(target=_receive, args=(port, counts), daemon=True)
+    receiver.start()
+    while not port.value:
+        receiver.join(0.05)
+    out = {}
+    for name, ratio in (("kept", None), (f"sampled_{sample_ratio}", sample_ratio), ("dropped", 0.0)):
+        env = {} if ratio is None else {"OTEL_TRACES_SAMPLER": TASK_SAMPLER, "OTEL_TRACES_SAMPLER_ARG": str(ratio)}
+        with ctx.Pool(1) as pool:
+            out[name] = pool.apply(_task_spans, (f"http://127.0.0.1:{port.value}", env, n))
+    receiver.terminate()
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--books", type=int, default=10_000)
@@ -303,7 +348,7 @@ def main() -> None:
     parser.add_argument("--shapes-only", action="store_true", help="Only the CPU per span of four span shapes.")
     args = parser.parse_args()
     if args.shapes_only:
-        print(json.dumps({"span_cpu_us": span_shapes()}))
+        print(json.dumps({"span_cpu_us": span_shapes(), "task_cpu_us": task_spans(args.sample_ratio)}))
         return
     settings = args.settings.split(",")
     if settings[0] != "off" or not set(settings) <= set(SETTINGS):
