@@ -303,7 +303,8 @@ def _task_spans(endpoint: str, env: dict[str, str], n: int) -> float:
 
     for name in [n for n in os.environ if n.startswith("OTEL_")]:
         del os.environ[name]
-    os.environ.update({**env, "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint})
+    queue = {"OTEL_BSP_MAX_QUEUE_SIZE": str(n)}  # room for every span: none dropped unencoded
+    os.environ.update({**env, "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, **queue})
     traces, now, site = tracing.task_traces(), datetime.now(UTC), "127.0.0.1:8800"
     tasks = [Task(i, "detail", {"url": f"http://{site}/b/{i}/"}, 0, site, None, 1, 3, 1, now, None) for i in range(n)]
     stages = (tracing.Stage.POLITENESS_WAIT, tracing.Stage.FETCH, tracing.Stage.PARSE, tracing.Stage.STORE)
