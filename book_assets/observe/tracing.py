@@ -463,7 +463,7 @@ class _Recording(TaskTraces):
         self._crawl: _Parent | None = None
         self._read_at = float("-inf")
         self._wall_minus_monotonic_ns = time.time_ns() - time.monotonic_ns()
-        self._span, self._span_context, self._readable = SpanKind.CONSUMER, SpanContext, ReadableSpan
+        self._kind, self._span_context, self._readable = SpanKind.CONSUMER, SpanContext, ReadableSpan
         self._status, self._error, self._unset = Status, StatusCode.ERROR, Status(StatusCode.UNSET)
         self._sample, self._sampled = Decision.RECORD_AND_SAMPLE, TraceFlags(TraceFlags.SAMPLED)
         self._scope = InstrumentationScope(SCOPE)
@@ -518,7 +518,7 @@ class _Recording(TaskTraces):
         sdk, name, parent = self._sdk, f"task {task.task_type}", open_.parent
         trace_id = sdk.ids.generate_trace_id() if parent is None else parent.span.trace_id
         sampling = sdk.provider.sampler.should_sample(
-            None if parent is None else parent.context, trace_id, name, self._span, attributes
+            None if parent is None else parent.context, trace_id, name, self._kind, attributes
         )
         if sampling.decision is not self._sample:
             return
@@ -534,7 +534,7 @@ class _Recording(TaskTraces):
             parent=None if parent is None else parent.span,
             resource=sdk.provider.resource,
             attributes={**attributes, **sampling.attributes},
-            kind=self._span,
+            kind=self._kind,
             status=self._unset if open_.kind is None else self._status(self._error, str(open_.kind)),
             start_time=stages[0][1],
             end_time=ended,
