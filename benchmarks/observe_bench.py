@@ -10,7 +10,9 @@ worker processes, each crawl in a fresh interpreter and a scratch database empti
   own that reads each request and answers 200, as a collector on another host would;
 - ``both``: the two at once (these four by default);
 - ``sampled``: traces with the task sampler (``OTEL_TRACES_SAMPLER=book_pipeline_tasks``), keeping
-  ``--sample-ratio`` of the tasks that complete at their first attempt.
+  ``--sample-ratio`` of the tasks that complete at their first attempt;
+- ``base``: traces, crawled by the code of another checkout (``--base``, e.g. a worktree of main), so a change
+  is measured against the code before it in the same run, its crawls between this checkout's.
 
 Each round crawls once with each setting, the order rotated from one round to the next (off, metrics, traces,
 both; then metrics, traces, both, off; ...), so a slow spell of the shared machine falls on every setting alike.
@@ -30,11 +32,15 @@ Prints one JSON object:
 ``spread_*_pct``: (max - min) / median of that setting's crawls. ``cost_pct``, ``cpu_cost_pct``: median over
 rounds of (setting - off) / off, in percent (pages/s lost, CPU per page added; negative: within the noise).
 
-``--shapes-only`` prints instead the CPU microseconds per task span of three shapes of a task's stages, made,
-batched and OTLP-encoded by the SDK: as attributes of its one span (what the worker does), as five events on
-it, as five child spans.
+``--shapes-only`` prints instead the CPU microseconds per task span of four shapes of a task's stages, made,
+batched and OTLP-encoded by the SDK: as attributes of its one span made as the worker makes it (a finished
+span handed to the batch processor), the same span started and ended through the SDK's tracer, as five
+events on it, as five child spans; and the CPU microseconds per task of the worker's own hooks
+(``tracing.task_traces``), its spans exported over OTLP/HTTP to a receiver process: all kept, sampled at
+``--sample-ratio``, all dropped.
 
 Usage: python benchmarks/observe_bench.py [--books 10000] [--rounds 5] [--workers 2] [--concurrency 8]
+       python benchmarks/observe_bench.py --settings off,traces,base --base ../main  # a change against main
        python benchmarks/observe_bench.py --shapes-only
 """
 
@@ -66,9 +72,19 @@ from crawl_bench import _reset, _scratch_database
 from book_assets.crawl.config import CrawlConfig
 from book_assets.crawl.pipeline import crawl
 from book_assets.observe.tracing import TASK_SAMPLER
+from book_assets.settings import load_settings
 
 BENCH_DB = "bookpipeline_bench_observe"
-SETTINGS = ("off", "metrics", "traces", "both", "sampled")
+SETTINGS = ("off", "metrics", "traces", "both", "sampled", "base")
+#: A crawl with another checkout's code (``--base``): its own ``_run``, in an interpreter whose path starts there.
+_BASE_RUN = """
+import json, sys
+sys.path.insert(0, sys.argv[1] + "/benchmarks")
+from observe_bench import _run
+result = {}
+_run(*json.loads(sys.argv[2]), result)
+print(json.dumps(result))
+"""
 
 
 def _free_port() -> int:
@@ -123,6 +139,23 @@ def _scrape(port: int, stop: threading.Event, counter: list[int]) -> None:
     while not stop.wait(1.0):
         with contextlib.suppress(httpx.HTTPError):  # not serving yet, or already gone
             counter[0] += httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=2).status_code == 200
+
+
+def _measure_base(repo: str, url: str, config: dict[str, Any], env: dict[str, str]) -> dict[str, float]:
+    """One full crawl by the code of the checkout ``repo``, in a fresh interpreter."""
+    _reset(url)
+    child_env = {"BOOK_PIPELINE_DATA_DIR": str(load_settings().data_dir), **os.environ, "PYTHONPATH": repo}
+    args = [sys.executable, "-c", _BASE_RUN, repo, json.dumps([url, {**config, "metrics_final_scrape_s": 0}, env])]
+    out = subprocess.run(args, env=child_env, cwd=repo, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise SystemExit(f"crawl of {repo} failed (exit {out.returncode}): {out.stderr[-2000:]}")
+    shared = json.loads(out.stdout.strip().splitlines()[-1])
+    return {
+        "pages": int(shared["pages"]),
+        "pages_per_s": round(float(shared["pages_per_s"]), 1),
+        "cpu_ms_per_page": round(float(shared["cpu_ms_per_page"]), 3),
+        "scrapes": 0,
+    }
 
 
 def measure(url: str, config: dict[str, Any], env: dict[str, str], *, metrics: bool) -> dict[str, float]:
@@ -185,12 +218,15 @@ def summary(runs: dict[str, list[dict[str, float]]]) -> dict[str, Any]:
 
 
 def span_shapes(n: int = 20_000) -> dict[str, float]:
-    """CPU microseconds per task span of three shapes of a task's stages, made, batched and OTLP-encoded by the
-    SDK (the encoder without the network): as attributes of its one span (what the worker does), as five events
-    on it, as five child spans."""
+    """CPU microseconds per task span of four shapes of a task's stages, made, batched and OTLP-encoded by the
+    SDK (the encoder without the network): as attributes of its one span, made finished and handed to the batch
+    processor (what the worker does) or started and ended through the tracer, as five events on it, as five
+    child spans."""
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+    from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+    from opentelemetry.trace import SpanContext, SpanKind, TraceFlags
 
     class Encoded(SpanExporter):
         def export(self, spans: Any) -> SpanExportResult:
@@ -198,7 +234,8 @@ def span_shapes(n: int = 20_000) -> dict[str, float]:
             return SpanExportResult.SUCCESS
 
     provider = TracerProvider()
-    provider.add_span_processor(BatchSpanProcessor(Encoded(), max_queue_size=6 * n))  # none dropped
+    processor = BatchSpanProcessor(Encoded(), max_queue_size=6 * n)  # none dropped
+    provider.add_span_processor(processor)
     tracer = provider.get_tracer("observe_bench")
     stages = ("claim", "politeness_wait", "fetch", "parse", "store")
     base: dict[str, Any] = {
@@ -208,12 +245,27 @@ def span_shapes(n: int = 20_000) -> dict[str, float]:
         "book_pipeline.task.attempt": 1,
         "book_pipeline.task.outcome": "completed",
         "book_pipeline.task.stage": "store",
-        "book_pipeline.worker.id": "host:1234",
-        "book_pipeline.crawl.id": 1,
         "url.full": "http://127.0.0.1:8800/catalogue/a-light-in-the-attic_1000/index.html",
     }
 
     timed: dict[str, Any] = {**base, **{f"book_pipeline.task.{stage}_s": 0.01 for stage in stages}}
+
+    scope, sampled = InstrumentationScope("observe_bench"), TraceFlags(TraceFlags.SAMPLED)
+
+    def finished() -> None:
+        ids = provider.id_generator
+        context = SpanContext(ids.generate_trace_id(), ids.generate_span_id(), is_remote=False, trace_flags=sampled)
+        span = ReadableSpan(
+            "task detail",
+            context,
+            resource=provider.resource,
+            attributes=dict(timed),
+            kind=SpanKind.CONSUMER,
+            start_time=time.time_ns(),
+            end_time=time.time_ns(),
+            instrumentation_scope=scope,
+        )
+        processor.on_end(span)
 
     def attributes() -> None:
         tracer.start_span("task detail", attributes=timed).end()
@@ -231,13 +283,57 @@ def span_shapes(n: int = 20_000) -> dict[str, float]:
         span.end()
 
     out = {}
-    for shape in (attributes, events, child_spans):
+    for shape in (finished, attributes, events, child_spans):
         started = time.process_time()
         for _ in range(n):
             shape()
         provider.force_flush()
         out[shape.__name__] = round((time.process_time() - started) / n * 1e6, 1)
     provider.shutdown()
+    return out
+
+
+def _task_spans(endpoint: str, env: dict[str, str], n: int) -> float:
+    """In a process of its own: CPU µs per task of the worker's span hooks (begin, four stages, end) for ``n``
+    tasks completed, spans exported over OTLP/HTTP to ``endpoint``."""
+    from datetime import UTC, datetime
+
+    from book_assets.observe import tracing
+    from book_assets.queue import Task
+
+    for name in [n for n in os.environ if n.startswith("OTEL_")]:
+        del os.environ[name]
+    queue = {"OTEL_BSP_MAX_QUEUE_SIZE": str(n)}  # room for every span: none dropped unencoded
+    os.environ.update({**env, "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, **queue})
+    traces, now, site = tracing.task_traces(), datetime.now(UTC), "127.0.0.1:8800"
+    tasks = [Task(i, "detail", {"url": f"http://{site}/b/{i}/"}, 0, site, None, 1, 3, 1, now, None) for i in range(n)]
+    stages = (tracing.Stage.POLITENESS_WAIT, tracing.Stage.FETCH, tracing.Stage.PARSE, tracing.Stage.STORE)
+    traces.flush()
+    started = time.process_time()
+    for task in tasks:
+        traces.begin(task, time.monotonic())
+        for stage in stages:
+            traces.stage(task, stage)
+        traces.end(task, tracing.Outcome.COMPLETED)
+    traces.flush()
+    return round((time.process_time() - started) / n * 1e6, 1)
+
+
+def task_spans(sample_ratio: float, n: int = 20_000) -> dict[str, float]:
+    """CPU µs per task of the worker's span hooks, its spans made, encoded and sent over OTLP/HTTP to a receiver
+    process: every span kept, and with the task sampler at ``sample_ratio`` and at 0 (every span dropped)."""
+    ctx = multiprocessing.get_context("spawn")
+    port, counts = ctx.Value("i", 0), ctx.Manager().dict()
+    receiver = ctx.Process(target=_receive, args=(port, counts), daemon=True)
+    receiver.start()
+    while not port.value:
+        receiver.join(0.05)
+    out = {}
+    for name, ratio in (("kept", None), (f"sampled_{sample_ratio}", sample_ratio), ("dropped", 0.0)):
+        env = {} if ratio is None else {"OTEL_TRACES_SAMPLER": TASK_SAMPLER, "OTEL_TRACES_SAMPLER_ARG": str(ratio)}
+        with ctx.Pool(1) as pool:
+            out[name] = pool.apply(_task_spans, (f"http://127.0.0.1:{port.value}", env, n))
+    receiver.terminate()
     return out
 
 
@@ -249,14 +345,17 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--settings", default=",".join(SETTINGS[:4]), help="Comma-separated, off first.")
     parser.add_argument("--sample-ratio", type=float, default=0.1, help="The sampled setting's task ratio.")
-    parser.add_argument("--shapes-only", action="store_true", help="Only the CPU per span of three span shapes.")
+    parser.add_argument("--base", help="A checkout whose code the base setting crawls with (traces on).")
+    parser.add_argument("--shapes-only", action="store_true", help="Only the CPU per span of four span shapes.")
     args = parser.parse_args()
     if args.shapes_only:
-        print(json.dumps({"span_cpu_us": span_shapes()}))
+        print(json.dumps({"span_cpu_us": span_shapes(), "task_cpu_us": task_spans(args.sample_ratio)}))
         return
     settings = args.settings.split(",")
     if settings[0] != "off" or not set(settings) <= set(SETTINGS):
         raise SystemExit(f"--settings: off first, then any of {', '.join(SETTINGS[1:])}")
+    if ("base" in settings) != bool(args.base):
+        raise SystemExit("--base: the checkout the base setting crawls with, given with that setting only")
     url = _scratch_database(BENCH_DB)
     ctx = multiprocessing.get_context("spawn")
     port, counts = ctx.Value("i", 0), ctx.Manager().dict()
@@ -288,13 +387,17 @@ def main() -> None:
                 env = {
                     "traces": traces_env,
                     "both": traces_env,
+                    "base": traces_env,
                     "sampled": {
                         **traces_env,
                         "OTEL_TRACES_SAMPLER": TASK_SAMPLER,
                         "OTEL_TRACES_SAMPLER_ARG": str(args.sample_ratio),
                     },
                 }.get(name, {})
-                figures = measure(url, config, env, metrics=name in ("metrics", "both"))
+                if name == "base":
+                    figures = _measure_base(str(Path(args.base).resolve()), url, config, env)
+                else:
+                    figures = measure(url, config, env, metrics=name in ("metrics", "both"))
                 runs[name].append(figures)
                 print(json.dumps({"round": round_, name: figures}), file=sys.stderr)
     finally:
@@ -308,6 +411,7 @@ def main() -> None:
         "workers": args.workers,
         "concurrency": args.concurrency,
         "sample_ratio": args.sample_ratio if "sampled" in settings else None,
+        "base": args.base,
         **summary(runs),
         "scrapes": sum(c["scrapes"] for crawls in runs.values() for c in crawls),
         "spans_requests": counts.get("requests", 0),

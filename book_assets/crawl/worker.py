@@ -114,7 +114,7 @@ class Worker:
         self.queue = make_queue(self.db, config)
         self.stats = WorkerStats(worker_id=self.worker_id)
         self.metrics = worker_metrics(config.fetch.mode)
-        self._trace = task_traces(self.worker_id)  # task spans (OpenTelemetry), hooks that do nothing when off
+        self._trace = task_traces()  # task spans (OpenTelemetry), hooks that do nothing when off
         self._db_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="db")
         # Pages finished while a completion commits go together in the next transaction.
         self._commits = GroupCommit(self.queue, self._db)

@@ -23,22 +23,26 @@ taken from a queue and processed) from its claim to its end, with the seconds it
 (:class:`Stage`: claim, robots, politeness_wait, fetch, render, parse, store) as ``book_pipeline.task.<stage>_s``
 attributes; the stages follow one another, so they add up to the span's duration. The span is made when the
 task ends, so a stage costs the worker a clock reading. A task span carries the task's id, type, domain,
-attempt and URL, the worker, its :class:`Outcome`, the stage it ended in and, when it failed, ``error.type`` =
-its :class:`~book_assets.scraper.errors.ErrorKind` and an error status.
+attempt and URL, its :class:`Outcome`, the stage it ended in and, when it failed, ``error.type`` = its
+:class:`~book_assets.scraper.errors.ErrorKind` and an error status. The worker is the span's resource
+(``service.instance.id``, ``host:pid``, the worker's id) and the crawl its trace (the root carries the crawl's
+id): what every span of a process or of a crawl shares is not repeated on each.
 
 **Sampling.** Every task span is kept by default. ``OTEL_TRACES_SAMPLER=book_pipeline_tasks`` with
 ``OTEL_TRACES_SAMPLER_ARG=<ratio>`` keeps the crawl's root, every attempt that did not complete (a retry, a
 failure, a lost lease) and every later attempt of a task, and that ratio of the tasks that completed at their
 first attempt, chosen by a hash of the task id (:func:`keeps_task`), so every process and host keeps the same
 tasks. The SDK's ratio samplers decide by trace id, and a crawl is one trace: they keep all of it or none. A
-span the sampler drops costs a dictionary and one call; a kept one about 0.3 ms of CPU (made, OTLP-encoded,
-sent), a tenth of an http page's (figures in ``docs/observability.md``).
+span the sampler drops costs a dictionary and one call (about 7 µs a task with the stage hooks); a kept one
+about 80 µs made, OTLP-encoded and sent, apart from a crawl (130 µs made through the SDK's tracer), against
+about 3 ms of the crawler's CPU per page of an http crawl (figures in ``docs/observability.md``).
 
 Why attributes and not a child span or an event per stage: the SDK's cost is per span and per event, not per
 attribute. Made, batched and OTLP-encoded (``benchmarks/observe_bench.py --shapes-only``), one span with its
-stages as attributes cost 64–89 µs of CPU, with five events instead 110–149 µs, as five child spans 235–359 µs
-(two runs on a busy machine), against about 4 ms of the crawler's CPU per page of an http crawl. Attributes are
-also what a backend's queries filter and aggregate on (``{ span.book_pipeline.task.politeness_wait_s > 1 }``).
+stages as attributes cost 61 µs of CPU made as the worker makes it (:class:`_Recording`), 95 µs started and
+ended through the tracer, with five events instead 121 µs, as five child spans 307 µs (one run on a busy
+machine). Attributes are also what a backend's queries filter and aggregate on
+(``{ span.book_pipeline.task.politeness_wait_s > 1 }``).
 """
 
 from __future__ import annotations
@@ -64,7 +68,7 @@ from book_assets.store.lifecycle import OpenCrawl, running_crawl
 if TYPE_CHECKING:
     from opentelemetry.context import Context
     from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.trace import Tracer
+    from opentelemetry.trace import SpanContext, Tracer
 
     from book_assets.db.connection import Database
 
@@ -83,6 +87,8 @@ CRAWL_REFRESH_S = 5.0
 SERVICE_NAME = "book-pipeline"
 #: The prefix of this pipeline's own span attributes.
 NS = "book_pipeline"
+#: The instrumentation scope of this pipeline's spans.
+SCOPE = "book_pipeline"
 #: ``OTEL_TRACES_SAMPLER`` naming the task sampler (:func:`keeps_task`); its ratio is ``OTEL_TRACES_SAMPLER_ARG``.
 TASK_SAMPLER = "book_pipeline_tasks"
 #: Fibonacci hashing's multiplier: consecutive task ids land far apart in [0, 2**64).
@@ -262,13 +268,14 @@ def record_crawl(crawl: OpenCrawl, attributes: Mapping[str, str | int | float | 
     sdk.provider.force_flush()
 
 
-def _crawl_context(crawl: OpenCrawl) -> Context:
-    """A context whose span is the crawl's root (remote: recorded by the process that reports the crawl)."""
+def _crawl_context(crawl: OpenCrawl) -> tuple[Context, SpanContext]:
+    """A context whose span is the crawl's root (remote: recorded by the process that reports the crawl), and
+    the root's span context."""
     from opentelemetry import trace
 
     trace_id, span_id = crawl_span_ids(crawl)
     root = trace.SpanContext(trace_id, span_id, is_remote=True, trace_flags=trace.TraceFlags(trace.TraceFlags.SAMPLED))
-    return trace.set_span_in_context(trace.NonRecordingSpan(root))
+    return trace.set_span_in_context(trace.NonRecordingSpan(root)), root
 
 
 # --------------------------------------------------------------------------- the SDK of this process
@@ -305,16 +312,18 @@ class _Sdk:
             "service.instance.id": f"{host}:{os.getpid()}",
         }
         ratio = task_sample_ratio(env)
+        self.ids = CrawlIds()
         self.provider: TracerProvider = TracerProvider(
             resource=Resource.create(resource if named else {**resource, "service.name": SERVICE_NAME}),
-            id_generator=CrawlIds(),
+            id_generator=self.ids,
             **({} if ratio is None else {"sampler": _task_sampler(ratio)}),
         )
-        for exporter in _exporter_classes(exporter_names(env)):
-            self.provider.add_span_processor(BatchSpanProcessor(exporter()))
+        self.processors = [BatchSpanProcessor(exporter()) for exporter in _exporter_classes(exporter_names(env))]
+        for processor in self.processors:
+            self.provider.add_span_processor(processor)
         if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):  # nobody set one: instrumentations join
             trace.set_tracer_provider(self.provider)
-        self.tracer: Tracer = self.provider.get_tracer("book_pipeline")
+        self.tracer: Tracer = self.provider.get_tracer(SCOPE)
 
     @contextlib.contextmanager
     def pinned_ids(self, ids: tuple[int, int]) -> Any:
@@ -395,9 +404,10 @@ class TaskTraces:
         """Export what is pending (a worker process is about to exit, without the SDK's exit hook)."""
 
 
-def task_traces(worker_id: str) -> TaskTraces:
-    """The worker's task spans: recorded when traces are on (:func:`enabled`), otherwise hooks that do nothing."""
-    return _Recording(worker_id) if enabled() else TaskTraces()
+def task_traces() -> TaskTraces:
+    """The worker's task spans: recorded when traces are on (:func:`enabled`), otherwise hooks that do nothing.
+    The worker is the process (resource attribute ``service.instance.id``, ``host:pid`` as its worker id)."""
+    return _Recording() if enabled() else TaskTraces()
 
 
 #: A task span's attribute names, made once (a span is made per page).
@@ -407,34 +417,56 @@ _TASK_DOMAIN = f"{NS}.task.domain"
 _TASK_ATTEMPT = f"{NS}.task.attempt"
 _TASK_OUTCOME = f"{NS}.task.outcome"
 _TASK_STAGE = f"{NS}.task.stage"
-_WORKER_ID = f"{NS}.worker.id"
 _CRAWL_ID = f"{NS}.crawl.id"
 _URL, _ERROR_TYPE = "url.full", "error.type"
 _STAGE_KEYS = {stage: f"{NS}.task.{stage}_s" for stage in Stage}
 
 
+@dataclass(frozen=True, slots=True)
+class _Parent:
+    """The crawl a task span belongs to: the context its sampler is asked with, and its root span."""
+
+    context: Context
+    span: SpanContext
+
+
 @dataclass(slots=True)
 class _Open:
-    """A task the worker is on: the context of its crawl, when each stage began (ns), how it failed."""
+    """A task the worker is on: its crawl, when each stage began (ns), how it failed."""
 
-    parent: Context | None
-    crawl_id: int | None
+    parent: _Parent | None
     stages: list[tuple[Stage, int]]
     kind: ErrorKind | None = None
     outcome: Outcome | None = None
 
 
 class _Recording(TaskTraces):
-    def __init__(self, worker_id: str) -> None:
+    """Task spans made when the task ends, as finished spans handed straight to the span processors.
+
+    Everything a task span holds is known when the task ends, so the span is not started and ended through
+    the SDK's tracer, which builds a live span for it (a lock, each attribute checked and copied into a
+    bounded mapping, the processors called at its start and at its end): the worker asks the provider's
+    sampler, and when it samples, makes the SDK's :class:`~opentelemetry.sdk.trace.ReadableSpan` (what the
+    span processors and exporters take) with the provider's ids, resource and this pipeline's scope, and gives
+    it to the batch processors. A span the sampler drops costs its attributes' dictionary and the sampler's
+    call. The attributes are this module's own, of the types OTLP carries, well under the SDK's limit of 128.
+    """
+
+    def __init__(self) -> None:
+        from opentelemetry.sdk.trace import ReadableSpan
+        from opentelemetry.sdk.trace.sampling import Decision
+        from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+        from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
+
         self._sdk = _current_sdk()
-        self._worker_id = worker_id
         self._open: dict[int, _Open] = {}
-        self._crawl: tuple[int, Context] | None = None
+        self._crawl: _Parent | None = None
         self._read_at = float("-inf")
         self._wall_minus_monotonic_ns = time.time_ns() - time.monotonic_ns()
-        from opentelemetry.trace import SpanKind, Status, StatusCode
-
-        self._consumer, self._status, self._error = SpanKind.CONSUMER, Status, StatusCode.ERROR
+        self._kind, self._span_context, self._readable = SpanKind.CONSUMER, SpanContext, ReadableSpan
+        self._status, self._error, self._unset = Status, StatusCode.ERROR, Status(StatusCode.UNSET)
+        self._sample, self._sampled = Decision.RECORD_AND_SAMPLE, TraceFlags(TraceFlags.SAMPLED)
+        self._scope = InstrumentationScope(SCOPE)
 
     def watch(self, db: Database) -> None:
         now = time.monotonic()
@@ -446,13 +478,12 @@ class _Recording(TaskTraces):
         except Exception:  # traces never stop a claim; the claim that follows meets the same database
             log.warning("could not read the running crawl for traces", exc_info=True)
             return
-        self._crawl = None if crawl is None else (crawl.id, _crawl_context(crawl))
+        self._crawl = None if crawl is None else _Parent(*_crawl_context(crawl))
 
     def begin(self, task: Task, claimed_at: float | None) -> None:
         now = time.time_ns()
         start = now if claimed_at is None else round(claimed_at * 1e9) + self._wall_minus_monotonic_ns
-        crawl_id, parent = self._crawl or (None, None)
-        self._open[task.id] = _Open(parent, crawl_id, [(Stage.CLAIM, min(start, now))])
+        self._open[task.id] = _Open(self._crawl, [(Stage.CLAIM, min(start, now))])
 
     def stage(self, task: Task, stage: Stage) -> None:
         if (open_ := self._open.get(task.id)) is not None:
@@ -467,6 +498,7 @@ class _Recording(TaskTraces):
         open_ = self._open.pop(task.id, None)
         if open_ is None:
             return
+        ended = time.time_ns()
         stages = open_.stages
         attributes: dict[str, Any] = {
             _TASK_ID: task.id,
@@ -475,28 +507,41 @@ class _Recording(TaskTraces):
             _TASK_ATTEMPT: task.attempt,
             _TASK_OUTCOME: (open_.outcome or outcome).value,
             _TASK_STAGE: stages[-1][0].value,
-            _WORKER_ID: self._worker_id,
             _URL: str(task.payload.get("url", "")),
         }
-        ended = time.time_ns()
         ends = [began for _stage, began in stages[1:]] + [ended]  # a stage lasts until the next begins
         for (stage, began), until in zip(stages, ends, strict=True):
             key = _STAGE_KEYS[stage]
             attributes[key] = attributes.get(key, 0.0) + (until - began) / 1e9
-        if open_.crawl_id is not None:
-            attributes[_CRAWL_ID] = open_.crawl_id
         if open_.kind is not None:
             attributes[_ERROR_TYPE] = str(open_.kind)
-        span = self._sdk.tracer.start_span(
-            f"task {task.task_type}",
-            context=open_.parent,
-            kind=self._consumer,
-            start_time=stages[0][1],
-            attributes=attributes,
+        sdk, name, parent = self._sdk, f"task {task.task_type}", open_.parent
+        trace_id = sdk.ids.generate_trace_id() if parent is None else parent.span.trace_id
+        sampling = sdk.provider.sampler.should_sample(
+            None if parent is None else parent.context, trace_id, name, self._kind, attributes
         )
-        if open_.kind is not None:
-            span.set_status(self._status(self._error, str(open_.kind)))
-        span.end(end_time=ended)
+        if sampling.decision is not self._sample:
+            return
+        span = self._readable(
+            name,
+            self._span_context(
+                trace_id,
+                sdk.ids.generate_span_id(),
+                is_remote=False,
+                trace_flags=self._sampled,
+                trace_state=sampling.trace_state,
+            ),
+            parent=None if parent is None else parent.span,
+            resource=sdk.provider.resource,
+            attributes={**attributes, **sampling.attributes},
+            kind=self._kind,
+            status=self._unset if open_.kind is None else self._status(self._error, str(open_.kind)),
+            start_time=stages[0][1],
+            end_time=ended,
+            instrumentation_scope=self._scope,
+        )
+        for processor in sdk.processors:
+            processor.on_end(span)
 
     def flush(self) -> None:
         self._sdk.provider.force_flush()

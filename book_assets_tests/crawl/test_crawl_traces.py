@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -28,6 +29,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from book_assets.crawl.pipeline import Crawl
 from book_assets.db.connection import Database
 from book_assets.observe import tracing
+from book_assets.queue import FailOutcome, Task
 from book_assets.sandbox.catalogue import Catalogue
 from book_assets.sandbox.faults import Faults
 from book_assets.scraper.errors import ErrorKind
@@ -47,6 +49,7 @@ class ReceivedSpan:
     attributes: dict[str, Any]
     error: bool
     pid: int
+    instance: str
     duration_ns: int
 
 
@@ -97,6 +100,7 @@ class OtlpReceiver:
                                 attributes={a.key: _value(a.value) for a in span.attributes},
                                 error=span.status.code == span.status.STATUS_CODE_ERROR,
                                 pid=int(resource["process.pid"]),
+                                instance=str(resource["service.instance.id"]),
                                 duration_ns=span.end_time_unix_nano - span.start_time_unix_nano,
                             )
                         )
@@ -135,6 +139,7 @@ def test_a_crawl_under_faults_is_one_trace_of_task_trees_whose_outcomes_match_th
     assert {s.parent_id for s in tasks} == {root_id}  # the crawl's tree: its root, one span per task attempt
     workers = {s.pid for s in tasks}
     assert len(workers) == 2 and os.getpid() not in workers  # the drain's two forked worker processes
+    assert {s.instance for s in tasks} == {f"{socket.gethostname()}:{pid}" for pid in workers}  # the worker ids
     for task in tasks:  # the seconds of each stage it went through, adding up to the span's duration
         stages = {
             k.removeprefix("book_pipeline.task.").removesuffix("_s"): v
@@ -195,6 +200,48 @@ def test_the_task_sampler_keeps_every_attempt_that_did_not_complete_and_its_rati
     assert completed == kept  # the same tasks in both workers, by their ids
     assert 0.1 * len(rows) < len(kept) < 0.5 * len(rows)
     assert any(r["attempts"] > 1 for r in rows if r["id"] in kept)  # a task retried keeps its completing attempt
+
+
+def _task(task_id: int) -> Task:
+    url = f"http://127.0.0.1:9/catalogue/book_{task_id}/index.html"
+    expires = datetime.now(UTC)
+    return Task(task_id, "detail", {"url": url}, 0, "127.0.0.1:9", None, 1, 3, 1, expires, None)
+
+
+@pytest.mark.parametrize(
+    ("sampler", "arg", "kept"),
+    [("parentbased_always_on", "", True), ("always_off", "", False), ("parentbased_traceidratio", "0", False)],
+)
+def test_a_task_span_is_kept_or_dropped_by_the_sampler_the_sdk_is_told_to_use(
+    receiver: OtlpReceiver, monkeypatch: pytest.MonkeyPatch, sampler: str, arg: str, kept: bool
+) -> None:
+    monkeypatch.setenv("OTEL_TRACES_SAMPLER", sampler)
+    monkeypatch.setenv("OTEL_TRACES_SAMPLER_ARG", arg)
+    traces = tracing.task_traces()
+    done, retried = _task(1), _task(2)
+    for task in (done, retried):
+        traces.begin(task, None)
+        traces.stage(task, tracing.Stage.FETCH)
+    traces.stage(done, tracing.Stage.STORE)
+    traces.failed(retried, ErrorKind.HTTP_5XX, FailOutcome.RETRY)
+    traces.end(done, tracing.Outcome.COMPLETED)
+    traces.end(retried, tracing.Outcome.ABANDONED)
+    traces.flush()
+
+    if not kept:
+        assert receiver.spans == []
+        return
+    spans = {s.attributes["book_pipeline.task.id"]: s for s in receiver.spans}
+    assert [s.name for s in spans.values()] == ["task detail", "task detail"]
+    assert all(s.parent_id is None and s.pid == os.getpid() for s in spans.values())  # no crawl: traces of their own
+    assert spans[1].attributes["book_pipeline.task.outcome"] == "completed" and not spans[1].error
+    assert spans[1].attributes["book_pipeline.task.stage"] == "store"
+    assert spans[1].attributes["url.full"] == done.url
+    assert spans[2].attributes["book_pipeline.task.outcome"] == "retried" and spans[2].error
+    assert (spans[2].attributes["error.type"], spans[2].attributes["book_pipeline.task.stage"]) == ("http_5xx", "fetch")
+    for span in spans.values():
+        stages = sum(v for k, v in span.attributes.items() if k.endswith("_s"))
+        assert stages == pytest.approx(span.duration_ns / 1e9, abs=1e-6)
 
 
 def test_the_task_samplers_choice_depends_on_the_task_alone() -> None:
@@ -262,7 +309,7 @@ def test_with_traces_off_a_worker_imports_nothing_of_opentelemetry() -> None:
         "from book_assets.crawl.pipeline import Crawl\n"
         "from book_assets.crawl.worker import Worker\n"
         "from book_assets.observe.tracing import TaskTraces, task_traces\n"
-        "assert type(task_traces('w')) is TaskTraces\n"
+        "assert type(task_traces()) is TaskTraces\n"
         "print(sorted(m for m in sys.modules if m.startswith('opentelemetry')))\n"
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
