@@ -43,6 +43,7 @@ class EventLogStorage(PostgresEventLogStorage):
         default_limit = self._instance.global_op_concurrency_default_limit if self.has_instance else None
         if default_limit is None or not self.has_default_pool_limit_col:
             return super().initialize_concurrency_limit_to_default(concurrency_key)  # deletes; no insert
+        self._reconcile_concurrency_limits_from_slots()  # as Dagster's own does first (an instance from before limits)
         limits = ConcurrencyLimitsTable.c
         with self.index_transaction() as conn:
             # A limit set by hand (the UI, `dagster instance concurrency set`) stays as it is.
