@@ -87,6 +87,8 @@ CRAWL_REFRESH_S = 5.0
 SERVICE_NAME = "book-pipeline"
 #: The prefix of this pipeline's own span attributes.
 NS = "book_pipeline"
+#: The crawl root span's attribute naming the crawl (task spans belong to it as its trace).
+CRAWL_ID = f"{NS}.crawl.id"
 #: The instrumentation scope of this pipeline's spans.
 SCOPE = "book_pipeline"
 #: ``OTEL_TRACES_SAMPLER`` naming the task sampler (:func:`keeps_task`); its ratio is ``OTEL_TRACES_SAMPLER_ARG``.
@@ -260,7 +262,7 @@ def record_crawl(crawl: OpenCrawl, attributes: Mapping[str, str | int | float | 
         span = sdk.tracer.start_span(
             "crawl",
             start_time=(crawl.started_at - _EPOCH) // timedelta(microseconds=1) * 1000,
-            attributes={f"{NS}.crawl.id": crawl.id, **attributes},
+            attributes={CRAWL_ID: crawl.id, **attributes},
         )
     if failure is not None:
         span.set_status(Status(StatusCode.ERROR, failure))
@@ -312,10 +314,9 @@ class _Sdk:
             "service.instance.id": f"{host}:{os.getpid()}",
         }
         ratio = task_sample_ratio(env)
-        self.ids = CrawlIds()
         self.provider: TracerProvider = TracerProvider(
             resource=Resource.create(resource if named else {**resource, "service.name": SERVICE_NAME}),
-            id_generator=self.ids,
+            id_generator=CrawlIds(),
             **({} if ratio is None else {"sampler": _task_sampler(ratio)}),
         )
         self.processors = [BatchSpanProcessor(exporter()) for exporter in _exporter_classes(exporter_names(env))]
@@ -417,7 +418,6 @@ _TASK_DOMAIN = f"{NS}.task.domain"
 _TASK_ATTEMPT = f"{NS}.task.attempt"
 _TASK_OUTCOME = f"{NS}.task.outcome"
 _TASK_STAGE = f"{NS}.task.stage"
-_CRAWL_ID = f"{NS}.crawl.id"
 _URL, _ERROR_TYPE = "url.full", "error.type"
 _STAGE_KEYS = {stage: f"{NS}.task.{stage}_s" for stage in Stage}
 
@@ -516,7 +516,7 @@ class _Recording(TaskTraces):
         if open_.kind is not None:
             attributes[_ERROR_TYPE] = str(open_.kind)
         sdk, name, parent = self._sdk, f"task {task.task_type}", open_.parent
-        trace_id = sdk.ids.generate_trace_id() if parent is None else parent.span.trace_id
+        trace_id = sdk.provider.id_generator.generate_trace_id() if parent is None else parent.span.trace_id
         sampling = sdk.provider.sampler.should_sample(
             None if parent is None else parent.context, trace_id, name, self._kind, attributes
         )
@@ -526,7 +526,7 @@ class _Recording(TaskTraces):
             name,
             self._span_context(
                 trace_id,
-                sdk.ids.generate_span_id(),
+                sdk.provider.id_generator.generate_span_id(),
                 is_remote=False,
                 trace_flags=self._sampled,
                 trace_state=sampling.trace_state,
