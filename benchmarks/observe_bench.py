@@ -32,12 +32,12 @@ Prints one JSON object:
 ``spread_*_pct``: (max - min) / median of that setting's crawls. ``cost_pct``, ``cpu_cost_pct``: median over
 rounds of (setting - off) / off, in percent (pages/s lost, CPU per page added; negative: within the noise).
 
-``--shapes-only`` prints instead the CPU microseconds per task span of four shapes of a task's stages, made,
-batched and OTLP-encoded by the SDK: as attributes of its one span made as the worker makes it (a finished
-span handed to the batch processor), the same span started and ended through the SDK's tracer, as five
-events on it, as five child spans; and the CPU microseconds per task of the worker's own hooks
-(``tracing.task_traces``), its spans exported over OTLP/HTTP to a receiver process: all kept, sampled at
-``--sample-ratio``, all dropped.
+``--shapes-only`` prints instead the CPU microseconds per task span of four shapes of a task's stages, made
+and batched by the SDK and OTLP-encoded as the worker's exporter encodes (``book_assets.observe.otlp``): as
+attributes of its one span made as the worker makes it (a finished span handed to the batch processor), the
+same span started and ended through the SDK's tracer, as five events on it, as five child spans; and the CPU
+microseconds per task of the worker's own hooks (``tracing.task_traces``), its spans exported over OTLP/HTTP
+to a receiver process: all kept, sampled at ``--sample-ratio``, all dropped.
 
 Usage: python benchmarks/observe_bench.py [--books 10000] [--rounds 5] [--workers 2] [--concurrency 8]
        python benchmarks/observe_bench.py --settings off,traces,base --base ../main  # a change against main
@@ -71,6 +71,7 @@ from crawl_bench import _reset, _scratch_database
 
 from book_assets.crawl.config import CrawlConfig
 from book_assets.crawl.pipeline import crawl
+from book_assets.observe.otlp import encode_spans
 from book_assets.observe.tracing import TASK_SAMPLER
 from book_assets.settings import load_settings
 
@@ -218,11 +219,10 @@ def summary(runs: dict[str, list[dict[str, float]]]) -> dict[str, Any]:
 
 
 def span_shapes(n: int = 20_000) -> dict[str, float]:
-    """CPU microseconds per task span of four shapes of a task's stages, made, batched and OTLP-encoded by the
-    SDK (the encoder without the network): as attributes of its one span, made finished and handed to the batch
-    processor (what the worker does) or started and ended through the tracer, as five events on it, as five
-    child spans."""
-    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    """CPU microseconds per task span of four shapes of a task's stages, made and batched by the SDK and
+    OTLP-encoded by the worker's exporter's encoder (without the network): as attributes of its one span, made
+    finished and handed to the batch processor (what the worker does) or started and ended through the tracer,
+    as five events on it, as five child spans."""
     from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
     from opentelemetry.sdk.util.instrumentation import InstrumentationScope
@@ -230,7 +230,7 @@ def span_shapes(n: int = 20_000) -> dict[str, float]:
 
     class Encoded(SpanExporter):
         def export(self, spans: Any) -> SpanExportResult:
-            encode_spans(spans).SerializeToString()
+            encode_spans(spans)
             return SpanExportResult.SUCCESS
 
     provider = TracerProvider()

@@ -174,9 +174,10 @@ def exporter_names(env: Mapping[str, str]) -> list[str]:
 
 
 #: The exporters this project installs, found without reading every installed package's entry points (about
-#: 60 ms a process); any other name is looked up among the entry points.
+#: 60 ms a process); any other name is looked up among the entry points. OTLP over HTTP is the SDK's exporter
+#: with this project's encoder (:mod:`book_assets.observe.otlp`).
 KNOWN_EXPORTERS = {
-    "otlp_proto_http": ("opentelemetry.exporter.otlp.proto.http.trace_exporter", "OTLPSpanExporter"),
+    "otlp_proto_http": ("book_assets.observe.otlp", "OTLPSpanExporter"),
     "console": ("opentelemetry.sdk.trace.export", "ConsoleSpanExporter"),
 }
 
@@ -220,7 +221,7 @@ def preload() -> tuple[str, ...]:
 
 #: The OTLP exporter's modules (the default exporter, and the HTTP client it makes), imported by the fork server.
 _EXPORTER_MODULES = (
-    "opentelemetry.exporter.otlp.proto.http.trace_exporter",
+    "book_assets.observe.otlp",
     "opentelemetry.exporter.http.transport._requests",
     "requests",
 )
