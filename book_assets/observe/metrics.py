@@ -252,6 +252,21 @@ _lock = threading.Lock()
 _directory: str | None = None  # the multiprocess folder this process writes to (it joined a drain's)
 _recording: _Recording | None = None
 _endpoint: WorkerEndpoint | None = None
+#: This process's id: read at import and again in a forked child. prometheus_client asks for the process id
+#: before every value it writes (a fork means files of the child's own), and ``os.getpid`` is a system call.
+_pid = os.getpid()
+
+
+def _process_id() -> int:
+    return _pid
+
+
+def _forked() -> None:
+    global _pid
+    _pid = os.getpid()
+
+
+os.register_at_fork(after_in_child=_forked)
 
 
 def join(directory: str | None) -> None:
@@ -267,7 +282,7 @@ def join(directory: str | None) -> None:
     from prometheus_client import values
 
     os.environ[_ENV] = directory
-    values.ValueClass = values.get_value_class()  # type: ignore[no-untyped-call]
+    values.ValueClass = values.MultiProcessValue(_process_id)  # type: ignore[no-untyped-call]
     _directory, _recording = directory, None
 
 

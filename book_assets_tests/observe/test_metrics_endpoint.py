@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -110,3 +111,25 @@ def test_counts_kept_by_the_worker_and_its_fetchers_reach_the_counters_once() ->
         "book_pipeline_workers 1.0",
     ):
         assert line in text.splitlines()
+
+
+def test_a_process_forked_after_recording_writes_its_own_figures_and_the_endpoint_sums_both() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    endpoint = metrics.serve_workers("127.0.0.1", port, 0)
+    assert endpoint is not None
+    recorder = metrics.worker_metrics("http")
+    recorder.completed("detail", 0.01)
+    child = os.fork()
+    if child == 0:  # the child: one completion of its own, then gone without running the parent's exit hooks
+        try:
+            recorder.completed("detail", 0.01)
+        finally:
+            os._exit(0)
+    _pid, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    recorder.completed("detail", 0.01)
+    assert f"counter_{child}.db" in os.listdir(endpoint.path)
+    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+    assert 'book_pipeline_tasks_completed_total{mode="http",task_type="detail"} 3.0' in text.splitlines()
