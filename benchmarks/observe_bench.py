@@ -37,7 +37,8 @@ and batched by the SDK and OTLP-encoded as the worker's exporter encodes (``book
 attributes of its one span made as the worker makes it (a finished span handed to the batch processor), the
 same span started and ended through the SDK's tracer, as five events on it, as five child spans; and the CPU
 microseconds per task of the worker's own hooks (``tracing.task_traces``), its spans exported over OTLP/HTTP
-to a receiver process: all kept, sampled at ``--sample-ratio``, all dropped.
+to a receiver process: all kept, sampled at ``--sample-ratio``, all dropped; and the CPU microseconds per task
+span of OTLP-encoding a batch, by the SDK's encoder and by the worker's.
 
 Usage: python benchmarks/observe_bench.py [--books 10000] [--rounds 5] [--workers 2] [--concurrency 8]
        python benchmarks/observe_bench.py --settings off,traces,base --base ../main  # a change against main
@@ -114,16 +115,18 @@ def _receive(port: Any, counts: Any) -> None:
     server.serve_forever()
 
 
-def _crawler_cpu_s() -> float:
+def _crawler_cpu_s() -> tuple[float, float]:
     """CPU seconds of this process and its descendants, each with the children it reaped (the fork server
-    reaps the workers)."""
+    reaps the workers), and of this process alone (the drain: the crawl's own work and the metrics endpoint)."""
     me = psutil.Process()
-    total = 0.0
+    total = own = 0.0
     for proc in (me, *me.children(recursive=True)):
         with contextlib.suppress(psutil.Error):
             t = proc.cpu_times()
             total += t.user + t.system + t.children_user + t.children_system
-    return total
+            if proc is me:
+                own = t.user + t.system
+    return total, own
 
 
 def _run(url: str, config: dict[str, Any], env: dict[str, str], result: Any) -> None:
@@ -133,7 +136,9 @@ def _run(url: str, config: dict[str, Any], env: dict[str, str], result: Any) -> 
     report = crawl(url, CrawlConfig.resolve(**config))
     result["pages"] = report.run.pages
     result["pages_per_s"] = report.pages_per_s
-    result["cpu_ms_per_page"] = 1000 * _crawler_cpu_s() / report.run.pages
+    total, own = _crawler_cpu_s()
+    result["cpu_ms_per_page"] = 1000 * total / report.run.pages
+    result["drain_cpu_ms_per_page"] = 1000 * own / report.run.pages
 
 
 def _scrape(port: int, stop: threading.Event, counter: list[int]) -> None:
@@ -155,6 +160,7 @@ def _measure_base(repo: str, url: str, config: dict[str, Any], env: dict[str, st
         "pages": int(shared["pages"]),
         "pages_per_s": round(float(shared["pages_per_s"]), 1),
         "cpu_ms_per_page": round(float(shared["cpu_ms_per_page"]), 3),
+        "drain_cpu_ms_per_page": round(float(shared["drain_cpu_ms_per_page"]), 3),
         "scrapes": 0,
     }
 
@@ -182,6 +188,7 @@ def measure(url: str, config: dict[str, Any], env: dict[str, str], *, metrics: b
         "pages": int(shared["pages"]),
         "pages_per_s": round(float(shared["pages_per_s"]), 1),
         "cpu_ms_per_page": round(float(shared["cpu_ms_per_page"]), 3),
+        "drain_cpu_ms_per_page": round(float(shared["drain_cpu_ms_per_page"]), 3),
         "scrapes": scrapes[0],
     }
 
@@ -319,6 +326,54 @@ def _task_spans(endpoint: str, env: dict[str, str], n: int) -> float:
     return round((time.process_time() - started) / n * 1e6, 1)
 
 
+def encoders(batches: int = 40, size: int = 512) -> dict[str, float]:
+    """CPU µs per task span of OTLP-encoding a batch of ``size`` task spans, by the SDK's encoder (what its OTLP
+    exporter does) and by the worker's (``book_assets.observe.otlp``); the best of five runs of ``batches``."""
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans as sdk_encode_spans
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import ReadableSpan
+    from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+    from opentelemetry.trace import SpanContext, SpanKind, TraceFlags
+
+    resource, scope, now = Resource.create({"service.instance.id": "bench:1"}), InstrumentationScope("bench"), 1
+    parent = SpanContext(2**100, 7, is_remote=True, trace_flags=TraceFlags(TraceFlags.SAMPLED))
+    stages = ("claim", "politeness_wait", "fetch", "parse", "store")
+    spans = [
+        ReadableSpan(
+            "task detail",
+            SpanContext(2**100, 1000 + i, is_remote=False, trace_flags=TraceFlags(TraceFlags.SAMPLED)),
+            parent=parent,
+            resource=resource,
+            attributes={
+                "book_pipeline.task.id": i,
+                "book_pipeline.task.type": "detail",
+                "book_pipeline.task.domain": "127.0.0.1:8800",
+                "book_pipeline.task.attempt": 1,
+                "book_pipeline.task.outcome": "completed",
+                "book_pipeline.task.stage": "store",
+                "url.full": f"http://127.0.0.1:8800/catalogue/a-light-in-the-attic_{i}/index.html",
+                **{f"book_pipeline.task.{stage}_s": 0.01 for stage in stages},
+            },
+            kind=SpanKind.CONSUMER,
+            start_time=now,
+            end_time=now + 1,
+            instrumentation_scope=scope,
+        )
+        for i in range(size)
+    ]
+
+    def best(encode: Any) -> float:
+        runs = []
+        for _ in range(5):
+            started = time.process_time()
+            for _ in range(batches):
+                encode(spans)
+            runs.append((time.process_time() - started) / batches / size * 1e6)
+        return round(min(runs), 1)
+
+    return {"sdk": best(lambda s: sdk_encode_spans(s).SerializePartialToString()), "worker": best(encode_spans)}
+
+
 def task_spans(sample_ratio: float, n: int = 20_000) -> dict[str, float]:
     """CPU µs per task of the worker's span hooks, its spans made, encoded and sent over OTLP/HTTP to a receiver
     process: every span kept, and with the task sampler at ``sample_ratio`` and at 0 (every span dropped)."""
@@ -349,7 +404,8 @@ def main() -> None:
     parser.add_argument("--shapes-only", action="store_true", help="Only the CPU per span of four span shapes.")
     args = parser.parse_args()
     if args.shapes_only:
-        print(json.dumps({"span_cpu_us": span_shapes(), "task_cpu_us": task_spans(args.sample_ratio)}))
+        shapes, tasks = span_shapes(), task_spans(args.sample_ratio)
+        print(json.dumps({"span_cpu_us": shapes, "task_cpu_us": tasks, "encode_cpu_us": encoders()}))
         return
     settings = args.settings.split(",")
     if settings[0] != "off" or not set(settings) <= set(SETTINGS):
