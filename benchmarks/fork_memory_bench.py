@@ -82,7 +82,7 @@ def measure(run: RunWorker) -> dict[str, object]:
 
 
 def main() -> None:
-    warm_up(2)  # the fork server is running before the first measurement starts
+    warm_up(2, None)  # the fork server is running before the first measurement starts
     print(json.dumps({"frozen": measure(_collect_frozen), "unfrozen": measure(_collect_unfrozen)}))
 
 

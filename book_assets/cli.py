@@ -187,7 +187,7 @@ def _crawl_config(overrides: dict[str, Any], *, forks_workers: bool = False) -> 
     settings = load_settings(**overrides)
     config = CrawlConfig.from_settings(settings)
     if forks_workers:
-        warm_up(config.workers)
+        warm_up(config.workers, config.metrics_port)
     with open_database(settings) as database:
         return database.url, config
 

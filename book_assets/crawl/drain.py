@@ -36,9 +36,10 @@ from book_assets.observe import metrics, tracing
 PRELOAD = ("__main__", "book_assets.crawl.drain", "book_assets.crawl.worker")
 
 
-def worker_context() -> multiprocessing.context.ForkServerContext:
+def worker_context(metrics_port: int | None) -> multiprocessing.context.ForkServerContext:
     """Start workers from a fork server (one per drain process, started on first use) that has imported
-    :data:`PRELOAD`: a worker starts in milliseconds with the crawl's modules already loaded.
+    :data:`PRELOAD`, and what traces and metrics (``metrics_port``) need when they are on: a worker starts in
+    milliseconds with the crawl's modules already loaded.
 
     Why not ``spawn``: each spawned worker imported the crawl again and re-ran the main module (the CLI),
     about a second of CPU per worker, half the Python CPU of an http crawl of the sandbox
@@ -48,15 +49,15 @@ def worker_context() -> multiprocessing.context.ForkServerContext:
     the drain dies, its lifeline stops it (``lifeline.py``).
     """
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload([*PRELOAD, *tracing.preload()])
+    context.set_forkserver_preload([*PRELOAD, *tracing.preload(), *metrics.preload(metrics_port)])
     return context
 
 
-def warm_up(workers: int) -> None:
+def warm_up(workers: int, metrics_port: int | None) -> None:
     """Start the fork server now, when ``workers`` processes will be forked later: its imports then run
     beside the caller's own start (database, robots.txt, seeding) instead of before the first worker."""
     if workers > 1:
-        worker_context()
+        worker_context(metrics_port)
         multiprocessing.forkserver.ensure_running()
 
 
@@ -177,7 +178,7 @@ class Drain:
         self.replacements_left = workers
         self.running: list[_Running] = []
         self.total = WorkerStats(worker_id="all")
-        self._ctx = worker_context()
+        self._ctx = worker_context(config.metrics_port)
         self._otel = tracing.environment()  # checked before any worker starts
 
     def _start(self) -> None:

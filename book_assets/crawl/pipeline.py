@@ -351,7 +351,7 @@ class Crawl:
 
     def start(self) -> bool:
         """Store the crawl's policies and seed the start page; False when it was already queued."""
-        warm_up(self.config.workers)
+        warm_up(self.config.workers, self.config.metrics_port)
         with Database(self.database_url) as db:
             prepare(db, self.config)
             self.opened = open_crawl(db)

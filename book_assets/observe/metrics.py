@@ -269,6 +269,12 @@ def _forked() -> None:
 os.register_at_fork(after_in_child=_forked)
 
 
+def preload(port: int | None) -> tuple[str, ...]:
+    """What the drain's fork server imports for its workers' metrics, when they are on (``metrics_port``):
+    prometheus_client and psutil, about 0.08 s that each worker would otherwise spend importing."""
+    return () if port is None else ("prometheus_client", "prometheus_client.multiprocess", "psutil")
+
+
 def join(directory: str | None) -> None:
     """Write this process's worker metrics to ``directory`` (a drain's; None: record nothing).
 

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import httpx
 import pytest
@@ -133,3 +134,22 @@ def test_a_process_forked_after_recording_writes_its_own_figures_and_the_endpoin
     assert f"counter_{child}.db" in os.listdir(endpoint.path)
     text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
     assert 'book_pipeline_tasks_completed_total{mode="http",task_type="detail"} 3.0' in text.splitlines()
+
+
+@pytest.mark.parametrize(("port", "imported"), [(9464, True), (None, False)])
+def test_a_drains_workers_find_prometheus_client_imported_by_the_fork_server_only_when_metrics_are_on(
+    port: int | None, imported: bool, tmp_path: Path
+) -> None:
+    seen = tmp_path / "seen"
+    code = (
+        "import sys\n"
+        "from book_assets.crawl.drain import warm_up, worker_context\n"
+        f"warm_up(2, {port})\n"
+        f"child = worker_context({port}).Process(target=exec, args=(\n"
+        f"    \"import sys; open({str(seen)!r}, 'w').write(str('prometheus_client' in sys.modules))\",))\n"
+        "child.start()\n"
+        "child.join(60)\n"
+        "assert child.exitcode == 0, child.exitcode\n"
+    )
+    subprocess.run([sys.executable, "-c", code], env=child_env(), check=True, timeout=120)
+    assert seen.read_text() == str(imported)
