@@ -33,16 +33,15 @@ id): what every span of a process or of a crawl shares is not repeated on each.
 failure, a lost lease) and every later attempt of a task, and that ratio of the tasks that completed at their
 first attempt, chosen by a hash of the task id (:func:`keeps_task`), so every process and host keeps the same
 tasks. The SDK's ratio samplers decide by trace id, and a crawl is one trace: they keep all of it or none. A
-span the sampler drops costs a dictionary and one call (about 7 µs a task with the stage hooks); a kept one
-about 80 µs made, OTLP-encoded and sent, apart from a crawl (130 µs made through the SDK's tracer), against
-about 3 ms of the crawler's CPU per page of an http crawl (figures in ``docs/observability.md``).
+span the sampler drops costs a dictionary and one call (about 6 µs a task with the stage hooks); a kept one
+about 30 µs made, OTLP-encoded (:mod:`book_assets.observe.otlp`) and sent, apart from a crawl, against about
+2.3 ms of the crawler's CPU per page of an http crawl (figures in ``docs/observability.md``).
 
 Why attributes and not a child span or an event per stage: the SDK's cost is per span and per event, not per
 attribute. Made, batched and OTLP-encoded (``benchmarks/observe_bench.py --shapes-only``), one span with its
-stages as attributes cost 61 µs of CPU made as the worker makes it (:class:`_Recording`), 95 µs started and
-ended through the tracer, with five events instead 121 µs, as five child spans 307 µs (one run on a busy
-machine). Attributes are also what a backend's queries filter and aggregate on
-(``{ span.book_pipeline.task.politeness_wait_s > 1 }``).
+stages as attributes cost 15 µs of CPU made as the worker makes it (:class:`_Recording`), 37–43 µs started
+and ended through the tracer, with five events instead 59 µs, as five child spans 143 µs. Attributes are also
+what a backend's queries filter and aggregate on (``{ span.book_pipeline.task.politeness_wait_s > 1 }``).
 """
 
 from __future__ import annotations
