@@ -32,6 +32,16 @@ Prints one JSON object:
 ``spread_*_pct``: (max - min) / median of that setting's crawls. ``cost_pct``, ``cpu_cost_pct``: median over
 rounds of (setting - off) / off, in percent (pages/s lost, CPU per page added; negative: within the noise).
 
+``--paired [both|metrics|traces]`` crawls instead with the two workers of one crawl on opposite sides:
+metrics and traces (or one of them) on in one, off in the other (which one alternates from round to round),
+the endpoint scraped every second and the spans sent to the receiver as in ``both``. Each worker reports its
+own CPU and pages; both run at the same moments on the same machine, so what slows the machine slows both,
+and their difference is the cost of the ``on`` side with the machine's swings taken out. Per round:
+``cpu_cost_pct`` = (on's CPU per page - off's) / off's, ``share_cost_pct`` = (off's pages - on's) / off's
+(the pages the ``on`` worker left to the other: what it costs the crawl's pages/s while both are busy); the
+median over rounds. The drain's own part (the endpoint it serves) is in neither worker; ``--shapes-only`` and
+docs/observability.md count it apart.
+
 ``--shapes-only`` prints instead the CPU microseconds per task span of four shapes of a task's stages, made
 and batched by the SDK and OTLP-encoded as the worker's exporter encodes (``book_assets.observe.otlp``): as
 attributes of its one span made as the worker makes it (a finished span handed to the batch processor), the
@@ -42,6 +52,7 @@ span of OTLP-encoding a batch, by the SDK's encoder and by the worker's.
 
 Usage: python benchmarks/observe_bench.py [--books 10000] [--rounds 5] [--workers 2] [--concurrency 8]
        python benchmarks/observe_bench.py --settings off,traces,base --base ../main  # a change against main
+       python benchmarks/observe_bench.py --paired --rounds 20  # both on against off, in one crawl
        python benchmarks/observe_bench.py --shapes-only
 """
 
@@ -49,6 +60,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import fcntl
 import json
 import multiprocessing
 import os
@@ -72,6 +84,7 @@ from crawl_bench import _reset, _scratch_database
 
 from book_assets.crawl.config import CrawlConfig
 from book_assets.crawl.pipeline import crawl
+from book_assets.crawl.stats import WorkerStats
 from book_assets.observe.otlp import encode_spans
 from book_assets.observe.tracing import TASK_SAMPLER
 from book_assets.settings import load_settings
@@ -141,6 +154,84 @@ def _run(url: str, config: dict[str, Any], env: dict[str, str], result: Any) -> 
     result["drain_cpu_ms_per_page"] = 1000 * own / report.run.pages
 
 
+#: ``--paired``: the folder where the workers of a crawl take their sides and leave their figures, and which
+#: side the first worker to start takes (``on`` or ``off``).
+PAIR_DIR, PAIR_FIRST = "OBSERVE_BENCH_PAIR_DIR", "OBSERVE_BENCH_PAIR_FIRST"
+
+
+def paired_worker(
+    database_url: str, config: CrawlConfig, worker_id: str | None, task_types: tuple[str, ...]
+) -> WorkerStats:
+    """A worker of a ``--paired`` crawl (what the drain's workers run): the first to start takes the side
+    ``PAIR_FIRST`` names, the second the other; the ``off`` side turns metrics and traces off before its worker
+    is made. Leaves its side, CPU seconds and pages in ``PAIR_DIR``."""
+    from book_assets.crawl.drain import run_worker
+    from book_assets.observe import metrics
+
+    folder = Path(os.environ[PAIR_DIR])
+    with open(folder / "started", "a+") as counter:
+        fcntl.flock(counter, fcntl.LOCK_EX)
+        counter.seek(0)
+        order = len(counter.read())
+        counter.write("x")
+    side = os.environ[PAIR_FIRST] if order % 2 == 0 else {"on": "off", "off": "on"}[os.environ[PAIR_FIRST]]
+    if side == "off":
+        os.environ["OTEL_SDK_DISABLED"] = "true"
+        metrics._directory = None  # joined the drain's folder before this ran: record nothing
+    started = time.process_time()
+    stats = run_worker(database_url, config, worker_id, task_types)
+    figures = {
+        "side": side,
+        "cpu_s": time.process_time() - started,
+        "pages": stats.pages,
+        "threads": _threads_cpu(),
+        **_usage(),
+    }
+    (folder / f"{os.getpid()}.json").write_text(json.dumps(figures))
+    return stats
+
+
+def _threads_cpu() -> dict[str, float]:
+    """CPU seconds of each live thread of this process, by its name (the worker's loop, its database thread,
+    the span processor's export thread ...), from ``/proc``."""
+    names = {t.native_id: t.name for t in threading.enumerate()}
+    tick, out = os.sysconf("SC_CLK_TCK"), {}
+    for task in Path("/proc/self/task").iterdir():
+        fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        name = names.get(int(task.name), "other")
+        out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
+def _usage() -> dict[str, float]:
+    """This process's user and system CPU seconds, page faults and context switches."""
+    import resource
+
+    u = resource.getrusage(resource.RUSAGE_SELF)
+    return {"user_s": u.ru_utime, "sys_s": u.ru_stime, "minflt": u.ru_minflt, "vcsw": u.ru_nvcsw, "ivcsw": u.ru_nivcsw}
+
+
+def _run_paired(url: str, config: dict[str, Any], env: dict[str, str], first: str, result: Any) -> None:
+    """One crawl whose workers run :func:`paired_worker`; its figures per side in ``result``."""
+    import tempfile
+
+    from book_assets.crawl.drain import Drain
+
+    defaults = Drain.__init__.__kwdefaults__
+    assert defaults is not None
+    defaults["run"] = paired_worker  # the crawl's drains start paired workers
+    with tempfile.TemporaryDirectory() as folder:
+        os.environ.update({PAIR_DIR: folder, PAIR_FIRST: first})
+        _run(url, config, env, result)
+        sides = [json.loads(p.read_text()) for p in Path(folder).glob("*.json")]
+    print(json.dumps({"workers": sides}), file=sys.stderr)
+    for side in ("on", "off"):
+        mine = [f for f in sides if f["side"] == side]
+        pages = sum(f["pages"] for f in mine)
+        result[f"{side}_pages"] = pages
+        result[f"{side}_cpu_ms_per_page"] = 1000 * sum(f["cpu_s"] for f in mine) / max(pages, 1)
+
+
 def _scrape(port: int, stop: threading.Event, counter: list[int]) -> None:
     while not stop.wait(1.0):
         with contextlib.suppress(httpx.HTTPError):  # not serving yet, or already gone
@@ -165,14 +256,20 @@ def _measure_base(repo: str, url: str, config: dict[str, Any], env: dict[str, st
     }
 
 
-def measure(url: str, config: dict[str, Any], env: dict[str, str], *, metrics: bool) -> dict[str, float]:
-    """One full crawl in a fresh interpreter: pages, pages/s, the crawler's CPU ms per page, scrapes answered."""
+def measure(
+    url: str, config: dict[str, Any], env: dict[str, str], *, metrics: bool, paired: str | None = None
+) -> dict[str, float]:
+    """One full crawl in a fresh interpreter: pages, pages/s, the crawler's CPU ms per page, scrapes answered;
+    ``paired`` (the side of the first worker): its workers on opposite sides, each side's CPU and pages."""
     _reset(url)
     ctx = multiprocessing.get_context("spawn")
     shared = ctx.Manager().dict()
     port = _free_port() if metrics else None
     config = {**config, "metrics_port": port, "metrics_final_scrape_s": 0}
-    proc = ctx.Process(target=_run, args=(url, config, env, shared))
+    if paired is None:
+        proc = ctx.Process(target=_run, args=(url, config, env, shared))
+    else:
+        proc = ctx.Process(target=_run_paired, args=(url, config, env, paired, shared))
     stop, scrapes = threading.Event(), [0]
     scraper = threading.Thread(target=_scrape, args=(port, stop, scrapes)) if port is not None else None
     proc.start()
@@ -184,12 +281,31 @@ def measure(url: str, config: dict[str, Any], env: dict[str, str], *, metrics: b
         scraper.join()
     if proc.exitcode != 0 or not shared.get("pages"):
         raise SystemExit(f"crawl failed (exit {proc.exitcode}): {dict(shared)}")
+    sides = {key: round(float(value), 3) for key, value in shared.items() if key.startswith(("on_", "off_"))}
     return {
         "pages": int(shared["pages"]),
         "pages_per_s": round(float(shared["pages_per_s"]), 1),
         "cpu_ms_per_page": round(float(shared["cpu_ms_per_page"]), 3),
         "drain_cpu_ms_per_page": round(float(shared["drain_cpu_ms_per_page"]), 3),
         "scrapes": scrapes[0],
+        **sides,
+    }
+
+
+def paired_summary(crawls: list[dict[str, float]]) -> dict[str, Any]:
+    """``--paired``: per round the ``on`` worker against the ``off`` one of the same crawl; medians over rounds."""
+    cpu = [_pct(c["on_cpu_ms_per_page"], c["off_cpu_ms_per_page"]) for c in crawls]
+    share = [-_pct(c["on_pages"], c["off_pages"]) for c in crawls]
+    return {
+        "on_cpu_ms_per_page": [c["on_cpu_ms_per_page"] for c in crawls],
+        "off_cpu_ms_per_page": [c["off_cpu_ms_per_page"] for c in crawls],
+        "on_pages": [int(c["on_pages"]) for c in crawls],
+        "off_pages": [int(c["off_pages"]) for c in crawls],
+        "cpu_cost_pct_rounds": cpu,
+        "share_cost_pct_rounds": share,
+        "cpu_cost_pct": round(statistics.median(cpu), 1),
+        "share_cost_pct": round(statistics.median(share), 1),
+        "pages_per_s": [c["pages_per_s"] for c in crawls],
     }
 
 
@@ -401,6 +517,13 @@ def main() -> None:
     parser.add_argument("--settings", default=",".join(SETTINGS[:4]), help="Comma-separated, off first.")
     parser.add_argument("--sample-ratio", type=float, default=0.1, help="The sampled setting's task ratio.")
     parser.add_argument("--base", help="A checkout whose code the base setting crawls with (traces on).")
+    parser.add_argument(
+        "--paired",
+        nargs="?",
+        const="both",
+        choices=("both", "metrics", "traces"),
+        help="One crawl a round, a worker with these on and one with them off (default both).",
+    )
     parser.add_argument("--shapes-only", action="store_true", help="Only the CPU per span of four span shapes.")
     args = parser.parse_args()
     if args.shapes_only:
@@ -437,7 +560,13 @@ def main() -> None:
     runs: dict[str, list[dict[str, float]]] = {name: [] for name in settings}
     try:
         measure(url, config, {}, metrics=False)  # warm-up: page cache, the sandbox's pages, PostgreSQL
-        for round_ in range(args.rounds):
+        for round_ in range(args.rounds if args.paired else 0):
+            first = ("on", "off")[round_ % 2]
+            env = {} if args.paired == "metrics" else traces_env
+            figures = measure(url, config, env, metrics=args.paired != "traces", paired=first)
+            runs.setdefault("paired", []).append(figures)
+            print(json.dumps({"round": round_, "paired": figures}), file=sys.stderr)
+        for round_ in range(0 if args.paired else args.rounds):
             order = settings[round_ % len(settings) :] + settings[: round_ % len(settings)]
             for name in order:
                 env = {
@@ -460,6 +589,24 @@ def main() -> None:
         sandbox.terminate()
         sandbox.wait(10)
         collector.terminate()
+    if args.paired:
+        print(
+            json.dumps(
+                {
+                    "books": args.books,
+                    "pages": runs["paired"][0]["pages"],
+                    "rounds": args.rounds,
+                    "workers": args.workers,
+                    "concurrency": args.concurrency,
+                    "paired": args.paired,
+                    **paired_summary(runs["paired"]),
+                    "scrapes": sum(c["scrapes"] for c in runs["paired"]),
+                    "spans_requests": counts.get("requests", 0),
+                    "spans_bytes": counts.get("bytes", 0),
+                }
+            )
+        )
+        return
     out = {
         "books": args.books,
         "pages": runs["off"][0]["pages"],
