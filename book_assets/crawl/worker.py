@@ -204,11 +204,14 @@ class Worker:
                     return
                 if self.until_drained and await self._db(self._drained):
                     return
+                self.metrics.sample(0, self.stats, self._strategy, force=True)
+                self._trace.tick(idle=True)  # what the worker recorded is out before it waits
                 await self._wait_for_work(retry_in_s)
                 continue
             done, _ = await asyncio.wait(running, timeout=wait_s, return_when=asyncio.FIRST_COMPLETED)
             running.difference_update(done)
             self.metrics.sample(len(running), self.stats, self._strategy)
+            self._trace.tick()
             if time.monotonic() - last_heartbeat > heartbeat_every and self._in_flight:
                 lost = await self._db(self._heartbeat, list(self._in_flight.values()))
                 self._drop(lost)

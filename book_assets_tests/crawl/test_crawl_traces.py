@@ -244,6 +244,34 @@ def test_a_task_span_is_kept_or_dropped_by_the_sampler_the_sdk_is_told_to_use(
         assert stages == pytest.approx(span.duration_ns / 1e9, abs=1e-6)
 
 
+def test_a_workers_task_spans_are_exported_a_batch_at_a_time_and_none_waits_past_its_delay_or_an_idle_worker(
+    receiver: OtlpReceiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    traces = tracing.task_traces()
+    exported = tracing._current_sdk().provider.force_flush  # what the batch processors hold, sent now
+
+    def run(ids: range) -> None:
+        for task in map(_task, ids):
+            traces.begin(task, None)
+            traces.end(task, tracing.Outcome.COMPLETED)
+
+    def received() -> list[int]:
+        exported()
+        return sorted(s.attributes["book_pipeline.task.id"] for s in receiver.spans)
+
+    run(range(1, tracing.SPAN_BATCH))
+    traces.tick()  # the first ended under a second ago: the batch waits
+    assert received() == []
+    run(range(tracing.SPAN_BATCH, tracing.SPAN_BATCH + 3))  # the batch is full: made at once
+    assert received() == list(range(1, tracing.SPAN_BATCH + 1))
+    traces.tick(idle=True)  # the worker goes idle: what ended is made
+    assert received() == list(range(1, tracing.SPAN_BATCH + 3))
+    run(range(1000, 1002))
+    monkeypatch.setattr(tracing, "SPAN_DELAY_NS", 0)  # the first of these ended a delay ago
+    traces.tick()
+    assert received()[-2:] == [1000, 1001]
+
+
 def test_the_task_samplers_choice_depends_on_the_task_alone() -> None:
     first = [i for i in range(1, 10_001) if tracing.keeps_task(i, 1, "completed", 0.25)]
     assert 2_400 < len(first) < 2_600

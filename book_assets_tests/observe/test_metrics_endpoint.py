@@ -42,6 +42,7 @@ def test_the_endpoint_serves_a_workers_figures_on_loopback() -> None:
     recorder = metrics.worker_metrics("http")
     recorder.completed("detail", 0.01)
     recorder.failed("detail", "http_5xx", "retry")
+    recorder.sample(0, _Stats(), _Fetchers(), force=True)
     text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
     assert 'book_pipeline_tasks_completed_total{mode="http",task_type="detail"} 1.0' in text
     assert 'error_kind="http_5xx",mode="http",outcome="retry",task_type="detail"} 1.0' in text
@@ -121,19 +122,53 @@ def test_a_process_forked_after_recording_writes_its_own_figures_and_the_endpoin
     endpoint = metrics.serve_workers("127.0.0.1", port, 0)
     assert endpoint is not None
     recorder = metrics.worker_metrics("http")
-    recorder.completed("detail", 0.01)
+    recorder.completed("detail", 0.01)  # not written yet when the child is forked: the parent writes it
     child = os.fork()
     if child == 0:  # the child: one completion of its own, then gone without running the parent's exit hooks
         try:
             recorder.completed("detail", 0.01)
+            recorder.sample(0, _Stats(), _Fetchers(), force=True)
         finally:
             os._exit(0)
     _pid, status = os.waitpid(child, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     recorder.completed("detail", 0.01)
+    recorder.sample(0, _Stats(), _Fetchers(), force=True)
     assert f"counter_{child}.db" in os.listdir(endpoint.path)
     text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
     assert 'book_pipeline_tasks_completed_total{mode="http",task_type="detail"} 3.0' in text.splitlines()
+
+
+def test_a_workers_figures_reach_the_endpoint_at_its_next_sample_as_observe_would_have_counted_them() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    metrics.serve_workers("127.0.0.1", port, 0)
+    recorder = metrics.worker_metrics("http")
+
+    def scraped() -> list[str]:
+        text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+        return [line for line in text.splitlines() if line.startswith("book_pipeline_store_duration_seconds")]
+
+    for seconds in (0.003, 0.01, 7.0):  # STORE_BUCKETS: <= 0.005, <= 0.01 (its bound), over 5.0
+        recorder.completed("detail", seconds)
+    assert not [line for line in scraped() if line.endswith(" 1.0") or line.endswith(" 3.0")]
+    recorder.sample(0, _Stats(), _Fetchers(), force=True)
+    recorder.sample(0, _Stats(), _Fetchers(), force=True)  # nothing new: nothing added
+    recorder.completed("detail", 0.001)  # its bound: the first bucket
+    recorder.sample(0, _Stats(), _Fetchers(), force=True)
+    lines = scraped()
+    for line in (
+        'book_pipeline_store_duration_seconds_bucket{le="0.001",task_type="detail"} 1.0',
+        'book_pipeline_store_duration_seconds_bucket{le="0.005",task_type="detail"} 2.0',
+        'book_pipeline_store_duration_seconds_bucket{le="0.01",task_type="detail"} 3.0',
+        'book_pipeline_store_duration_seconds_bucket{le="5.0",task_type="detail"} 3.0',
+        'book_pipeline_store_duration_seconds_bucket{le="+Inf",task_type="detail"} 4.0',
+        'book_pipeline_store_duration_seconds_count{task_type="detail"} 4.0',
+    ):
+        assert line in lines
+    (total,) = [line for line in lines if line.startswith("book_pipeline_store_duration_seconds_sum")]
+    assert float(total.split()[-1]) == pytest.approx(7.014)
 
 
 @pytest.mark.parametrize(("port", "imported"), [(9464, True), (None, False)])
