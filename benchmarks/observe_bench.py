@@ -32,8 +32,9 @@ Prints one JSON object:
 ``spread_*_pct``: (max - min) / median of that setting's crawls. ``cost_pct``, ``cpu_cost_pct``: median over
 rounds of (setting - off) / off, in percent (pages/s lost, CPU per page added; negative: within the noise).
 
-``--paired [both|metrics|traces]`` crawls instead with the two workers of one crawl on opposite sides:
-metrics and traces (or one of them) on in one, off in the other (which one alternates from round to round),
+``--paired [both|metrics|traces|sampled|both_sampled]`` crawls instead with the two workers of one crawl on
+opposite sides: metrics and traces (or one of them; ``sampled``: traces with the task sampler at
+``--sample-ratio``) on in one, off in the other (which one alternates from round to round),
 the endpoint scraped every second and the spans sent to the receiver as in ``both``. Each worker reports its
 own CPU and pages; both run at the same moments on the same machine, so what slows the machine slows both,
 and their difference is the cost of the ``on`` side with the machine's swings taken out. Per round:
@@ -91,6 +92,8 @@ from book_assets.settings import load_settings
 
 BENCH_DB = "bookpipeline_bench_observe"
 SETTINGS = ("off", "metrics", "traces", "both", "sampled", "base")
+#: What ``--paired`` turns on in one worker: ``sampled`` is traces with the task sampler at ``--sample-ratio``.
+PAIRED = ("both", "metrics", "traces", "sampled", "both_sampled")
 #: A crawl with another checkout's code (``--base``): its own ``_run``, in an interpreter whose path starts there.
 _BASE_RUN = """
 import json, sys
@@ -195,7 +198,7 @@ def _threads_cpu() -> dict[str, float]:
     """CPU seconds of each live thread of this process, by its name (the worker's loop, its database thread,
     the span processor's export thread ...), from ``/proc``."""
     names = {t.native_id: t.name for t in threading.enumerate()}
-    tick, out = os.sysconf("SC_CLK_TCK"), {}
+    tick, out = os.sysconf("SC_CLK_TCK"), dict[str, float]()
     for task in Path("/proc/self/task").iterdir():
         fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
         name = names.get(int(task.name), "other")
@@ -521,7 +524,7 @@ def main() -> None:
         "--paired",
         nargs="?",
         const="both",
-        choices=("both", "metrics", "traces"),
+        choices=PAIRED,
         help="One crawl a round, a worker with these on and one with them off (default both).",
     )
     parser.add_argument("--shapes-only", action="store_true", help="Only the CPU per span of four span shapes.")
@@ -563,7 +566,10 @@ def main() -> None:
         for round_ in range(args.rounds if args.paired else 0):
             first = ("on", "off")[round_ % 2]
             env = {} if args.paired == "metrics" else traces_env
-            figures = measure(url, config, env, metrics=args.paired != "traces", paired=first)
+            if args.paired.endswith("sampled"):
+                env = {**env, "OTEL_TRACES_SAMPLER": TASK_SAMPLER, "OTEL_TRACES_SAMPLER_ARG": str(args.sample_ratio)}
+            metrics = args.paired in ("both", "metrics", "both_sampled")
+            figures = measure(url, config, env, metrics=metrics, paired=first)
             runs.setdefault("paired", []).append(figures)
             print(json.dumps({"round": round_, "paired": figures}), file=sys.stderr)
         for round_ in range(0 if args.paired else args.rounds):
