@@ -200,7 +200,10 @@ def _threads_cpu() -> dict[str, float]:
     names = {t.native_id: t.name for t in threading.enumerate()}
     tick, out = os.sysconf("SC_CLK_TCK"), dict[str, float]()
     for task in Path("/proc/self/task").iterdir():
-        fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        try:
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except FileNotFoundError:  # the thread ended since the folder was listed
+            continue
         name = names.get(int(task.name), "other")
         out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tick
     return out
@@ -296,7 +299,11 @@ def measure(
 
 
 def paired_summary(crawls: list[dict[str, float]]) -> dict[str, Any]:
-    """``--paired``: per round the ``on`` worker against the ``off`` one of the same crawl; medians over rounds."""
+    """``--paired``: per round the ``on`` worker against the ``off`` one of the same crawl; medians over rounds.
+    A round where a side has no pages (its worker died and its replacement found the queue drained) is left out
+    and counted."""
+    lost = [c for c in crawls if not c["on_pages"] or not c["off_pages"]]
+    crawls = [c for c in crawls if c not in lost]
     cpu = [_pct(c["on_cpu_ms_per_page"], c["off_cpu_ms_per_page"]) for c in crawls]
     share = [-_pct(c["on_pages"], c["off_pages"]) for c in crawls]
     return {
@@ -309,6 +316,7 @@ def paired_summary(crawls: list[dict[str, float]]) -> dict[str, Any]:
         "cpu_cost_pct": round(statistics.median(cpu), 1),
         "share_cost_pct": round(statistics.median(share), 1),
         "pages_per_s": [c["pages_per_s"] for c in crawls],
+        "rounds_left_out": len(lost),
     }
 
 
