@@ -34,8 +34,8 @@ failure, a lost lease) and every later attempt of a task, and that ratio of the 
 first attempt, chosen by a hash of the task id (:func:`keeps_task`), so every process and host keeps the same
 tasks. The SDK's ratio samplers decide by trace id, and a crawl is one trace: they keep all of it or none. A
 span the sampler drops costs a dictionary and one call (about 6 µs a task with the stage hooks); a kept one
-about 30 µs made, OTLP-encoded (:mod:`book_assets.observe.otlp`) and sent, apart from a crawl, against about
-2.3 ms of the crawler's CPU per page of an http crawl (figures in ``docs/observability.md``).
+about 30 µs made, OTLP-encoded (:mod:`book_assets.observe.otlp`) and sent, apart from a crawl; in a crawling
+worker, every span kept, traces cost 84 µs a page against about 2 ms (figures in ``docs/observability.md``).
 
 Why attributes and not a child span or an event per stage: the SDK's cost is per span and per event, not per
 attribute. Made, batched and OTLP-encoded (``benchmarks/observe_bench.py --shapes-only``), one span with its
