@@ -259,8 +259,9 @@ def test_a_workers_task_spans_are_exported_a_batch_at_a_time_and_none_waits_past
         exported()
         return sorted(s.attributes["book_pipeline.task.id"] for s in receiver.spans)
 
+    monkeypatch.setattr(tracing, "SPAN_DELAY_NS", 3600 * 10**9)  # however slow the machine, none waited that long
     run(range(1, tracing.SPAN_BATCH))
-    traces.tick()  # the first ended under a second ago: the batch waits
+    traces.tick()  # the first ended under the delay ago: the batch waits
     assert received() == []
     run(range(tracing.SPAN_BATCH, tracing.SPAN_BATCH + 3))  # the batch is full: made at once
     assert received() == list(range(1, tracing.SPAN_BATCH + 1))
