@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -25,7 +24,7 @@ import pytest
 
 from book_assets.db.connection import Database
 from book_assets.store.books import book_counts
-from book_assets_tests.conftest import child_env
+from book_assets_tests.conftest import child_env, free_port
 
 pytestmark = pytest.mark.slow
 
@@ -39,12 +38,6 @@ def _pgbouncer() -> str:
         if candidate and os.access(candidate, os.X_OK):
             return candidate
     pytest.skip("pgbouncer not found (Debian package pgbouncer): cannot test a crawl through a pooler")
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _config(server: Any, port: int, folder: Path) -> str:
@@ -72,7 +65,7 @@ def pgbouncer(database_url: str) -> Iterator[str]:
     binary = _pgbouncer()
     server = urlsplit(database_url)
     folder = Path(tempfile.mkdtemp(prefix="book-pipeline-pgbouncer-"))  # readable by RUN_AS, unlike tmp_path
-    port = _free_port()
+    port = free_port()
     (folder / "userlist.txt").write_text(f'"{server.username}" "{unquote(server.password or "")}"\n')
     (folder / "pgbouncer.ini").write_text(_config(server, port, folder))
     command = [binary, str(folder / "pgbouncer.ini")]

@@ -23,7 +23,6 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -40,6 +39,7 @@ from book_assets.sandbox.server import SandboxServer
 from book_assets.scraper.chromium import CHROMIUM_ARGS, find_chromium
 from book_assets.settings import PROJECT_ROOT
 from book_assets.store.books import book_counts
+from book_assets_tests.conftest import free_port
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -66,12 +66,6 @@ mutation Launch($params: ExecutionParams!) {
 RUN_STATUS = """
 query Status($runId: ID!) { runOrError(runId: $runId) { __typename ... on Run { status } } }
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture

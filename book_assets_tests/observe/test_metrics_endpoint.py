@@ -17,7 +17,7 @@ from book_assets.crawl.config import DETAIL, CrawlConfig, make_queue
 from book_assets.db.connection import Database
 from book_assets.observe import metrics
 from book_assets.settings import default
-from book_assets_tests.conftest import child_env
+from book_assets_tests.conftest import child_env, free_port
 
 
 @pytest.fixture(autouse=True)
@@ -34,9 +34,7 @@ def test_metrics_are_off_by_default_and_a_worker_then_records_nothing() -> None:
 
 
 def test_the_endpoint_serves_a_workers_figures_on_loopback() -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     endpoint = metrics.serve_workers("127.0.0.1", port, 0)
     assert endpoint is not None and endpoint.server.server_address[0] == "127.0.0.1"
     recorder = metrics.worker_metrics("http")
@@ -61,9 +59,7 @@ def test_a_port_in_use_turns_metrics_off_with_a_warning_instead_of_failing(caplo
 def test_the_metrics_command_serves_the_queue_on_loopback_until_stopped(db: Database, database_url: str) -> None:
     queue = make_queue(db, CrawlConfig.resolve(base_url="https://books.example/"))
     queue.enqueue(DETAIL, {"url": "https://books.example/a.html"}, group="Travel")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     command = [sys.executable, "-m", "book_assets.cli", "metrics", "--port", str(port)]
     process = subprocess.Popen(command, env=child_env(DATABASE_URL=database_url), stderr=subprocess.PIPE, text=True)
     try:
@@ -93,9 +89,7 @@ class _Fetchers:
 
 
 def test_counts_kept_by_the_worker_and_its_fetchers_reach_the_counters_once() -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     metrics.serve_workers("127.0.0.1", port, 0)
     recorder = metrics.worker_metrics("browser")
     stats, fetchers = _Stats(lost_leases=1), _Fetchers({"relaunches": 1, "crashes": 1}, browsers=1)
@@ -116,9 +110,7 @@ def test_counts_kept_by_the_worker_and_its_fetchers_reach_the_counters_once() ->
 
 
 def test_a_process_forked_after_recording_writes_its_own_figures_and_the_endpoint_sums_both() -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     endpoint = metrics.serve_workers("127.0.0.1", port, 0)
     assert endpoint is not None
     recorder = metrics.worker_metrics("http")
@@ -140,9 +132,7 @@ def test_a_process_forked_after_recording_writes_its_own_figures_and_the_endpoin
 
 
 def test_a_workers_figures_reach_the_endpoint_at_its_next_sample_as_observe_would_have_counted_them() -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     metrics.serve_workers("127.0.0.1", port, 0)
     recorder = metrics.worker_metrics("http")
 

@@ -9,7 +9,6 @@ it does not depend on how fast the machine is.
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -26,16 +25,11 @@ from book_assets.db.connection import Database
 from book_assets.observe import metrics
 from book_assets.queue import FailOutcome
 from book_assets.sandbox import Faults
+from book_assets_tests.conftest import free_port
 from book_assets_tests.crawl.conftest import sandbox_config
 
 #: A bound on waiting for Prometheus, only so a broken set-up fails instead of hanging; never a verdict.
 PATIENCE_S = 180.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def prometheus_binary() -> str:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,13 +18,9 @@ import psutil
 import psycopg2
 import pytest
 
+from book_assets_tests.conftest import free_port
+
 CLI = [sys.executable, "-m", "book_assets.cli"]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _descendants(pid: int) -> list[psutil.Process]:
@@ -57,7 +52,7 @@ def _drop_dagster_database(database_url: str) -> None:
 
 @pytest.mark.slow
 def test_sigterm_to_ui_stops_webserver_daemon_and_their_children(database_url: str, tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("BOOK_PIPELINE_", "DAGSTER_"))}
     env.update({"DATABASE_URL": database_url, "BOOK_PIPELINE_DATA_DIR": str(tmp_path / "data")})
     log = (tmp_path / "ui.log").open("wb")
