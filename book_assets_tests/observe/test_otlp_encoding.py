@@ -27,6 +27,8 @@ ATTRIBUTES: dict[str, Any] = {
     "empty": "",
     "zero": 0,
     "int": 300,
+    "int, the largest one-byte varint": 127,
+    "int, the smallest two-byte varint": 128,
     "negative": -5,
     "int64 max": 2**63 - 1,
     "int64 min": -(2**63),
@@ -43,6 +45,11 @@ ATTRIBUTES: dict[str, Any] = {
     "empty sequence": (),
     "mapping": {"k": "v", "n": {"deep": 1}},
     "long": "x" * 300,
+    "a length of 127": "y" * 127,
+    "a length of 128": "y" * 128,
+    "a value of 128": "v" * 126,  # its AnyValue: a tag, a length, 126 bytes
+    "pair of 127 bytes": "p" * 104,  # its KeyValue: the key (2 + 17), the value's tag and length, 2 + 104
+    "pair of 128 bytes": "p" * 105,
 }
 
 
