@@ -6,9 +6,10 @@ kept task span costs and more than 1 % of an http crawl's page. :func:`encode_sp
 bytes (``ExportTraceServiceRequest``, opentelemetry-proto 1.x) field by field, spans grouped by resource and
 scope as the SDK groups them, with what is the same for every span of a process (a resource, a scope, an
 attribute's key) encoded once, and the one-byte lengths (nearly all) looked up: about a fifth of the SDK
-encoder's CPU (12 µs a task span against 59, ``benchmarks/observe_bench.py --shapes-only``, ``encode_cpu_us``). A test holds that what it writes parses, with the generated
-classes, into the message the SDK's encoder makes, for spans of every shape the SDK can hand over (events,
-links, trace state, statuses, attributes of every type OTLP carries).
+encoder's CPU (12 µs a task span against 59, ``benchmarks/observe_bench.py --shapes-only``, ``encode_cpu_us``).
+A test holds that what it writes parses, with the generated classes, into the message the SDK's encoder
+makes, for spans of every shape the SDK can hand over (events, links, trace state, statuses, attributes of
+every type OTLP carries).
 
 :class:`OTLPSpanExporter` is the SDK's OTLP/HTTP exporter (endpoint, headers, TLS, compression, timeouts and
 retries as the SDK reads them) with :func:`encode_spans` as its encoder; ``OTEL_TRACES_EXPORTER=otlp`` with the
@@ -139,10 +140,10 @@ def _attributes(tag: bytes, attributes: Mapping[str, Any] | None) -> bytes:
                 any_value = b"\x18" + (small[value] if value < 0x80 else _varint(value))
             else:
                 any_value = _any_value(value)
-        except ValueError as exc:  # _Unencodable, or a string that is not Unicode text (a lone surrogate)
-            log.error("span attribute %s left out: OTLP cannot carry it: %s", key, exc)
+            key_field = _keys.get(key) or _key(key)
+        except ValueError as exc:  # _Unencodable, or a key or value that is not Unicode text (a lone surrogate)
+            log.error("span attribute %r left out: OTLP cannot carry it: %s", key, exc)
             continue
-        key_field = _keys.get(key) or _key(key)
         size = len(any_value)
         value_field = (small[size] if size < 0x80 else _varint(size)) + any_value
         size = len(key_field) + 1 + len(value_field)
