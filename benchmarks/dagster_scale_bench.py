@@ -21,7 +21,6 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -33,9 +32,11 @@ from typing import Any
 
 import httpx
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from book_assets.db.embedded import free_port
+
+ROOT = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
 LOAD = (
     "import time; t = time.perf_counter(); from book_assets.definitions import build_definitions; "
@@ -87,12 +88,6 @@ def materialize_day(url: str, day: date, repeat: int) -> dict[str, Any]:
     return out
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def partitions(days: int, repeat: int) -> dict[str, Any]:
     start = (datetime.now(UTC).date() - timedelta(days=days - 1)).isoformat()
     env = {**os.environ, "BOOK_PIPELINE_SNAPSHOT_START_DATE": start}
@@ -119,7 +114,7 @@ def _or_error(fn: Any, *args: Any) -> Any:
 
 def ui_partitions(env: dict[str, str]) -> dict[str, Any]:
     """Start the webserver on the project's workspace and time the UI's partitions query, best of 3."""
-    port, home = _free_port(), tempfile.mkdtemp(prefix="dagster-home-")
+    port, home = free_port(), tempfile.mkdtemp(prefix="dagster-home-")
     server = subprocess.Popen(
         [str(VENV_BIN / "dagster-webserver"), "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)],
         env={**env, "DAGSTER_HOME": home},

@@ -65,7 +65,6 @@ import fcntl
 import json
 import multiprocessing
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -86,6 +85,7 @@ from crawl_bench import _reset, _scratch_database
 from book_assets.crawl.config import CrawlConfig
 from book_assets.crawl.pipeline import crawl
 from book_assets.crawl.stats import WorkerStats
+from book_assets.db.embedded import free_port
 from book_assets.observe.otlp import encode_spans
 from book_assets.observe.tracing import TASK_SAMPLER
 from book_assets.settings import load_settings
@@ -103,12 +103,6 @@ result = {}
 _run(*json.loads(sys.argv[2]), result)
 print(json.dumps(result))
 """
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _receive(port: Any, counts: Any) -> None:
@@ -270,7 +264,7 @@ def measure(
     _reset(url)
     ctx = multiprocessing.get_context("spawn")
     shared = ctx.Manager().dict()
-    port = _free_port() if metrics else None
+    port = free_port() if metrics else None
     config = {**config, "metrics_port": port, "metrics_final_scrape_s": 0}
     if paired is None:
         proc = ctx.Process(target=_run, args=(url, config, env, shared))

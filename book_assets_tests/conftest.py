@@ -8,7 +8,6 @@ migrated, and every test that asks for ``db`` starts from empty tables.
 from __future__ import annotations
 
 import os
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -84,13 +83,6 @@ def scratch_archive(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     assert not written, f"the tests wrote {len(written)} file(s) into the checkout's archive {CHECKOUT_ARCHIVE}: " + (
         ", ".join(written[:5])
     )
-
-
-def free_port() -> int:
-    """A TCP port on loopback that nothing listens on now (the OS picks it)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def child_env(**variables: str) -> dict[str, str]:

@@ -302,7 +302,8 @@ def _remember(port: int | None, password: str | None) -> None:
 # --------------------------------------------------------------------------- ports
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port on loopback that nothing listens on now (the OS picks it)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -463,7 +464,7 @@ def up(pgdata: Path, timeout: float = 60) -> EmbeddedStatus:
         if not (current.running and current.port):
             port = _read_port(pgdata)
             if port is None or not _port_free(port):
-                port = _free_port()
+                port = free_port()
             _write_state(pgdata, port=port)
             _start(cluster, port, timeout)
             current = status(pgdata)

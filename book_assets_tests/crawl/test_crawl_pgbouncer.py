@@ -23,8 +23,9 @@ import psycopg2
 import pytest
 
 from book_assets.db.connection import Database
+from book_assets.db.embedded import free_port
 from book_assets.store.books import book_counts
-from book_assets_tests.conftest import child_env, free_port
+from book_assets_tests.conftest import child_env
 
 pytestmark = pytest.mark.slow
 

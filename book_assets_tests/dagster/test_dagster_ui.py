@@ -35,11 +35,11 @@ import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 from book_assets.db.connection import Database
+from book_assets.db.embedded import free_port
 from book_assets.sandbox.server import SandboxServer
 from book_assets.scraper.chromium import CHROMIUM_ARGS, find_chromium
 from book_assets.settings import PROJECT_ROOT
 from book_assets.store.books import book_counts
-from book_assets_tests.conftest import free_port
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

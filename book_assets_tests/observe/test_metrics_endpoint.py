@@ -15,9 +15,10 @@ import pytest
 
 from book_assets.crawl.config import DETAIL, CrawlConfig, make_queue
 from book_assets.db.connection import Database
+from book_assets.db.embedded import free_port
 from book_assets.observe import metrics
 from book_assets.settings import default
-from book_assets_tests.conftest import child_env, free_port
+from book_assets_tests.conftest import child_env
 
 
 @pytest.fixture(autouse=True)

@@ -22,10 +22,10 @@ import pytest
 from book_assets.crawl.config import TASK_TYPES, make_queue
 from book_assets.crawl.pipeline import crawl
 from book_assets.db.connection import Database
+from book_assets.db.embedded import free_port
 from book_assets.observe import metrics
 from book_assets.queue import FailOutcome
 from book_assets.sandbox import Faults
-from book_assets_tests.conftest import free_port
 from book_assets_tests.crawl.conftest import sandbox_config
 
 #: A bound on waiting for Prometheus, only so a broken set-up fails instead of hanging; never a verdict.

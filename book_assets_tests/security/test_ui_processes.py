@@ -18,7 +18,7 @@ import psutil
 import psycopg2
 import pytest
 
-from book_assets_tests.conftest import free_port
+from book_assets.db.embedded import free_port
 
 CLI = [sys.executable, "-m", "book_assets.cli"]
 
