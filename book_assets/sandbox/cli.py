@@ -17,6 +17,7 @@ import click
 from book_assets.sandbox.catalogue import BOOK_COUNT, CATEGORY_COUNT
 from book_assets.sandbox.faults import Faults, parse_action
 from book_assets.sandbox.fleet import SandboxFleet
+from book_assets.sandbox.redesign import DROP_SHARE, Change, Redesign, parse_changes
 from book_assets.sandbox.server import SandboxServer
 
 _RATE = click.FloatRange(0.0, 1.0)
@@ -34,6 +35,15 @@ def _parse_scripts(values: tuple[str, ...]) -> dict[str, list[str]]:
         except ValueError as exc:
             raise click.BadParameter(str(exc)) from None
     return scripts
+
+
+def _parse_redesign_changes(ctx: click.Context, param: click.Parameter, value: str | None) -> frozenset[Change] | None:
+    if value is None:
+        return None
+    try:
+        return parse_changes(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
 
 
 @click.group()
@@ -77,11 +87,43 @@ def sandbox() -> None:
     "--bomb-rate", type=_RATE, default=0.0, show_default=True, help="Probability of a gzip body inflating to 1 GiB."
 )
 @click.option(
+    "--soft-block-rate",
+    type=_RATE,
+    default=0.0,
+    show_default=True,
+    help="Probability of a 200 that is not the page: a bot challenge, a login wall or an empty body.",
+)
+@click.option(
+    "--redesign-day",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Serve the --redesign markup changes from this simulated day on; earlier days, and every day without "
+    "this option, render the live site's markup.",
+)
+@click.option(
+    "--redesign",
+    "redesign_changes",
+    metavar="CHANGES",
+    callback=_parse_redesign_changes,
+    default=None,
+    help="Comma-separated changes from --redesign-day (default: all): "
+    "rating_class (star-rating becomes rating-stars), description_id (product_description becomes "
+    "product-description), upc_moved (UPC in a dl, not the table), description_dropped (no description in "
+    "some categories).",
+)
+@click.option(
+    "--redesign-drop-share",
+    type=click.FloatRange(0.0, 1.0, min_open=True),
+    default=DROP_SHARE,
+    show_default=True,
+    help="Share of categories whose book pages lose the description under description_dropped.",
+)
+@click.option(
     "--script",
     "scripts",
     multiple=True,
     metavar="PATH=STEPS",
-    help="Scripted failures, consumed in order, e.g. /index.html=503,reset (repeatable).",
+    help="Scripted failures, consumed in order, e.g. /index.html=503,reset,soft_block (repeatable).",
 )
 @click.option("--max-connections", type=click.IntRange(min=1), default=None, help="Cap on open connections.")
 @click.option(
@@ -116,6 +158,10 @@ def serve(
     hang_seconds: float,
     truncate_rate: float,
     bomb_rate: float,
+    soft_block_rate: float,
+    redesign_day: int | None,
+    redesign_changes: frozenset[Change] | None,
+    redesign_drop_share: float,
     scripts: tuple[str, ...],
     max_connections: int | None,
     over_capacity: str,
@@ -134,6 +180,7 @@ def serve(
             hang_s=hang_seconds,
             truncate_rate=truncate_rate,
             bomb_rate=bomb_rate,
+            soft_block_rate=soft_block_rate,
             scripted=_parse_scripts(scripts),
             max_connections=max_connections,
             over_capacity="refuse" if over_capacity == "refuse" else "wait",
@@ -141,6 +188,13 @@ def serve(
         )
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
+    if redesign_changes is not None and redesign_day is None:
+        raise click.UsageError("--redesign needs --redesign-day: the simulated day the changes land")
+    redesign = (
+        None
+        if redesign_day is None
+        else Redesign(redesign_day, redesign_changes or frozenset(Change), redesign_drop_share)
+    )
     if books < hosts:
         raise click.UsageError(f"--books {books} cannot fill --hosts {hosts}: each host needs at least one book")
     if hosts > 1:
@@ -154,6 +208,7 @@ def serve(
             js_mode=js_mode,
             host=host,
             port=port,
+            redesign=redesign,
         )
         try:
             fleet.start()
@@ -162,7 +217,15 @@ def serve(
         _serve_until_stopped(fleet.servers)
         return
     server = SandboxServer(
-        seed=seed, day=day, books=books, categories=categories, faults=faults, js_mode=js_mode, host=host, port=port
+        seed=seed,
+        day=day,
+        books=books,
+        categories=categories,
+        faults=faults,
+        js_mode=js_mode,
+        host=host,
+        port=port,
+        redesign=redesign,
     )
     try:
         server.start()
@@ -187,6 +250,11 @@ def _serve_until_stopped(servers: list[SandboxServer]) -> None:
     control = f"{servers[0].url}/__sandbox__/"
     click.echo(f"Stats: {control}stats  Reset: {control}reset", err=True)
     click.echo(f"Next day: POST {control}day  Fault burst: POST {control}faults?error_rate=0.3&seconds=60", err=True)
+    redesign = servers[0].redesign
+    if redesign is not None:
+        changes = ",".join(sorted(c.value for c in redesign.changes))
+        click.echo(f"Redesign from day {redesign.day}: {changes}", err=True)
+    click.echo(f"Redesign: POST {control}redesign?day=N&changes=rating_class,...  (changes=none: off)", err=True)
     if len(servers) > 1:
         click.echo("Each host has its own /__sandbox__/ endpoints.", err=True)
     try:

@@ -30,9 +30,22 @@ class Action(enum.Enum):
     TRUNCATE = "truncate"
     NOT_MODIFIED = "304"  # whatever the request asked: what a broken cache in front of a site does
     BOMB = "bomb"  # a 200 of gzip that inflates to ``bomb_bytes`` of HTML (see ``bomb.py``)
+    # Soft blocks: a 200 whose body is not the page (see ``softblock.py``).
+    SOFT_BLOCK_CHALLENGE = "soft_block_challenge"  # a Cloudflare-style "Attention Required!" block page
+    SOFT_BLOCK_LOGIN = "soft_block_login"  # a "Please log in" wall in the site's chrome
+    SOFT_BLOCK_EMPTY = "soft_block_empty"  # an empty body
+
+    @property
+    def is_soft_block(self) -> bool:
+        return self in SOFT_BLOCKS
 
 
-#: Names accepted in scripted failures besides the status codes 500, 503, 429 and 200 ("serve").
+#: The soft blocks, in the order ``soft_block_rate`` draws among them (even odds).
+SOFT_BLOCKS: tuple[Action, ...] = (Action.SOFT_BLOCK_CHALLENGE, Action.SOFT_BLOCK_LOGIN, Action.SOFT_BLOCK_EMPTY)
+
+
+#: Names accepted in scripted failures besides the status codes 500, 503, 429 and 200 ("serve"); "soft_block" is
+#: the challenge page, the commonest soft block.
 SCRIPT_NAMES: dict[str, Action] = {
     "200": Action.SERVE,
     "serve": Action.SERVE,
@@ -46,6 +59,11 @@ SCRIPT_NAMES: dict[str, Action] = {
     "truncate": Action.TRUNCATE,
     "304": Action.NOT_MODIFIED,
     "bomb": Action.BOMB,
+    "soft_block": Action.SOFT_BLOCK_CHALLENGE,
+    "challenge": Action.SOFT_BLOCK_CHALLENGE,
+    "login": Action.SOFT_BLOCK_LOGIN,
+    "empty": Action.SOFT_BLOCK_EMPTY,
+    **{action.value: action for action in SOFT_BLOCKS},
 }
 
 
@@ -72,7 +90,8 @@ class Faults:
 
     Probabilities are per request and apply to site pages only (never to ``/__sandbox__/``); their sum must
     not exceed 1. The bands are drawn in this order from one uniform number: reset, hang, truncate,
-    error (500 or 503, even odds), rate limit (429), bomb.
+    error (500 or 503, even odds), rate limit (429), bomb, soft block (challenge, login wall or empty body,
+    even odds).
 
     Attributes:
         latency_s: fixed delay before every site response.
@@ -89,11 +108,13 @@ class Faults:
         bomb_rate: probability of a decompression bomb: a 200 with ``Content-Encoding: gzip`` and an honest
             ``Content-Length`` of about 1 MB per GiB, whose body inflates to ``bomb_bytes`` of HTML.
         bomb_bytes: what a bomb inflates to (1 GiB).
+        soft_block_rate: probability of a soft block: a 200 whose body is not the page but a bot challenge
+            ("Attention Required!"), a login wall or nothing (``Content-Length: 0``), without validators.
         scripted: per-path steps consumed in order, e.g. ``{"/catalogue/x_1/index.html": [503, 503]}``:
             the first two requests for that path get 503, later ones are served normally (subject to the
             probabilities). Steps are status codes (404, 500, 503, 429, 304, 200) or names ("reset", "hang",
-            "truncate", "bomb", "serve"); 304 answers Not Modified whatever the request's validators. Resetting
-            the stats restarts the scripts.
+            "truncate", "bomb", "serve", "soft_block" or "challenge", "login", "empty"); 304 answers Not
+            Modified whatever the request's validators. Resetting the stats restarts the scripts.
         max_connections: cap on simultaneously open client connections (``None``: no cap).
         over_capacity: what happens to a connection beyond the cap: ``"wait"`` (it is accepted by the
             kernel but not read until a slot frees up; idle keep-alive connections are closed after
@@ -113,6 +134,7 @@ class Faults:
     truncate_fraction: float = 0.5
     bomb_rate: float = 0.0
     bomb_bytes: int = BOMB_BYTES
+    soft_block_rate: float = 0.0
     scripted: Mapping[str, Sequence[int | str | Action]] = field(default_factory=dict)
     max_connections: int | None = None
     over_capacity: Literal["wait", "refuse"] = "wait"
@@ -126,6 +148,7 @@ class Faults:
             self.hang_rate,
             self.truncate_rate,
             self.bomb_rate,
+            self.soft_block_rate,
         )
         if any(not 0.0 <= rate <= 1.0 for rate in rates):
             raise ValueError("fault probabilities must be between 0 and 1")
@@ -156,6 +179,7 @@ class Faults:
             or self.hang_rate
             or self.truncate_rate
             or self.bomb_rate
+            or self.soft_block_rate
         )
 
     @property
@@ -185,6 +209,9 @@ class Faults:
             if draw < rate:
                 return Decision(action, delay)
             draw -= rate
+        if draw < self.soft_block_rate:
+            kind = min(len(SOFT_BLOCKS) - 1, int(draw / self.soft_block_rate * len(SOFT_BLOCKS)))
+            return Decision(SOFT_BLOCKS[kind], delay)
         return Decision(Action.SERVE, delay)
 
 

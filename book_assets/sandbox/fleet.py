@@ -12,6 +12,7 @@ from types import TracebackType
 
 from book_assets.sandbox.catalogue import BOOK_COUNT, CATEGORY_COUNT, Book, Catalogue
 from book_assets.sandbox.faults import Faults
+from book_assets.sandbox.redesign import Redesign
 from book_assets.sandbox.server import SandboxServer
 
 
@@ -48,6 +49,7 @@ class SandboxFleet:
         host: str = "127.0.0.1",
         port: int = 0,
         keepalive_timeout_s: float = 5.0,
+        redesign: Redesign | None = None,
     ) -> None:
         self.servers = [
             SandboxServer(
@@ -58,6 +60,7 @@ class SandboxFleet:
                 host=host,
                 port=port + i if port else 0,
                 keepalive_timeout_s=keepalive_timeout_s,
+                redesign=redesign,
             )
             for i, size in enumerate(host_sizes(books, hosts))
         ]

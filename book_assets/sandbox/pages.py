@@ -3,7 +3,9 @@
 The markup follows the saved real pages in ``book_assets_tests/fixtures/real-site`` tag for tag where a scraper
 could look (head, header, breadcrumb, sidebar, ``article.product_pod``, pager, ``div.product_main``,
 ``#product_description`` + ``p``, the striped table in the live site's row order), and every link is
-relative exactly as on the live site, because resolving those links is where crawlers go wrong.
+relative exactly as on the live site, because resolving those links is where crawlers go wrong. A
+``Redesign`` (``redesign.py``) changes that markup from a chosen simulated day on; without one every day
+renders the live markup.
 
 ``Site`` maps a URL path to bytes. Pages are rendered on first request and kept in a bounded LRU (the whole
 default site fits, so a server built per test costs nothing up front and a benchmark of the replica measures
@@ -27,6 +29,7 @@ from decimal import Decimal
 from email.utils import format_datetime
 
 from book_assets.sandbox.catalogue import PAGE_SIZE, Book, Catalogue, Category
+from book_assets.sandbox.redesign import TODAY, Markup, Redesign, markup_on
 
 SITE_TITLE = "Books to Scrape - Sandbox"
 #: Midnight UTC of simulated day 0: a page last changed on day N is ``Last-Modified`` N days later.
@@ -200,7 +203,7 @@ def _sidebar(directory: str, categories: list[Category]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _product_pod(book: Book, listing: Listing) -> str:
+def _product_pod(book: Book, listing: Listing, markup: Markup) -> str:
     href = f"{listing.book_prefix}{book.key}/index.html"
     image = listing.prefix + book.image_path.lstrip("/")
     title = escape(book.title)
@@ -214,7 +217,7 @@ def _product_pod(book: Book, listing: Listing) -> str:
                 <a href="{href}"><img src="{image}" alt="{title}" class="thumbnail"></a>
         </div>
 
-        <p class="star-rating {book.rating_word}">
+        <p class="{markup.rating_class} {book.rating_word}">
 {stars}
         </p>
 
@@ -269,12 +272,14 @@ def _pager(number: int, pages: int, listing: Listing) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_listing(catalogue: Catalogue, books: list[Book], number: int, listing: Listing) -> str:
+def render_listing(
+    catalogue: Catalogue, books: list[Book], number: int, listing: Listing, markup: Markup = TODAY
+) -> str:
     """One page (1-based ``number``) of a listing of ``books``; the caller checks ``number`` is in range."""
     pages = max(1, -(-len(books) // PAGE_SIZE))
     start = (number - 1) * PAGE_SIZE
     chunk = books[start : start + PAGE_SIZE]
-    pods = "".join(_product_pod(book, listing) for book in chunk)
+    pods = "".join(_product_pod(book, listing, markup) for book in chunk)
     count = _result_count(len(books), start + 1, start + len(chunk), pages)
     return (
         _head(listing.prefix, listing.heading, "")
@@ -336,12 +341,22 @@ def render_listing(catalogue: Catalogue, books: list[Book], number: int, listing
 _BOOK_PREFIX = "../../"
 
 
-def _product_main_inner(book: Book) -> str:
+def _product_main_inner(book: Book, markup: Markup) -> str:
     stars = "\n".join(['        <i class="icon-star"></i>'] * 5)
+    identifiers = (
+        ""
+        if markup.upc_in_table
+        else f"""
+            <dl class="product-identifiers">
+                <dt>UPC</dt>
+                <dd>{book.upc}</dd>
+            </dl>
+"""
+    )
     return f"""
 
             <h1>{escape(book.title)}</h1>
-
+{identifiers}
         <p class="price_color">{money(book.price)}</p>
 
 <p class="instock availability">
@@ -351,7 +366,7 @@ def _product_main_inner(book: Book) -> str:
 
 </p>
 
-    <p class="star-rating {book.rating_word}">
+    <p class="{markup.rating_class} {book.rating_word}">
 {stars}
 
         <!-- <small><a href="/catalogue/{book.key}/reviews/">
@@ -370,23 +385,24 @@ def _product_main_inner(book: Book) -> str:
         """  # noqa: E501
 
 
-def _description_block(book: Book) -> str:
-    if book.description is None:
+def _description_block(book: Book, markup: Markup) -> str:
+    if book.description is None or not markup.shows_description(book):
         return ""
     return f"""
-        <div id="product_description" class="sub-header">
+        <div id="{markup.description_id}" class="sub-header">
             <h2>Product Description</h2>
         </div>
         <p>{escape_text(book.description)}</p>
 """
 
 
-def _table_rows(book: Book) -> str:
-    return f"""
+def _table_rows(book: Book, markup: Markup) -> str:
+    upc = f"""
         <tr>
             <th>UPC</th><td>{book.upc}</td>
         </tr>
-
+"""
+    return f"""{upc if markup.upc_in_table else ""}
         <tr>
             <th>Product Type</th><td>{book.product_type}</td>
         </tr>
@@ -415,14 +431,14 @@ def _table_rows(book: Book) -> str:
     """
 
 
-def _js_builder(book: Book) -> str:
+def _js_builder(book: Book, markup: Markup) -> str:
     """The script of JavaScript mode: the product data travels base64-encoded, so neither a regex nor an
     HTML parser over the raw response finds it, and the script writes the normal-mode markup into the
     placeholders while the page parses (so it is there by ``DOMContentLoaded``)."""
     payload = {
-        "main": _product_main_inner(book),
-        "description": _description_block(book) or None,
-        "table": _table_rows(book),
+        "main": _product_main_inner(book, markup),
+        "description": _description_block(book, markup) or None,
+        "table": _table_rows(book, markup),
     }
     encoded = base64.b64encode(json.dumps(payload).encode("utf-8")).decode("ascii")
     return f"""
@@ -439,14 +455,17 @@ def _js_builder(book: Book) -> str:
 """
 
 
-def render_book(catalogue: Catalogue, book: Book, js_mode: bool = False) -> str:
+def render_book(catalogue: Catalogue, book: Book, js_mode: bool = False, markup: Markup = TODAY) -> str:
     """A book's page; in ``js_mode`` the product block, description and table are filled by a script."""
     category = catalogue.category_of(book)
-    meta = f"\n    {escape(book.description)}\n" if book.description else "\n    \n"
-    main = "" if js_mode else _product_main_inner(book)
-    description = '\n        <div id="product_description_slot"></div>\n' if js_mode else _description_block(book)
-    rows = "\n    " if js_mode else _table_rows(book)
-    script = _js_builder(book) if js_mode else ""
+    shown = book.description if markup.shows_description(book) else None
+    meta = f"\n    {escape(shown)}\n" if shown else "\n    \n"
+    main = "" if js_mode else _product_main_inner(book, markup)
+    description = (
+        '\n        <div id="product_description_slot"></div>\n' if js_mode else _description_block(book, markup)
+    )
+    rows = "\n    " if js_mode else _table_rows(book, markup)
+    script = _js_builder(book, markup) if js_mode else ""
     image = _BOOK_PREFIX + book.image_path.lstrip("/")
     return (
         _head(_BOOK_PREFIX, book.title, meta)
@@ -517,6 +536,46 @@ def render_book(catalogue: Catalogue, book: Book, js_mode: bool = False) -> str:
     )
 
 
+def render_login_wall(path: str) -> str:
+    """A "Please log in" page served at ``path`` in place of the page (a soft block, see ``softblock.py``):
+    the site's chrome, links relative to ``path``'s directory, no product and no listing."""
+    prefix = "../" * max(0, path.count("/") - 1)
+    return (
+        _head(prefix, "Login or register", "")
+        + _breadcrumb([("Home", f"{prefix}index.html"), ("Login or register", None)])
+        + """
+<div class="page-header action">
+    <h1>Please log in to continue</h1>
+</div>
+
+<div id="messages">
+    <div class="alert alert-info">You need to be signed in to view this page.</div>
+</div>
+
+<div class="row">
+    <div class="col-sm-6 login_form">
+        <form id="login_form" action="/accounts/login/" method="post">
+            <h2>Log In</h2>
+            <div class="form-group">
+                <label for="id_login-username" class="control-label required">Email address</label>
+                <input type="email" name="login-username" id="id_login-username" class="form-control" />
+            </div>
+            <div class="form-group">
+                <label for="id_login-password" class="control-label required">Password</label>
+                <input type="password" name="login-password" id="id_login-password" class="form-control" />
+            </div>
+            <button name="login_submit" type="submit" value="Log In" class="btn btn-lg btn-primary">Log In</button>
+        </form>
+    </div>
+</div>
+
+            </div><!-- /page_inner -->
+        </div><!-- /container-fluid -->
+"""
+        + _foot(prefix)
+    )
+
+
 NOT_FOUND_HTML = (
     "<html>\r\n<head><title>404 Not Found</title></head>\r\n<body>\r\n"
     "<center><h1>404 Not Found</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n"
@@ -548,14 +607,24 @@ class Site:
     """The replica's pages for one catalogue: ``get(path)`` returns the UTF-8 body or ``None`` for a 404.
 
     Rendering is lazy; the last ``cache_size`` pages rendered are kept with their ETags, so repeated hits
-    on the default site cost a dict lookup while a large catalogue's memory stays bounded.
+    on the default site cost a dict lookup while a large catalogue's memory stays bounded. With a
+    ``redesign``, the catalogue's day renders with the redesign's markup from the redesign's day on.
     """
 
-    def __init__(self, catalogue: Catalogue, js_mode: bool = False, cache_size: int = PAGE_CACHE_SIZE) -> None:
+    def __init__(
+        self,
+        catalogue: Catalogue,
+        js_mode: bool = False,
+        cache_size: int = PAGE_CACHE_SIZE,
+        redesign: Redesign | None = None,
+    ) -> None:
         if cache_size < 1:
             raise ValueError("cache_size must be >= 1")
         self.catalogue = catalogue
         self.js_mode = js_mode
+        self.redesign = redesign
+        self.markup = markup_on(redesign, catalogue)
+        self._book_changed_on: dict[str, int] = {}
         self.cache_size = cache_size
         self._cache: OrderedDict[str, tuple[bytes, str] | None] = OrderedDict()
         self._categories = {c.key: c for c in catalogue.categories}
@@ -577,11 +646,12 @@ class Site:
         """The simulated day on which the page last changed: the first of the unbroken run of days, up to
         this one, that served these very bytes (0 when it has not changed since the first day).
 
-        A book page's bytes are a function of its record alone, so its day is the record's; a listing page
-        is compared with the day before's, whose own answer is remembered (listings are a tenth of a site).
+        A book page's bytes are a function of its record and the day's markup, so its day is the record's,
+        or the redesign's when the redesign changed these bytes later; a listing page is compared with the
+        day before's, whose own answer is remembered (listings are a tenth of a site).
         """
         if _BOOK_RE.match(path) and (book := self.catalogue.book_by_path(path)) is not None:
-            return self.catalogue.book_changed_on(book)
+            return self._book_page_changed_on(path, book)
         if path in self._listing_changed_on:
             return self._listing_changed_on[path]
         body, day = self.get(path), self.catalogue.day
@@ -589,6 +659,18 @@ class Site:
             day = self.day_before().changed_on(path)
         self._listing_changed_on[path] = day
         return day
+
+    def _book_page_changed_on(self, path: str, book: Book) -> int:
+        day = self.catalogue.book_changed_on(book)
+        redesign = self.redesign
+        if redesign is None or self.markup == TODAY or day >= redesign.day:
+            return day
+        if path not in self._book_changed_on:
+            # The record has not changed since before the redesign: the page changed on the redesign's day
+            # exactly when the redesign changed its bytes.
+            before = render_book(self.catalogue, book, self.js_mode, TODAY).encode("utf-8")
+            self._book_changed_on[path] = redesign.day if before != self.get(path) else day
+        return self._book_changed_on[path]
 
     def last_modified(self, path: str) -> datetime:
         """``Last-Modified`` of the page: midnight UTC of the day it last changed."""
@@ -601,7 +683,9 @@ class Site:
         """The same site one simulated day earlier (built on first use, with a small page cache)."""
         if self._day_before is None:
             previous = self.catalogue.day_before()  # raises for day 0
-            self._day_before = Site(previous, js_mode=self.js_mode, cache_size=DAY_BEFORE_CACHE_SIZE)
+            self._day_before = Site(
+                previous, js_mode=self.js_mode, cache_size=DAY_BEFORE_CACHE_SIZE, redesign=self.redesign
+            )
         return self._day_before
 
     def get(self, path: str) -> bytes | None:
@@ -642,14 +726,14 @@ class Site:
         if path in ("/", "/index.html"):
             crumbs: list[tuple[str, str | None]] = [("Home", "index.html"), ("All products", None)]
             listing = Listing("", "catalogue/", "All products", crumbs, "catalogue/page-{n}.html", "")
-            return render_listing(cat, cat.books, 1, listing)
+            return render_listing(cat, cat.books, 1, listing, self.markup)
         if match := _PAGE_RE.match(path):
             number = self._page_number(match.group(1), cat.page_count, allow_index=False)
             if number is None:
                 return None
             crumbs = [("Home", "../index.html"), ("All products", None)]
             listing = Listing("../", "", "All products", crumbs, "page-{n}.html", "catalogue")
-            return render_listing(cat, cat.books, number, listing)
+            return render_listing(cat, cat.books, number, listing, self.markup)
         if match := _ALL_RE.match(path):
             pages = cat.page_count
             number = self._page_number(match.group(1), pages, allow_index=True)
@@ -657,7 +741,7 @@ class Site:
                 return None
             crumbs = [("Home", "../../../index.html"), ("Books", None)]
             listing = Listing("../../../", "../../", "Books", crumbs, "page-{n}.html", "catalogue/category/books_1")
-            return render_listing(cat, cat.books, number, listing)
+            return render_listing(cat, cat.books, number, listing, self.markup)
         if match := _CATEGORY_RE.match(path):
             category = self._categories.get(match.group(1))
             if category is None:
@@ -682,7 +766,7 @@ class Site:
                 "page-{n}.html",
                 f"catalogue/category/books/{category.key}",
             )
-            return render_listing(cat, books, number, listing)
+            return render_listing(cat, books, number, listing, self.markup)
         if _BOOK_RE.match(path) and (book := cat.book_by_path(path)) is not None:
-            return render_book(cat, book, self.js_mode)
+            return render_book(cat, book, self.js_mode, self.markup)
         return None

@@ -34,12 +34,24 @@ from book_assets.sandbox.bomb import gzip_bomb
 from book_assets.sandbox.catalogue import BOOK_COUNT, CATEGORY_COUNT, Catalogue
 from book_assets.sandbox.faults import NO_FAULTS, Action, Faults
 from book_assets.sandbox.pages import Site, error_html
+from book_assets.sandbox.redesign import Redesign, parse_changes
+from book_assets.sandbox.softblock import ray_id, soft_block_body
 
 CONTROL_PREFIX = "/__sandbox__/"
 #: The faults an operator may switch on for a while (``POST /__sandbox__/faults``): the per-request rates and
 #: delays. Bombs are left out (their body is assembled at start-up), and so are scripts and connection caps.
 BURST_FIELDS = frozenset(
-    ("latency_s", "jitter_s", "error_rate", "rate_limit_rate", "reset_rate", "hang_rate", "hang_s", "truncate_rate")
+    (
+        "latency_s",
+        "jitter_s",
+        "error_rate",
+        "rate_limit_rate",
+        "reset_rate",
+        "hang_rate",
+        "hang_s",
+        "truncate_rate",
+        "soft_block_rate",
+    )
 )
 SERVER_HEADER = "nginx/1.21.6"
 MAX_HEAD_BYTES = 64 * 1024
@@ -69,8 +81,11 @@ class SandboxStats:
         in_flight: site requests in progress at snapshot time.
         request_times: ``time.time()`` at which each request's head was read, in arrival order.
         request_paths: the path of each of those requests, in the same order.
-        outcomes: how many requests met each fault (``"serve"``, ``"503"``, ``"reset"``, ...).
+        outcomes: how many requests met each fault (``"serve"``, ``"503"``, ``"reset"``,
+            ``"soft_block_login"``, ...).
         responses: the status of every response written, per path, in order (none for a reset or a hang).
+        soft_blocks: the soft blocks served, per path, in order (``"soft_block_challenge"``, ...): each is
+            also a 200 in ``responses``, so a test can tell which of a path's 200s were not the page.
         bytes_sent: bytes written for site requests, heads and bodies (a truncated body counts what was sent).
     """
 
@@ -82,6 +97,7 @@ class SandboxStats:
     request_paths: list[str] = field(default_factory=list)
     outcomes: dict[str, int] = field(default_factory=dict)
     responses: dict[str, list[int]] = field(default_factory=dict)
+    soft_blocks: dict[str, list[str]] = field(default_factory=dict)
     bytes_sent: int = 0
 
     def statuses(self, status: int) -> dict[str, int]:
@@ -109,6 +125,7 @@ class _Recorder:
             self._in_flight = 0
             self._max = 0
             self._responses: dict[str, list[int]] = {}
+            self._soft_blocks: dict[str, list[str]] = {}
             self._bytes = 0
 
     def begin(self, path: str, started: float) -> int:
@@ -126,9 +143,11 @@ class _Recorder:
         with self._lock:
             self._outcomes[action.value] += 1
 
-    def sent(self, path: str, status: int, size: int) -> None:
+    def sent(self, path: str, status: int, size: int, soft_block: Action | None = None) -> None:
         with self._lock:
             self._responses.setdefault(path, []).append(status)
+            if soft_block is not None:
+                self._soft_blocks.setdefault(path, []).append(soft_block.value)
             self._bytes += size
 
     def end(self) -> None:
@@ -147,6 +166,7 @@ class _Recorder:
                 request_paths=list(self._paths),
                 outcomes=dict(self._outcomes),
                 responses={path: list(seen) for path, seen in self._responses.items()},
+                soft_blocks={path: list(seen) for path, seen in self._soft_blocks.items()},
                 bytes_sent=self._bytes,
             )
 
@@ -206,9 +226,10 @@ class SandboxApp:
         js_mode: bool = False,
         seed: int | None = None,
         keepalive_timeout_s: float = 5.0,
+        redesign: Redesign | None = None,
     ) -> None:
         self.catalogue = catalogue
-        self.site = Site(catalogue, js_mode=js_mode)
+        self.site = Site(catalogue, js_mode=js_mode, redesign=redesign)
         #: The faults the server started with; a burst (``start_burst``) stands in for them for a while.
         self.base_faults = faults
         self._burst: Faults | None = None
@@ -229,8 +250,17 @@ class SandboxApp:
         """Serve another catalogue (another simulated day) from the next request on."""
         # The previous day's site is not kept: the new catalogue carries its own days before, which share
         # its unchanged books, so serving day after day does not pile up sites and their page caches.
-        self.site = Site(catalogue, js_mode=self.site.js_mode)
+        self.site = Site(catalogue, js_mode=self.site.js_mode, redesign=self.site.redesign)
         self.catalogue = catalogue
+
+    @property
+    def redesign(self) -> Redesign | None:
+        """The redesign in force (it renders from its day on), or None for the live site's markup every day."""
+        return self.site.redesign
+
+    def set_redesign(self, redesign: Redesign | None) -> None:
+        """Serve ``redesign`` (None: the live site's markup) from the next request on, on the same day."""
+        self.site = Site(self.catalogue, js_mode=self.site.js_mode, redesign=redesign)
 
     def set_day(self, day: int) -> None:
         """Serve simulated day ``day`` of the same catalogue from the next request on."""
@@ -352,10 +382,10 @@ class SandboxApp:
         """Answer one site request, faults included; returns whether the connection may be reused."""
         recorder = self.recorder
 
-        def respond(status: int, body: bytes, **options: Any) -> None:
+        def respond(status: int, body: bytes, soft_block: Action | None = None, **options: Any) -> None:
             # Counted before it is written: a client that has the response may read the stats at once.
             data = self._response(status, body, **options)
-            recorder.sent(path, status, len(data))
+            recorder.sent(path, status, len(data), soft_block)
             writer.write(data)
 
         n = recorder.begin(path, started)
@@ -377,6 +407,11 @@ class SandboxApp:
             if error is not None:
                 status, body, extra = error
                 respond(status, body, head_only=method == "HEAD", extra=extra)
+                return True
+            if action.is_soft_block:  # a 200 that is not the page, without the page's validators
+                host = request.get("host") or f"{self.host}:{self.port}"
+                body = soft_block_body(action, path, host, ray_id(self.seed, path, n))
+                respond(200, body, soft_block=action, head_only=method == "HEAD")
                 return True
             if method not in ("GET", "HEAD"):
                 respond(405, error_html(405, "Not Allowed"), head_only=False)
@@ -435,7 +470,9 @@ class SandboxApp:
         """The operator's endpoints: never counted, never faulted.
 
         ``GET stats``, ``GET|POST reset``; ``GET day``, ``POST day?to=N`` (no ``to``: the next day);
-        ``GET faults``, ``POST faults?error_rate=0.3&seconds=60`` (a burst; ``seconds=0`` ends it).
+        ``GET faults``, ``POST faults?error_rate=0.3&seconds=60`` (a burst; ``seconds=0`` ends it);
+        ``GET redesign``, ``POST redesign?day=N&changes=rating_class,upc_moved&drop_share=0.2`` (no ``day``:
+        from today; no ``changes``: all of them; ``changes=none`` serves the live site's markup again).
         """
         params = {name: values[-1] for name, values in parse_qs(query).items()}
         name = path.removeprefix(CONTROL_PREFIX)
@@ -455,16 +492,30 @@ class SandboxApp:
                     seconds = float(params.pop("seconds", "60"))
                     self.start_burst({field: float(value) for field, value in params.items()}, seconds)
                 payload = self._faults_json()
+            elif name == "redesign" and method in ("GET", "HEAD", "POST"):
+                if method == "POST":
+                    self.set_redesign(self._redesign_from(params))
+                payload = {"redesign": None if self.redesign is None else self.redesign.to_json()}
             else:
                 self._respond(writer, 404, error_html(404, "Not Found"), keep_alive=keep_alive)
                 return
-        except ValueError as exc:  # a bad number, a day below 0, an unknown or invalid fault
+        except ValueError as exc:  # a bad number, a day below 0, an unknown or invalid fault or change
             status, payload = 400, {"error": str(exc)}
         body = json.dumps(payload).encode()
         head_only = method == "HEAD"
         self._respond(
             writer, status, body, content_type=b"application/json", head_only=head_only, keep_alive=keep_alive
         )
+
+    def _redesign_from(self, params: dict[str, str]) -> Redesign | None:
+        """The redesign a ``POST redesign`` asks for; ``ValueError`` for a bad day, share or change."""
+        changes = params.get("changes", "all")
+        if changes.strip().lower() == "none":
+            return None
+        day = int(params["day"]) if "day" in params else self.catalogue.day
+        share = float(params["drop_share"]) if "drop_share" in params else None
+        parsed = parse_changes(changes)
+        return Redesign(day, parsed) if share is None else Redesign(day, parsed, share)
 
     def _faults_json(self) -> dict[str, Any]:
         """The burst in force (the fields it changes and when it ends, in Unix time), or none."""
@@ -530,6 +581,7 @@ class SandboxServer:
         categories: number of categories (when no catalogue is given); the live site's 50 by default.
         faults: fault injection for this run; none by default.
         js_mode: serve book pages whose product data only a browser running JavaScript sees.
+        redesign: markup changes served from a simulated day on (see ``redesign.py``); none by default.
         host: interface to bind; loopback by default so the sandbox is never exposed.
         port: TCP port; 0 picks a free one (read it back from ``.port`` or ``.url``).
         keepalive_timeout_s: idle time after which a keep-alive connection is closed.
@@ -548,6 +600,7 @@ class SandboxServer:
         host: str = "127.0.0.1",
         port: int = 0,
         keepalive_timeout_s: float = 5.0,
+        redesign: Redesign | None = None,
     ) -> None:
         self.app = SandboxApp(
             catalogue if catalogue is not None else Catalogue(seed=seed, day=day, books=books, categories=categories),
@@ -555,6 +608,7 @@ class SandboxServer:
             js_mode=js_mode,
             seed=seed,
             keepalive_timeout_s=keepalive_timeout_s,
+            redesign=redesign,
         )
         self._bind = (host, port)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -570,6 +624,11 @@ class SandboxServer:
     @property
     def faults(self) -> Faults:
         return self.app.faults
+
+    @property
+    def redesign(self) -> Redesign | None:
+        """The redesign in force (moves with ``set_redesign`` and ``POST /__sandbox__/redesign``)."""
+        return self.app.redesign
 
     @property
     def host(self) -> str:
@@ -636,6 +695,10 @@ class SandboxServer:
     def set_day(self, day: int) -> None:
         """Serve simulated day ``day`` of the same catalogue from now on, on the same port."""
         self.app.set_day(day)
+
+    def set_redesign(self, redesign: Redesign | None) -> None:
+        """Serve ``redesign`` (None: the live site's markup) from now on, on the same port and day."""
+        self.app.set_redesign(redesign)
 
     def reset_stats(self) -> None:
         """Clear hit counts, concurrency peak and times; scripted failures start over."""

@@ -2,8 +2,9 @@
 
 - ``sandbox``: one fault-free server (seed 0, day 0) shared by the whole session. Tests that read its stats
   should call ``sandbox.reset_stats()`` first, since other tests hit it too.
-- ``sandbox_factory``: builds servers with faults, another seed, day or size, or JavaScript mode; each is started
-  on a free port and stopped when the test ends, so no server outlives its test.
+- ``sandbox_factory``: builds servers with faults (soft blocks among them), another seed, day or size, a
+  redesign, or JavaScript mode; each is started on a free port and stopped when the test ends, so no server
+  outlives its test.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import pytest
 
 from book_assets.sandbox.catalogue import BOOK_COUNT, CATEGORY_COUNT, Catalogue
 from book_assets.sandbox.faults import Faults
+from book_assets.sandbox.redesign import Redesign
 from book_assets.sandbox.server import SandboxServer
 
 SandboxFactory = Callable[..., SandboxServer]
@@ -39,6 +41,7 @@ def sandbox_factory() -> Iterator[SandboxFactory]:
         js_mode: bool = False,
         catalogue: Catalogue | None = None,
         keepalive_timeout_s: float = 5.0,
+        redesign: Redesign | None = None,
     ) -> SandboxServer:
         server = SandboxServer(
             catalogue,
@@ -49,6 +52,7 @@ def sandbox_factory() -> Iterator[SandboxFactory]:
             faults=faults,
             js_mode=js_mode,
             keepalive_timeout_s=keepalive_timeout_s,
+            redesign=redesign,
         )
         servers.append(server)
         return server.start()

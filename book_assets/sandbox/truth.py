@@ -1,16 +1,46 @@
-"""The sandbox's ground truth against what a crawl stored: every difference as a readable line."""
+"""The sandbox's ground truth against what a crawl stored: every difference as a readable line.
+
+The truth is the catalogue's data (``Catalogue.ground_truth()``), whatever markup it is served in: a
+redesign renames and moves markup without changing a value. Where a redesign stops showing a field
+(``description_dropped``), the site still has the value but the page does not carry it;
+``absent_on_pages`` names those fields per page, and ``stored_vs_truth`` then accepts either the value
+(kept from a good day) or nothing (stored as absent), and still flags anything else.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
 from book_assets.sandbox.catalogue import Book, Catalogue
+from book_assets.sandbox.redesign import Redesign, markup_on
 
 
-def stored_vs_truth(rows: list[dict[str, Any]], truth: dict[str, Book], base_url: str) -> list[str]:
-    """Every difference between stored rows and the sandbox's ground truth, as readable lines."""
+def absent_on_pages(catalogue: Catalogue, redesign: Redesign | None) -> dict[str, frozenset[str]]:
+    """The fields (stored-row names) each book page of ``catalogue``'s day lacks though the book has them,
+    keyed by URL path; pages that show every field they have are left out (so: empty without a redesign)."""
+    markup = markup_on(redesign, catalogue)
+    return {
+        book.url_path: frozenset({"description"})
+        for book in catalogue
+        if book.description is not None and not markup.shows_description(book)
+    }
+
+
+def stored_vs_truth(
+    rows: list[dict[str, Any]],
+    truth: dict[str, Book],
+    base_url: str,
+    absent: Mapping[str, frozenset[str]] | None = None,
+) -> list[str]:
+    """Every difference between stored rows and the sandbox's ground truth, as readable lines.
+
+    ``absent`` (from ``absent_on_pages``) names fields a page did not show: for those, the truth's value and
+    ``None`` are both accepted.
+    """
+    absent = absent or {}
     problems: list[str] = []
     by_url = {r["url"]: r for r in rows}
     expected_urls = {base_url.rstrip("/") + "/" + path.lstrip("/") for path in truth}
@@ -38,11 +68,12 @@ def stored_vs_truth(rows: list[dict[str, Any]], truth: dict[str, Book], base_url
             "description": book.description,
             "price": f"£{book.price:.2f}",
         }
+        not_shown = absent.get(path, frozenset())
         for key, value in expected.items():
             got = row[key]
             if isinstance(value, Decimal):
                 got = Decimal(str(got)) if got is not None else None
-            if got != value:
+            if got != value and not (key in not_shown and got is None):
                 problems.append(f"{path} {key}: stored {got!r}, served {value!r}")
     return problems
 
