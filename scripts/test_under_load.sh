@@ -2,7 +2,7 @@
 # The whole suite (`make test`) from a fresh clone of HEAD while the machine is busy the way a developer's is,
 # RUNS times in a row (3 by default): stress-ng keeps both cores, memory and the disk busy for each run.
 # Prints one JSON line per run and a summary line; exits 1 unless every run passed. Record the figures in
-# docs/testing.md.
+# the commit message (the latest in docs/benchmarks.md).
 #
 #   scripts/test_under_load.sh [RUNS]          e.g. RUNS=1 for a single loaded run
 #   STRESS="--cpu 2 --vm 1 --vm-bytes 1G --io 1" scripts/test_under_load.sh
