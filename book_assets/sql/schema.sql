@@ -16,7 +16,7 @@ CREATE TYPE public.queue_claim_rounds AS (
 	hi integer[]
 );
 
-COMMENT ON TYPE public.queue_claim_rounds IS 'The round-robin state a fair claim carries from pick to pick (queue_claim_v2): one
+COMMENT ON TYPE public.queue_claim_rounds IS 'The round-robin state a fair claim carries from pick to pick (queue_claim_v3): one
 element per member of its scopes, ordered by scope then member (a member''s index in scope, member, weight,
 cur, budget, idle and live): its scope, name (a group; in scope ''interleave'', a task type), weight, current,
 budget left (NULL: none set), whether it was last seen without work (idle) and whether it takes part in
@@ -1085,8 +1085,8 @@ BEGIN
 END $$;
 
 COMMENT ON FUNCTION public.queue_swrr_pick_v1(names text[], weights double precision[], currents double precision[], live boolean[], lo integer, hi integer) IS 'One smooth-weighted-round-robin round over members lo..hi of the arrays (nginx''s algorithm;
-book_assets/scheduling/wrr.py is its executable specification). Returns the index of the live member with the
-highest current + weight (ties: smallest name), or NULL if none is live. Pure: the caller applies the round
+book_assets_tests/queue/wrr.py is its executable specification). Returns the index of the live member with
+the highest current + weight (ties: smallest name), or NULL if none is live. Pure: the caller applies the round
 (queue_swrr_apply_v1) only once the pick is known to have work.';
 
 CREATE FUNCTION public.queue_throttle_interval_v1(p_interval double precision, p_latency_s double precision, p_throttled boolean, p_ok boolean, p_floor double precision, p_cap double precision, p_target_concurrency double precision, p_min_step_s double precision) RETURNS double precision
