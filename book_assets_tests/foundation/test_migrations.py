@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from urllib.parse import urlsplit, urlunsplit
 
+import psycopg2
 import pytest
 
 from book_assets.db.connection import Database
@@ -108,9 +109,11 @@ def scratch_url(database_url: str) -> Iterator[str]:
 
 def _as_pre_release(db: Database, up_to: int) -> None:
     """Make a migrated database look as the pre-release chain left it at ``up_to``: its record, the claim under
-    its pre-release name, a replaced version nobody dropped and no index of the claim's domains probe."""
+    its pre-release name, a replaced version nobody dropped, no index of the claim's domains probe and an
+    empty tasks_archive."""
     db.query("ALTER FUNCTION queue_claim_v3 RENAME TO queue_claim_v4")
     db.query("DROP INDEX idx_tasks_pending_domain")
+    db.query("CREATE TABLE tasks_archive (LIKE tasks, archived_at TIMESTAMPTZ NOT NULL DEFAULT now())")
     db.query("CREATE FUNCTION queue_claim_v3() RETURNS INTEGER LANGUAGE sql AS 'SELECT 3'")
     db.query("DELETE FROM schema_migrations")
     for version, name in PRE_RELEASE:
@@ -198,6 +201,25 @@ def test_a_database_of_the_squashed_migrations_is_moved_to_0001_keeping_its_rows
         assert migrate(db).applied == []
         db.close()
         assert dump_schema(url) == schema_text(SCHEMA.read_text(encoding="utf-8"))
+    finally:
+        db.close()
+        _admin(database_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def test_a_database_of_the_squashed_migrations_whose_tasks_archive_holds_rows_is_not_moved(database_url: str) -> None:
+    """0001_initial has no tasks_archive: the move drops an empty one, and stops at one holding rows (they are the
+    owner's to keep or drop), leaving the database as it was."""
+    name = urlsplit(database_url).path.strip("/") + "_squashed_archive"
+    url = urlunsplit(urlsplit(database_url)._replace(path=f"/{name}"))
+    _admin(database_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)', f'CREATE DATABASE "{name}"')
+    db = Database(url)
+    try:
+        _built_by_the_squashed_migrations(db, len(REPLACES))
+        db.query("INSERT INTO tasks_archive (task_type, payload) VALUES ('detail', '{}')")
+        with pytest.raises(psycopg2.Error, match="tasks_archive holds finished tasks"):
+            migrate(db)
+        assert current_version(db) == len(REPLACES)
+        assert db.query("SELECT count(*) AS n FROM tasks_archive")[0]["n"] == 1
     finally:
         db.close()
         _admin(database_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -17,7 +17,11 @@ from book_assets.sql import load_queries
 
 SQL = PROJECT_ROOT / "book_assets" / "sql"
 _TOPICS = sorted(p.stem for p in SQL.glob("*.sql") if p.name != "schema.sql")
-SOURCES = [*sorted(SQL.glob("*.sql")), *sorted((SQL / "migrations").glob("*.sql"))]
+#: The SQL files, but migrate.sql: it moves databases the squashed migrations made, so it names what they had.
+SOURCES = [
+    *sorted(p for p in SQL.glob("*.sql") if p.name != "migrate.sql"),
+    *sorted((SQL / "migrations").glob("*.sql")),
+]
 
 _LINE_COMMENT = re.compile(r"--(.*)$", re.MULTILINE)
 _QUERY_HEADER = re.compile(r"^-- [a-z0-9_]+ --$", re.MULTILINE)

@@ -1,5 +1,5 @@
--- The schema of book-pipeline 0.1.0, in one migration: the task queue (tasks, their archive, domains and the
--- round-robin scopes and members of fair scheduling), the crawl's storage (books, their versions and presence,
+-- The schema of book-pipeline 0.1.0, in one migration: the task queue (tasks, domains and the round-robin
+-- scopes and members of fair scheduling), the crawl's storage (books, their versions and presence,
 -- listing pages, raw pages, robots.txt, crawls), the category-balanced snapshot and the adaptive-fetch
 -- decisions; then the plpgsql/SQL functions the named queries (book_assets/sql/<topic>.sql) call.
 --
@@ -236,32 +236,6 @@ CREATE SEQUENCE public.tasks_id_seq
 
 ALTER SEQUENCE public.tasks_id_seq OWNED BY public.tasks.id;
 
-CREATE TABLE public.tasks_archive (
-    id bigint DEFAULT nextval('public.tasks_id_seq'::regclass) CONSTRAINT tasks_id_not_null NOT NULL,
-    task_type text CONSTRAINT tasks_task_type_not_null NOT NULL,
-    payload jsonb CONSTRAINT tasks_payload_not_null NOT NULL,
-    priority integer DEFAULT 0 CONSTRAINT tasks_priority_not_null NOT NULL,
-    status text DEFAULT 'pending'::text CONSTRAINT tasks_status_not_null NOT NULL,
-    domain text DEFAULT 'books.toscrape.com'::text CONSTRAINT tasks_domain_not_null NOT NULL,
-    created_at timestamp with time zone DEFAULT now() CONSTRAINT tasks_created_at_not_null NOT NULL,
-    started_at timestamp with time zone,
-    completed_at timestamp with time zone,
-    error text,
-    task_group text DEFAULT ''::text CONSTRAINT tasks_task_group_not_null NOT NULL,
-    run_at timestamp with time zone DEFAULT now() CONSTRAINT tasks_run_at_not_null NOT NULL,
-    attempts integer DEFAULT 0 CONSTRAINT tasks_attempts_not_null NOT NULL,
-    max_attempts integer DEFAULT 5 CONSTRAINT tasks_max_attempts_not_null NOT NULL,
-    worker_id text,
-    lease_token bigint,
-    lease_expires_at timestamp with time zone,
-    slot_at timestamp with time zone,
-    archived_at timestamp with time zone DEFAULT now() NOT NULL,
-    error_kind text,
-    claim_request uuid,
-    budget_key text,
-    requeues integer DEFAULT 0 NOT NULL
-);
-
 CREATE SEQUENCE public.tasks_lease_token_seq
     START WITH 1
     INCREMENT BY 1
@@ -313,9 +287,6 @@ ALTER TABLE ONLY public.queue_scopes
 
 ALTER TABLE ONLY public.robots_txt
     ADD CONSTRAINT robots_txt_pkey PRIMARY KEY (origin);
-
-ALTER TABLE ONLY public.tasks_archive
-    ADD CONSTRAINT tasks_archive_pkey PRIMARY KEY (id);
 
 ALTER TABLE ONLY public.tasks
     ADD CONSTRAINT tasks_pkey PRIMARY KEY (id);
