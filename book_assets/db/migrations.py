@@ -22,6 +22,8 @@ import subprocess
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit, urlunsplit
 
+import psycopg2.errors
+
 from book_assets.db.connection import Cursor, Database
 from book_assets.sql import load_queries, migration_files
 
@@ -29,7 +31,11 @@ from book_assets.sql import load_queries, migration_files
 _LOCK_KEY = 0x626F6F6B5F706970
 
 
-class SchemaTooNew(RuntimeError):
+class SchemaRefused(RuntimeError):
+    """The database's schema is one this code does not migrate; the message says why and what to do."""
+
+
+class SchemaTooNew(SchemaRefused):
     """The database was migrated by a newer book-pipeline."""
 
 
@@ -37,7 +43,7 @@ class PreReleaseSchema(SchemaTooNew):
     """The database was left by the pre-release migrations before their last one, which this code cannot move."""
 
 
-class ChangedMigration(RuntimeError):
+class ChangedMigration(SchemaRefused):
     """The database recorded a migration with another checksum than its file has now."""
 
 
@@ -162,7 +168,10 @@ def _move_squashed(cur: Cursor, chain: str, initial: tuple[int, str, str]) -> st
     queries = load_queries("migrate")
     cur.execute(queries["drop_functions"])
     cur.execute(sql[sql.index(FUNCTIONS_MARKER) :])
-    cur.execute(queries["squashed_tables"])
+    try:
+        cur.execute(queries["squashed_tables"])
+    except psycopg2.errors.RaiseException as refused:  # a table of rows that 0001_initial has not
+        raise SchemaRefused(refused.diag.message_primary or str(refused)) from None
     cur.execute("DELETE FROM schema_migrations")
     cur.execute(
         "INSERT INTO schema_migrations (version, name, checksum) VALUES (%s, %s, %s)", (version, name, _checksum(sql))
