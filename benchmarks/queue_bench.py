@@ -58,7 +58,7 @@ def _queue(db: Database) -> TaskQueue:
 
 def _reset(db: Database) -> None:
     db.query(
-        "TRUNCATE tasks, domains, queue_scopes, queue_members, tasks_archive RESTART IDENTITY; "
+        "TRUNCATE tasks, domains, queue_scopes, queue_members RESTART IDENTITY; "
         "INSERT INTO domains (domain, min_interval_s) VALUES ('bench.example', 0)"
     )
 

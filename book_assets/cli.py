@@ -18,7 +18,7 @@ import click
 
 from book_assets.db import embedded
 from book_assets.db.connection import Database, DatabaseUnavailable, mask_url, resolve_database_url
-from book_assets.db.migrations import SchemaTooNew, current_version, migrate
+from book_assets.db.migrations import SchemaRefused, current_version, migrate
 from book_assets.setting_options import setting_options
 from book_assets.settings import ConfigError, Settings, load_settings
 
@@ -32,7 +32,7 @@ R = TypeVar("R")
 USER_ERRORS: tuple[type[Exception], ...] = (
     ConfigError,
     DatabaseUnavailable,
-    SchemaTooNew,
+    SchemaRefused,
     embedded.EmbeddedError,
 )
 

@@ -3,11 +3,14 @@
 Each ``book_assets/sql/migrations/NNNN_<name>.sql`` runs once, in its own transaction, recorded in
 ``schema_migrations`` with a checksum. Concurrent migrators serialize on an advisory lock, so two workers
 starting together cannot both apply a file. A database whose schema is newer than this code is refused
-with a clear error instead of being written to by code that does not know its tables.
+with a clear error instead of being written to by code that does not know its tables, and so is one whose
+record of a migration has another checksum than its file (a migration is never edited once applied).
 
-The migrations before 0.1.0 (0001 to 0018) were squashed into ``0001_initial``. A database they made at 0018
-has today's tables, so it is moved in place: its functions are replaced by those of ``0001_initial`` and its
-record becomes the new one. One they left at an earlier version is refused with one line saying how to move.
+``0001_initial`` is a squash, as Django's ``replaces`` makes one: it declares the migrations it replaces
+(:data:`REPLACES`, each as it recorded itself), and a database that recorded them, or the first of them, is
+moved to it in place (its functions replaced by those of ``0001_initial``, the few differences of its tables
+made, its rows kept) and recorded at ``0001_initial``. So is a database of the pre-release chain (0001 to
+0018) at its last migration; one it left earlier is refused with one line saying how to move.
 """
 
 from __future__ import annotations
@@ -19,14 +22,20 @@ import subprocess
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit, urlunsplit
 
+import psycopg2.errors
+
 from book_assets.db.connection import Cursor, Database
-from book_assets.sql import migration_files
+from book_assets.sql import load_queries, migration_files
 
 # Any fixed 64-bit number; shared by every book-pipeline process migrating the same database.
 _LOCK_KEY = 0x626F6F6B5F706970
 
 
-class SchemaTooNew(RuntimeError):
+class SchemaRefused(RuntimeError):
+    """The database's schema is one this code does not migrate; the message says why and what to do."""
+
+
+class SchemaTooNew(SchemaRefused):
     """The database was migrated by a newer book-pipeline."""
 
 
@@ -34,11 +43,22 @@ class PreReleaseSchema(SchemaTooNew):
     """The database was left by the pre-release migrations before their last one, which this code cannot move."""
 
 
-#: The checksum of the pre-release ``0001_initial`` and the last version of that chain: a database whose
-#: version 1 has this checksum was made by the pre-release migrations, which ``0001_initial`` replaced.
+class ChangedMigration(SchemaRefused):
+    """The database recorded a migration with another checksum than its file has now."""
+
+
+#: The migrations squashed into ``0001_initial``, as each recorded itself: ``(version, name, checksum)``. Their
+#: text is kept as test data (book_assets_tests/fixtures/squashed_migrations/).
+REPLACES: tuple[tuple[int, str, str], ...] = (
+    (1, "initial", "ff4c8d51d914f1ff"),
+    (2, "claim_rounds", "dee03258c8312f2a"),
+    (3, "claim_domains_with_work", "0f086325d28d6d89"),
+)
+#: The checksum of the pre-release chain's ``0001_initial`` and that chain's last version: a database whose
+#: version 1 has this checksum was made by the pre-release migrations, squashed into ``0001_initial`` too.
 _PRE_RELEASE_INITIAL = "14ede22c7cd8bcdf"
 _PRE_RELEASE_LAST = 18
-#: The line of ``0001_initial.sql`` after which only functions and their comments follow.
+#: The line of ``0001_initial.sql`` after which only composite types, functions and their comments follow.
 FUNCTIONS_MARKER = "-- Functions:"
 
 
@@ -82,18 +102,19 @@ def migrate(db: Database) -> MigrationReport:
                    version INTEGER PRIMARY KEY, name TEXT NOT NULL, checksum TEXT NOT NULL,
                    applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"""
         )
-        cur.execute("SELECT version, checksum FROM schema_migrations")
-        recorded = {int(r["version"]): r["checksum"] for r in cur.fetchall()}
-        if recorded.get(1) == _PRE_RELEASE_INITIAL:
-            applied.append(_move_pre_release(cur, max(recorded), files[0]))
-            recorded = {1: _checksum(files[0][2])}
-        done = set(recorded)
+        cur.execute("SELECT version, name, checksum FROM schema_migrations ORDER BY version")
+        records = [(int(r["version"]), r["name"], r["checksum"]) for r in cur.fetchall()]
+        if squashed := _squashed_chain(records):
+            applied.append(_move_squashed(cur, squashed, files[0]))
+            records = [(files[0][0], files[0][1], _checksum(files[0][2]))]
+        done = {version for version, _, _ in records}
         newest = max(done, default=0)
         if newest > latest:
             raise SchemaTooNew(
                 f"database schema is at version {newest} but this book-pipeline knows only up to {latest}; "
                 "upgrade book-pipeline"
             )
+        _check_unchanged(records, files)
         for version, name, sql in files:
             if version in done:
                 continue
@@ -116,38 +137,59 @@ def migrate(db: Database) -> MigrationReport:
     return MigrationReport(applied=applied, current_version=version, latest_version=latest)
 
 
-def _move_pre_release(cur: Cursor, newest: int, initial: tuple[int, str, str]) -> str:
-    """Move a database the pre-release migrations made to ``0001_initial``: same tables, today's functions.
+def _squashed_chain(records: list[tuple[int, str, str]]) -> str:
+    """The squashed chain that made a database with these records, as a report names it ("" for none).
 
-    Every function and composite type of the schema is dropped (the pre-release chain never dropped a replaced
-    function) and those of ``0001_initial`` created; the tables, and so the data, stay as they are.
+    :data:`REPLACES` or its first migrations, exactly as they recorded themselves; or the pre-release chain at
+    its last migration (known by its first one's checksum), an earlier version of which is refused.
     """
-    if newest != _PRE_RELEASE_LAST:
-        raise PreReleaseSchema(
-            f"database schema is at pre-release migration {newest:04d}, which this book-pipeline cannot move; "
-            f"migrate it to {_PRE_RELEASE_LAST:04d} with the book-pipeline of before 0.1.0 first, "
-            "or drop the database and crawl again"
-        )
+    if records and records == list(REPLACES[: len(records)]):
+        return f"{records[-1][0]:04d}_{records[-1][1]}"
+    if records and records[0][0] == 1 and records[0][2] == _PRE_RELEASE_INITIAL:
+        newest = records[-1][0]
+        if newest != _PRE_RELEASE_LAST:
+            raise PreReleaseSchema(
+                f"database schema is at pre-release migration {newest:04d}, which this book-pipeline cannot move; "
+                f"migrate it to {_PRE_RELEASE_LAST:04d} with the book-pipeline of before 0.1.0 first, "
+                "or drop the database and crawl again"
+            )
+        return f"pre-release {newest:04d}"
+    return ""
+
+
+def _move_squashed(cur: Cursor, chain: str, initial: tuple[int, str, str]) -> str:
+    """Move a database that squashed migrations made to ``0001_initial``: its tables and rows, today's functions.
+
+    Every function and composite type of the schema is dropped and those of ``0001_initial`` created (a chain
+    may hold a version of a function that ``0001_initial`` dropped); the tables are brought to those of
+    ``0001_initial`` (``squashed_tables`` in ``book_assets/sql/migrate.sql``), their rows kept.
+    """
     version, name, sql = initial
-    cur.execute(
-        """DO $$ DECLARE f regprocedure; t regtype;
-           BEGIN
-               FOR f IN SELECT p.oid::regprocedure FROM pg_proc p
-                        WHERE p.pronamespace = current_schema()::regnamespace LOOP
-                   EXECUTE format('DROP FUNCTION %s', f);
-               END LOOP;
-               FOR t IN SELECT ty.oid::regtype FROM pg_type ty JOIN pg_class c ON c.oid = ty.typrelid
-                        WHERE c.relkind = 'c' AND ty.typnamespace = current_schema()::regnamespace LOOP
-                   EXECUTE format('DROP TYPE %s', t);
-               END LOOP;
-           END $$"""
-    )
+    queries = load_queries("migrate")
+    cur.execute(queries["drop_functions"])
     cur.execute(sql[sql.index(FUNCTIONS_MARKER) :])
+    try:
+        cur.execute(queries["squashed_tables"])
+    except psycopg2.errors.RaiseException as refused:  # a table of rows that 0001_initial has not
+        raise SchemaRefused(refused.diag.message_primary or str(refused)) from None
     cur.execute("DELETE FROM schema_migrations")
     cur.execute(
         "INSERT INTO schema_migrations (version, name, checksum) VALUES (%s, %s, %s)", (version, name, _checksum(sql))
     )
-    return f"{version:04d}_{name} (moved from pre-release {newest:04d})"
+    return f"{version:04d}_{name} (moved from {chain})"
+
+
+def _check_unchanged(records: list[tuple[int, str, str]], files: list[tuple[int, str, str]]) -> None:
+    """Refuse a database that recorded a migration with another checksum than its file has now."""
+    checksums = {version: (name, _checksum(sql)) for version, name, sql in files}
+    for version, name, checksum in records:
+        expected = checksums.get(version)
+        if expected is not None and expected[1] != checksum:
+            raise ChangedMigration(
+                f"database recorded migration {version:04d}_{name} with checksum {checksum}, but "
+                f"{version:04d}_{expected[0]}.sql has {expected[1]}; a migration is never edited once applied: "
+                "drop the database and migrate again"
+            )
 
 
 #: pg_dump lines that describe the dump, not the schema: comments, session settings, and the random

@@ -141,8 +141,8 @@ class QueueAdmin:
             log.info("requeue: %s failed task(s) skipped (their URL has a live task)", row["skipped"])
         return int(row["requeued"])
 
-    def prune(self, older_than_s: float, *, archive: bool = False, batch: int = PRUNE_BATCH) -> int:
-        """Delete (or move to ``tasks_archive``) finished tasks that ended more than ``older_than_s`` ago.
+    def prune(self, older_than_s: float, *, batch: int = PRUNE_BATCH) -> int:
+        """Delete the finished tasks that ended more than ``older_than_s`` ago.
 
         Completed tasks count from their completion, failed ones from the claim of their last attempt;
         pending and leased tasks are never pruned. One short statement per ``batch`` rows, each skipping
@@ -150,10 +150,9 @@ class QueueAdmin:
         many went.
         """
         params = {"older_than_s": check_number("older_than_s", older_than_s), "batch": batch}
-        name = "prune_archive" if archive else "prune_finished"
 
         def _prune(cur: Cursor) -> int:
-            cur.execute(named_queries()[name], params)
+            cur.execute(named_queries()["prune_finished"], params)
             return int(cur.rowcount)
 
         total = 0

@@ -324,17 +324,6 @@ ORDER BY 1, 2;
 DELETE FROM tasks WHERE id IN (
     SELECT queue_finished_before_v1(now() - make_interval(secs => %(older_than_s)s), %(batch)s));
 
--- prune_archive --
--- Move one batch of finished tasks that ended more than older_than_s ago to tasks_archive.
-WITH moved AS (
-    DELETE FROM tasks
-    WHERE id IN (SELECT queue_finished_before_v1(now() - make_interval(secs => %(older_than_s)s), %(batch)s))
-    RETURNING *
-)
-INSERT INTO tasks_archive
-SELECT (jsonb_populate_record(NULL::tasks_archive, to_jsonb(moved) || jsonb_build_object('archived_at', now()))).*
-FROM moved;
-
 -- listen --
 -- Subscribe this connection to enqueue wake-ups.
 LISTEN book_pipeline_tasks;

@@ -16,7 +16,7 @@ CREATE TYPE public.queue_claim_rounds AS (
 	hi integer[]
 );
 
-COMMENT ON TYPE public.queue_claim_rounds IS 'The round-robin state a fair claim carries from pick to pick (queue_claim_v2): one
+COMMENT ON TYPE public.queue_claim_rounds IS 'The round-robin state a fair claim carries from pick to pick (queue_claim_v3): one
 element per member of its scopes, ordered by scope then member (a member''s index in scope, member, weight,
 cur, budget, idle and live): its scope, name (a group; in scope ''interleave'', a task type), weight, current,
 budget left (NULL: none set), whether it was last seen without work (idle) and whether it takes part in
@@ -1085,8 +1085,8 @@ BEGIN
 END $$;
 
 COMMENT ON FUNCTION public.queue_swrr_pick_v1(names text[], weights double precision[], currents double precision[], live boolean[], lo integer, hi integer) IS 'One smooth-weighted-round-robin round over members lo..hi of the arrays (nginx''s algorithm;
-book_assets/scheduling/wrr.py is its executable specification). Returns the index of the live member with the
-highest current + weight (ties: smallest name), or NULL if none is live. Pure: the caller applies the round
+book_assets_tests/queue/wrr.py is its executable specification). Returns the index of the live member with
+the highest current + weight (ties: smallest name), or NULL if none is live. Pure: the caller applies the round
 (queue_swrr_apply_v1) only once the pick is known to have work.';
 
 CREATE FUNCTION public.queue_throttle_interval_v1(p_interval double precision, p_latency_s double precision, p_throttled boolean, p_ok boolean, p_floor double precision, p_cap double precision, p_target_concurrency double precision, p_min_step_s double precision) RETURNS double precision
@@ -1353,32 +1353,6 @@ CREATE SEQUENCE public.tasks_id_seq
 
 ALTER SEQUENCE public.tasks_id_seq OWNED BY public.tasks.id;
 
-CREATE TABLE public.tasks_archive (
-    id bigint DEFAULT nextval('public.tasks_id_seq'::regclass) CONSTRAINT tasks_id_not_null NOT NULL,
-    task_type text CONSTRAINT tasks_task_type_not_null NOT NULL,
-    payload jsonb CONSTRAINT tasks_payload_not_null NOT NULL,
-    priority integer DEFAULT 0 CONSTRAINT tasks_priority_not_null NOT NULL,
-    status text DEFAULT 'pending'::text CONSTRAINT tasks_status_not_null NOT NULL,
-    domain text DEFAULT 'books.toscrape.com'::text CONSTRAINT tasks_domain_not_null NOT NULL,
-    created_at timestamp with time zone DEFAULT now() CONSTRAINT tasks_created_at_not_null NOT NULL,
-    started_at timestamp with time zone,
-    completed_at timestamp with time zone,
-    error text,
-    task_group text DEFAULT ''::text CONSTRAINT tasks_task_group_not_null NOT NULL,
-    run_at timestamp with time zone DEFAULT now() CONSTRAINT tasks_run_at_not_null NOT NULL,
-    attempts integer DEFAULT 0 CONSTRAINT tasks_attempts_not_null NOT NULL,
-    max_attempts integer DEFAULT 5 CONSTRAINT tasks_max_attempts_not_null NOT NULL,
-    worker_id text,
-    lease_token bigint,
-    lease_expires_at timestamp with time zone,
-    slot_at timestamp with time zone,
-    archived_at timestamp with time zone DEFAULT now() NOT NULL,
-    error_kind text,
-    claim_request uuid,
-    budget_key text,
-    requeues integer DEFAULT 0 NOT NULL
-);
-
 CREATE SEQUENCE public.tasks_lease_token_seq
     START WITH 1
     INCREMENT BY 1
@@ -1433,9 +1407,6 @@ ALTER TABLE ONLY public.robots_txt
 
 ALTER TABLE ONLY public.schema_migrations
     ADD CONSTRAINT schema_migrations_pkey PRIMARY KEY (version);
-
-ALTER TABLE ONLY public.tasks_archive
-    ADD CONSTRAINT tasks_archive_pkey PRIMARY KEY (id);
 
 ALTER TABLE ONLY public.tasks
     ADD CONSTRAINT tasks_pkey PRIMARY KEY (id);

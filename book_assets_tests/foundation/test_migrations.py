@@ -1,4 +1,5 @@
-"""Migrations: idempotent, recorded, refusing a schema newer than the code, moving the pre-release chain's."""
+"""Migrations: idempotent, recorded, refusing a schema newer than the code or an edited migration, moving a
+database that the migrations squashed into 0001_initial made."""
 
 from __future__ import annotations
 
@@ -10,7 +11,10 @@ import pytest
 from book_assets.db.connection import Database
 from book_assets.db.migrations import (
     _PRE_RELEASE_INITIAL,
+    REPLACES,
+    ChangedMigration,
     PreReleaseSchema,
+    SchemaRefused,
     SchemaTooNew,
     _checksum,
     current_version,
@@ -23,6 +27,8 @@ from book_assets.sql import migration_files
 from book_assets_tests.conftest import _admin
 
 SCHEMA = PROJECT_ROOT / "book_assets" / "sql" / "schema.sql"
+#: The migrations squashed into 0001_initial, as they were: what a database of theirs was built from.
+SQUASHED = sorted((PROJECT_ROOT / "book_assets_tests" / "fixtures" / "squashed_migrations").glob("*.sql"))
 
 
 def _schema_fingerprint(db: Database) -> list[tuple[str, str, str]]:
@@ -69,6 +75,16 @@ def test_database_newer_than_code_is_refused(db: Database) -> None:
         db.query("DELETE FROM schema_migrations WHERE version = %s", (latest + 1,))
 
 
+def test_a_database_that_recorded_an_edited_migration_is_refused_with_one_line(db: Database) -> None:
+    db.query("UPDATE schema_migrations SET checksum = 'edited' WHERE version = 1")
+    try:
+        with pytest.raises(ChangedMigration) as refused:
+            migrate(db)
+        assert "\n" not in str(refused.value) and "0001_initial" in str(refused.value)
+    finally:
+        db.query("UPDATE schema_migrations SET checksum = %s WHERE version = 1", (_checksum(migration_files()[0][2]),))
+
+
 #: The record the pre-release migrations (0001 to 0018, squashed into 0001_initial) left.
 PRE_RELEASE = [
     (1, "initial"), (2, "queue"), (3, "books"), (4, "snapshot"), (5, "exact_under_faults"),
@@ -93,9 +109,11 @@ def scratch_url(database_url: str) -> Iterator[str]:
 
 def _as_pre_release(db: Database, up_to: int) -> None:
     """Make a migrated database look as the pre-release chain left it at ``up_to``: its record, the claim under
-    its pre-release name and a replaced version nobody dropped."""
+    its pre-release name, a replaced version nobody dropped, no index of the claim's domains probe and an
+    empty tasks_archive."""
     db.query("ALTER FUNCTION queue_claim_v3 RENAME TO queue_claim_v4")
-    db.query("DROP INDEX idx_tasks_pending_domain")  # made after the pre-release chain, by 0003
+    db.query("DROP INDEX idx_tasks_pending_domain")
+    db.query("CREATE TABLE tasks_archive (LIKE tasks, archived_at TIMESTAMPTZ NOT NULL DEFAULT now())")
     db.query("CREATE FUNCTION queue_claim_v3() RETURNS INTEGER LANGUAGE sql AS 'SELECT 3'")
     db.query("DELETE FROM schema_migrations")
     for version, name in PRE_RELEASE:
@@ -136,37 +154,73 @@ def test_a_database_of_an_earlier_pre_release_migration_is_refused_with_one_line
         db.close()
 
 
-def test_a_database_at_0001_upgrades_to_the_claim_of_0002_keeping_its_round_robin_state(database_url: str) -> None:
-    """0002 replaces the claim's functions of 0001 (new versions, the old ones dropped): a database that 0.1.0's
-    0001_initial made moves to the current schema, its tasks and round-robin state as they were."""
-    name = urlsplit(database_url).path.strip("/") + "_at_0001"
+def test_replaces_names_each_squashed_migration_as_it_recorded_itself() -> None:
+    recorded = [(int(path.name[:4]), path.stem[5:], _checksum(path.read_text(encoding="utf-8"))) for path in SQUASHED]
+    assert list(REPLACES) == recorded
+
+
+def _built_by_the_squashed_migrations(db: Database, up_to: int) -> None:
+    """Build an empty database as the runner did with the squashed migrations up to version ``up_to``."""
+    db.query(
+        "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, checksum TEXT NOT NULL,"
+        " applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
+    )
+    for path in SQUASHED[:up_to]:
+        sql = path.read_text(encoding="utf-8")
+        db.query(sql)
+        db.query(
+            "INSERT INTO schema_migrations (version, name, checksum) VALUES (%s, %s, %s)",
+            (int(path.name[:4]), path.stem[5:], _checksum(sql)),
+        )
+
+
+@pytest.mark.parametrize("up_to", [1, 2, 3])
+def test_a_database_of_the_squashed_migrations_is_moved_to_0001_keeping_its_rows(database_url: str, up_to: int) -> None:
+    """A database the squashed migrations built, to their last or an earlier one, migrates without error to
+    0001_initial and ends with exactly schema.sql, its tasks and round-robin state as they were."""
+    name = urlsplit(database_url).path.strip("/") + f"_squashed_{up_to}"
     url = urlunsplit(urlsplit(database_url)._replace(path=f"/{name}"))
     _admin(database_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)', f'CREATE DATABASE "{name}"')
     db = Database(url)
     try:
-        _version, initial_name, initial = migration_files()[0]
-        db.query(initial)
-        db.query(
-            "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, checksum TEXT NOT NULL,"
-            " applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
-        )
-        db.query(
-            "INSERT INTO schema_migrations (version, name, checksum) VALUES (1, %s, %s)",
-            (initial_name, _checksum(initial)),
-        )
+        _built_by_the_squashed_migrations(db, up_to)
+        db.query("INSERT INTO tasks (task_type, payload) VALUES ('detail', '{\"url\": \"https://x/a\"}')")
         db.query("INSERT INTO queue_scopes (scope) VALUES ('groups:detail')")
         db.query("INSERT INTO queue_members (scope, member, weight, current) VALUES ('groups:detail', 'a', 2, -1)")
-        assert db.query(
-            "SELECT to_regprocedure('queue_claim_pick_fair_v1(text[], boolean, boolean, timestamptz,"
-            " text[], bigint[], text[], double precision[], text[], integer[], integer[],"
-            " double precision[], bigint[], boolean[], boolean[])') IS NOT NULL AS old"
-        )[0]["old"]
         report = migrate(db)
-        assert report.applied == [f"{v:04d}_{n}" for v, n, _ in migration_files()[1:]]
+        moved = f"{up_to:04d}_{REPLACES[up_to - 1][1]}"
+        assert report.applied == [f"0001_initial (moved from {moved})"]
+        assert report.current_version == report.latest_version
+        recorded = db.query("SELECT version, name, checksum FROM schema_migrations ORDER BY version")
+        assert [(r["version"], r["name"], r["checksum"]) for r in recorded] == [
+            (v, n, _checksum(sql)) for v, n, sql in migration_files()
+        ]
+        assert [r["payload"]["url"] for r in db.query("SELECT payload FROM tasks")] == ["https://x/a"]
         member = db.query("SELECT weight, current FROM queue_members WHERE member = 'a'")[0]
         assert (member["weight"], member["current"]) == (2, -1)
+        assert migrate(db).applied == []
         db.close()
         assert dump_schema(url) == schema_text(SCHEMA.read_text(encoding="utf-8"))
+    finally:
+        db.close()
+        _admin(database_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def test_a_database_of_the_squashed_migrations_whose_tasks_archive_holds_rows_is_not_moved(database_url: str) -> None:
+    """0001_initial has no tasks_archive: the move drops an empty one, and stops at one holding rows (they are the
+    owner's to keep or drop), leaving the database as it was."""
+    name = urlsplit(database_url).path.strip("/") + "_squashed_archive"
+    url = urlunsplit(urlsplit(database_url)._replace(path=f"/{name}"))
+    _admin(database_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)', f'CREATE DATABASE "{name}"')
+    db = Database(url)
+    try:
+        _built_by_the_squashed_migrations(db, len(REPLACES))
+        db.query("INSERT INTO tasks_archive (task_type, payload) VALUES ('detail', '{}')")
+        with pytest.raises(SchemaRefused, match=r"^tasks_archive holds finished tasks") as refused:
+            migrate(db)
+        assert "\n" not in str(refused.value)
+        assert current_version(db) == len(REPLACES)
+        assert db.query("SELECT count(*) AS n FROM tasks_archive")[0]["n"] == 1
     finally:
         db.close()
         _admin(database_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

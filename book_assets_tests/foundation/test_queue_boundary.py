@@ -9,7 +9,7 @@ from pathlib import Path
 from book_assets.settings import PROJECT_ROOT
 
 PACKAGE = PROJECT_ROOT / "book_assets"
-QUEUE_TABLES = r"(tasks|tasks_archive|domains|queue_members|queue_scopes)"
+QUEUE_TABLES = r"(tasks|domains|queue_members|queue_scopes)"
 USES_TABLE = re.compile(rf"\b(FROM|JOIN|UPDATE|INTO|TABLE)\s+{QUEUE_TABLES}\b", re.IGNORECASE)
 OWNED_BY_QUEUE = {PACKAGE / "sql" / "queue.sql", PACKAGE / "sql" / "schema.sql"}
 

@@ -215,12 +215,15 @@ def test_stats_count_by_type_and_status_and_measure_throughput(queue: TaskQueue)
     assert stats.oldest_pending_s is not None and stats.oldest_pending_s >= 0
 
 
-def test_prune_deletes_or_archives_old_finished_tasks_only(queue: TaskQueue, db: Database) -> None:
+def test_prune_deletes_old_finished_tasks_only(queue: TaskQueue, db: Database) -> None:
     queue.enqueue_many(NewTask("detail", {"url": url(i)}) for i in range(3))
     queue.complete_many(queue.claim("w", 2).tasks)
     db.query("UPDATE tasks SET completed_at = now() - interval '2 hours' WHERE id = 1")
-    assert queue.prune(3600, archive=True) == 1
-    assert db.query("SELECT id FROM tasks_archive") == [{"id": 1}]
+    assert queue.prune(3600) == 1
+    assert db.query("SELECT id, status FROM tasks ORDER BY id") == [
+        {"id": 2, "status": "completed"},
+        {"id": 3, "status": "pending"},
+    ]
     assert queue.prune(0) == 1
     assert db.query("SELECT status FROM tasks") == [{"status": "pending"}]
 
