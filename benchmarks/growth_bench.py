@@ -214,11 +214,11 @@ def _crawl(url: str, settings: dict[str, Any], extra_starts: list[str], out: Con
     t1 = time.perf_counter()
     memory = TreeMemory()
     memory.start()
-    run, stats = pipeline.work(run)
+    run, stats = pipeline.work(url, run)
     tree = memory.stop()
     t2 = time.perf_counter()
     with _timed_steps(steps):
-        report = pipeline.finish(run, stats)
+        report = pipeline.finish(url, run, stats)
     t3 = time.perf_counter()
     me = resource.getrusage(resource.RUSAGE_SELF)
     claims = sorted(ms for ms, n in stats.claim_ms.items() for _ in range(n))

@@ -1,7 +1,8 @@
 """One crawl, composed once: the functions the CLI and the Dagster steps call, in the same order.
 
 A run begins (:func:`begin`: its politeness and weights stored where every worker sees them, its crawl
-opened, the start page seeded) and is from then on one value, :class:`CrawlRun`, handed to each step after.
+opened, the start page seeded) and is from then on one value, :class:`CrawlRun`, handed to each step after
+beside the database's URL (the run holds no credentials).
 It works (W worker processes drain the queue, discovery and details interleaved by the queue's scheduler)
 and finishes (:func:`finish`: the archive indexed, the figures read from the database, the removals
 settled, the finished tasks pruned, the crawl's trace closed). A budgeted crawl (``deep_budget``) discovers
@@ -15,7 +16,7 @@ import json
 import sys
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
@@ -27,7 +28,7 @@ from book_assets.crawl.drain import drain as run_drain
 from book_assets.crawl.drain import warm_up
 from book_assets.crawl.robots import RobotsRecord, forget_robots, list_robots
 from book_assets.crawl.stats import WorkerStats
-from book_assets.db.connection import Database, mask_url
+from book_assets.db.connection import Database
 from book_assets.db.migrations import migrate
 from book_assets.observe.tracing import record_crawl
 from book_assets.queue import AutoThrottle, GroupBudget, TaskQueue, domain_of
@@ -313,18 +314,19 @@ class ProgressBar:
         )
 
 
-@dataclass(frozen=True, repr=False)
+@dataclass(frozen=True)
 class CrawlRun:
     """One run of a crawl, built once when it begins and handed to every step after (in this process, in
-    another, on another host): the resolved configuration, where the queue is, and what the beginning did.
+    another, on another host): the resolved configuration and what the beginning did.
 
     A step that learns something (the deep budget's quotas) derives a new value (``dataclasses.replace``);
     nothing re-resolves the configuration after the run began, so every step of a run crawls alike whatever
-    the environment of the process it runs in. Picklable: Dagster hands it from step to step.
+    the environment of the process it runs in. Picklable: Dagster hands it from step to step, and keeps it,
+    pickled, as the step's output. So it holds no credentials: where the queue is (the database's URL, its
+    password in it) is handed beside it by whoever connects, the CLI from its settings and each Dagster step
+    from its database resource.
     """
 
-    #: Where the queue is (its password masked in ``repr``).
-    database_url: str
     config: CrawlConfig
     #: The run's start on the database's clock: its figures count what the queue did from here, and its
     #: elapsed time is read by the same clock, whichever step or host reports.
@@ -340,10 +342,6 @@ class CrawlRun:
     #: The deep budget's quota per category, set once discovery has finished (:func:`split_before_details`).
     quotas: Mapping[str, int] = field(default_factory=dict)
 
-    def __repr__(self) -> str:
-        shown = (f"{f.name}={getattr(self, f.name)!r}" for f in fields(self) if f.name != "database_url")
-        return f"CrawlRun(database_url={mask_url(self.database_url)!r}, {', '.join(shown)})"
-
     @property
     def started_on(self) -> date:
         """The day (UTC) the run started: the first whose archive its report indexes."""
@@ -358,7 +356,7 @@ def begin(database_url: str, config: CrawlConfig) -> CrawlRun:
         prepare(db, config)
         opened = open_crawl(db)
         seeded = seed(db, config)
-    return CrawlRun(database_url, config, since=opened.started_at, opened=opened, seeded=seeded)
+    return CrawlRun(config, since=opened.started_at, opened=opened, seeded=seeded)
 
 
 def begin_retry(database_url: str, config: CrawlConfig, *, include_permanent: bool = False) -> CrawlRun:
@@ -374,18 +372,18 @@ def begin_retry(database_url: str, config: CrawlConfig, *, include_permanent: bo
         queue = make_queue(db, config)
         since = queue.now()
         requeued = queue.requeue() if include_permanent else requeue_due(db, config.requeue_policy)
-    return CrawlRun(database_url, config, since=since, retrying=True, requeued=requeued)
+    return CrawlRun(config, since=since, retrying=True, requeued=requeued)
 
 
 def join(database_url: str, config: CrawlConfig) -> CrawlRun:
     """A run that drains what is pending and opens no crawl (a crawl's run elsewhere settles its own)."""
     with Database(database_url) as db:
         since = make_queue(db, config).now()
-    return CrawlRun(database_url, config, since=since)
+    return CrawlRun(config, since=since)
 
 
 def split_before_details(
-    run: CrawlRun, task_types: tuple[str, ...], *, workers: int | None, progress: bool = False
+    database_url: str, run: CrawlRun, task_types: tuple[str, ...], *, workers: int | None, progress: bool = False
 ) -> tuple[CrawlRun, WorkerStats, tuple[str, ...]]:
     """The deep budget's rule: what must be done before the detail pages are drained; the run (with its
     quotas), what that did and the types left to drain.
@@ -398,31 +396,36 @@ def split_before_details(
     if run.config.deep_budget is None or DETAIL not in task_types:
         return run, stats, task_types
     if LISTING in task_types:
-        stats.merge(drain(run.database_url, run.config, task_types=(LISTING,), workers=workers, progress=progress))
-    with Database(run.database_url) as db:
+        stats.merge(drain(database_url, run.config, task_types=(LISTING,), workers=workers, progress=progress))
+    with Database(database_url) as db:
         quotas = apply_budget(db, run.config)
     return replace(run, quotas=quotas), stats, (DETAIL,)
 
 
 def work(
-    run: CrawlRun, *, task_types: tuple[str, ...] = TASK_TYPES, workers: int | None = None, progress: bool = False
+    database_url: str,
+    run: CrawlRun,
+    *,
+    task_types: tuple[str, ...] = TASK_TYPES,
+    workers: int | None = None,
+    progress: bool = False,
 ) -> tuple[CrawlRun, WorkerStats]:
     """Drain the queue's ``task_types`` with this process's workers (:func:`split_before_details` first)."""
     if run.config.archive_dir:  # the report that follows indexes the day's archive
         load_indexer_meanwhile()
-    run, stats, left = split_before_details(run, task_types, workers=workers, progress=progress)
-    stats.merge(drain(run.database_url, run.config, task_types=left, workers=workers, progress=progress))
+    run, stats, left = split_before_details(database_url, run, task_types, workers=workers, progress=progress)
+    stats.merge(drain(database_url, run.config, task_types=left, workers=workers, progress=progress))
     return run, stats
 
 
 # --------------------------------------------------------------------------- the crawl's end, step by step
 
 
-def finish(run: CrawlRun, stats: WorkerStats) -> CrawlReport:
+def finish(database_url: str, run: CrawlRun, stats: WorkerStats) -> CrawlReport:
     """The crawl's end, in this order for the CLI and Dagster alike: the days' archive indexed, the figures
     read, the removals settled, the finished tasks pruned, the crawl's trace closed; what the run did."""
     archive = index_archive(run)
-    with Database(run.database_url) as db:
+    with Database(database_url) as db:
         queue = make_queue(db, run.config)
         report = read_report(db, queue, run, stats, archive)
         report = replace(
@@ -501,12 +504,13 @@ def crawl_days(first: date) -> list[date]:
 
 def crawl(database_url: str, config: CrawlConfig, *, progress: bool = False) -> CrawlReport:
     """A whole crawl: begin, work until drained, finish."""
-    return finish(*work(begin(database_url, config), progress=progress))
+    return finish(database_url, *work(database_url, begin(database_url, config), progress=progress))
 
 
 def retry_failed(database_url: str, config: CrawlConfig, *, include_permanent: bool = False) -> CrawlReport:
     """A retry of the failures (:func:`begin_retry`), worked until drained, finished."""
-    return finish(*work(begin_retry(database_url, config, include_permanent=include_permanent)))
+    run = begin_retry(database_url, config, include_permanent=include_permanent)
+    return finish(database_url, *work(database_url, run))
 
 
 def apply_budget(db: Database, config: CrawlConfig) -> dict[str, int]:

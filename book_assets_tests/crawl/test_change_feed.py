@@ -207,7 +207,7 @@ def test_pending_listing_pages_at_the_report_decide_nothing(
     partial = begin(database_url, config)
     # The start page and the first pages of both categories; their next pages stay pending.
     stats = asyncio.run(Worker(database_url, config, task_types=(LISTING,), max_tasks=3).run())
-    report = finish(partial, stats)
+    report = finish(database_url, partial, stats)
     assert removed_paths(db) == set()
     assert report.removals is not None and not report.removals.decided
     assert report.removals.line().startswith("removed: not decided (")
@@ -215,7 +215,7 @@ def test_pending_listing_pages_at_the_report_decide_nothing(
     # Left open, for the run to settle once its listing pages are done.
     assert partial.opened is not None
     assert db.query("SELECT finished_at FROM crawls WHERE id = %s", (partial.opened.id,))[0]["finished_at"] is None
-    settled = finish(*work(partial))
+    settled = finish(database_url, *work(database_url, partial))
     assert settled.removals is not None and settled.removals.decided
     assert removed_paths(db) == paths({NONFICTION_BOOK, COMMENT_BOOK}, DAY0)
 
@@ -229,13 +229,13 @@ def test_a_drain_that_opened_no_crawl_leaves_the_open_crawl_to_the_run_that_open
     owner = begin(database_url, config)  # a crawl in progress (its run on another host, say)
     assert owner.opened is not None
     # A drain-only run here: it drains the whole queue, the owner's pages among it, and reports.
-    drained = finish(*work(join(database_url, config)))
+    drained = finish(database_url, *work(database_url, join(database_url, config)))
     assert drained.removals is not None and not drained.removals.decided
     assert removed_paths(db) == set()
     still_open = db.query("SELECT id FROM crawls WHERE finished_at IS NULL")
     assert [r["id"] for r in still_open] == [owner.opened.id]
     # The run that opened the crawl settles it.
-    report = finish(*work(owner))
+    report = finish(database_url, *work(database_url, owner))
     assert report.removals is not None and report.removals.decided
     assert removed_paths(db) == paths({NONFICTION_BOOK, COMMENT_BOOK}, DAY0)
 

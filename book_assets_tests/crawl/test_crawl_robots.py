@@ -104,7 +104,7 @@ def test_crawl_delay_spaces_the_request_starts_of_two_workers(
     assert sorted(path for path, _ in arrivals) == sorted(slots)
     early = {path: round(slots[path] - t, 3) for path, t in arrivals if t < slots[path] - EARLY_S}
     assert early == {}, f"requests that reached the site before their slot (s early): {early}"
-    report = finish(join(database_url, config), stats)
+    report = finish(database_url, join(database_url, config), stats)
     assert "Crawl-delay 0.2 s applied" in "\n".join(report.summary_lines())
 
 

@@ -124,7 +124,7 @@ def test_a_crawl_under_faults_is_one_trace_of_task_trees_whose_outcomes_match_th
     site = sandbox_factory(faults=Faults(error_rate=0.15, reset_rate=0.05, scripted={p: ["404"] for p in travel[:2]}))
     config = sandbox_config(site.url, categories=("Travel", "Mystery"), workers=2, concurrency=4)
     run = begin(database_url, config)
-    report = finish(*work(run))
+    report = finish(database_url, *work(database_url, run))
     assert run.opened is not None
     trace_id, root_id = tracing.crawl_span_ids(run.opened)
 
@@ -183,7 +183,7 @@ def test_the_task_sampler_keeps_every_attempt_that_did_not_complete_and_its_rati
     monkeypatch.setenv("OTEL_TRACES_SAMPLER_ARG", "0.25")
     site = sandbox_factory(faults=Faults(error_rate=0.15, reset_rate=0.05))
     config = sandbox_config(site.url, categories=("Travel", "Mystery"), workers=2, concurrency=4)
-    report = finish(*work(begin(database_url, config)))
+    report = finish(database_url, *work(database_url, begin(database_url, config)))
 
     tasks = [s for s in receiver.spans if s.name.startswith("task ")]
     assert [s.name for s in receiver.spans if not s.name.startswith("task ")] == ["crawl"]

@@ -8,7 +8,9 @@ budget's discovery, which sets the run's quotas) and fans out the drain steps, e
 share of the workers until the queue has nothing left it may claim, and ``report_crawl`` finishes the run
 (:func:`~book_assets.crawl.pipeline.finish`) and emits the assets' outputs, whose metadata is the
 materialization's (:mod:`book_assets.defs.crawl.assets`). No step after the first resolves the configuration
-again: steps on other hosts, in other environments, crawl as the run began.
+again: steps on other hosts, in other environments, crawl as the run began. Dagster keeps every step's output
+(its IO manager pickles it to storage), so the run value holds no credentials: each step that connects takes
+the database's URL from its ``database`` resource, never from its inputs.
 
 A drain step that fails (its workers all died, the database refused it) hands its error on instead of
 raising: Dagster would otherwise skip the report, and the books the other steps (or the failed one, before it
@@ -146,11 +148,11 @@ def seed_queue(
     description="Do what must come before the split (a deep budget's discovery), then fan out the drain steps.",
 )
 def share_work(
-    context: dg.OpExecutionContext, config: CrawlStepsConfig, run: CrawlRun
+    context: dg.OpExecutionContext, config: CrawlStepsConfig, database: DatabaseResource, run: CrawlRun
 ) -> Iterator[dg.Output[SharedWork] | dg.DynamicOutput[Share]]:
     task_types = tuple(config.task_types)
     with transient_only():
-        run, first, shared_types = split_before_details(run, task_types, workers=1)
+        run, first, shared_types = split_before_details(database.resolved_url(), run, task_types, workers=1)
     split = shares(run, shared_types, step_per_worker=config.step_per_worker)
     context.log.info(f"{len(split)} drain step(s) share the {', '.join(shared_types)} tasks")
     yield dg.Output(
@@ -166,11 +168,10 @@ def share_work(
     retry_policy=TRANSIENT_RETRY,
     description="Run this step's workers until no claimable task of its types is left.",
 )
-def drain_queue(context: dg.OpExecutionContext, share: Share) -> dg.Output[Drained]:
+def drain_queue(context: dg.OpExecutionContext, database: DatabaseResource, share: Share) -> dg.Output[Drained]:
     worker = f"{socket.gethostname()}:{os.getpid()}"
     try:
-        run = share.run
-        stats = drain(run.database_url, run.config, task_types=share.task_types, workers=share.workers)
+        stats = drain(database.resolved_url(), share.run.config, task_types=share.task_types, workers=share.workers)
     except Exception as exc:
         if is_transient(exc) and context.retry_number < TRANSIENT_RETRY.max_retries:
             raise  # the step's retry policy runs it again: a retried step resumes the same queue
@@ -194,7 +195,11 @@ def drain_queue(context: dg.OpExecutionContext, share: Share) -> dg.Output[Drain
     description="Read what the run did from the database and record the assets it changed.",
 )
 def report_crawl(
-    context: dg.OpExecutionContext, config: CrawlStepsConfig, shared: SharedWork, drained: list[Drained]
+    context: dg.OpExecutionContext,
+    config: CrawlStepsConfig,
+    database: DatabaseResource,
+    shared: SharedWork,
+    drained: list[Drained],
 ) -> Iterator[dg.Output[None]]:
     stats = WorkerStats(worker_id="all")
     stats.merge(shared.first)
@@ -203,13 +208,14 @@ def report_crawl(
     errors = [f"{one.worker}: {one.error}" for one in drained if one.error is not None]
     run = shared.run
     with transient_only():
+        url = database.resolved_url()
         if config.settle_crawl is not None:
-            with Database(run.database_url) as db:
+            with Database(url) as db:
                 settling = find_crawl(db, config.settle_crawl)
             if settling is None:
                 raise dg.Failure(f"settle_crawl: no crawl {config.settle_crawl} in the crawls table")
             run = replace(run, opened=settling)
-        report = finish(run, stats)
+        report = finish(url, run, stats)
     for line in report.summary_lines():
         context.log.info(line)
     if report.failure and not errors:
