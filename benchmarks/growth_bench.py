@@ -71,7 +71,7 @@ from book_assets.db.migrations import migrate
 from book_assets.sandbox.catalogue import Catalogue
 
 BENCH_DB = "bookpipeline_bench_growth"
-#: The steps of ``Crawl.report`` timed one by one (module attributes of ``book_assets.crawl.pipeline``).
+#: The steps of ``pipeline.finish`` timed one by one (module attributes of ``book_assets.crawl.pipeline``).
 END_STEPS = ("book_counts", "settle", "list_robots", "index_days", "list_decisions")
 
 
@@ -204,10 +204,9 @@ def _rss(process: psutil.Process) -> int:
 def _crawl(url: str, settings: dict[str, Any], extra_starts: list[str], out: Connection) -> None:
     before = resource.getrusage(resource.RUSAGE_SELF)  # after the imports, which are not the crawl's
     config = CrawlConfig.resolve(**settings)
-    crawl = pipeline.Crawl(url, config)
     steps: dict[str, float] = {}
     t0 = time.perf_counter()
-    crawl.start()
+    run = pipeline.begin(url, config)
     with Database(url) as db:
         queue = make_queue(db, config)
         for start in extra_starts:
@@ -215,11 +214,11 @@ def _crawl(url: str, settings: dict[str, Any], extra_starts: list[str], out: Con
     t1 = time.perf_counter()
     memory = TreeMemory()
     memory.start()
-    stats = crawl.work()
+    run, stats = pipeline.work(url, run)
     tree = memory.stop()
     t2 = time.perf_counter()
     with _timed_steps(steps):
-        report = crawl.report(stats)
+        report = pipeline.finish(url, run, stats)
     t3 = time.perf_counter()
     me = resource.getrusage(resource.RUSAGE_SELF)
     claims = sorted(ms for ms, n in stats.claim_ms.items() for _ in range(n))

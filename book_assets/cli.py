@@ -23,6 +23,7 @@ from book_assets.setting_options import setting_options
 from book_assets.settings import ConfigError, Settings, load_settings
 
 if TYPE_CHECKING:
+    from book_assets.crawl.config import CrawlConfig
     from book_assets.publish import changes, export
 
 P = ParamSpec("P")
@@ -175,7 +176,7 @@ CRAWL_OPTIONS: tuple[str | tuple[str, str], ...] = (
 )
 
 
-def _crawl_config(overrides: dict[str, Any], *, forks_workers: bool = False) -> tuple[str, Any]:
+def _crawl_config(overrides: dict[str, Any], *, forks_workers: bool = False) -> tuple[str, CrawlConfig]:
     """The database URL (migrated) and the crawl the settings with ``overrides`` describe.
 
     ``forks_workers``: the command will fork the crawl's worker processes; their fork server starts first, so
@@ -192,7 +193,7 @@ def _crawl_config(overrides: dict[str, Any], *, forks_workers: bool = False) -> 
         return database.url, config
 
 
-def _pages_in_flight(config: Any) -> str:
+def _pages_in_flight(config: CrawlConfig) -> str:
     low, high = config.min_concurrency, config.fetch.concurrency
     return str(high) if low == high else f"{low}..{high} (autoscaled)"
 

@@ -1,10 +1,13 @@
-"""One crawl, composed once: :class:`Crawl` is what the CLI, the Dagster assets and the Dagster ops call.
+"""One crawl, composed once: the functions the CLI and the Dagster steps call, in the same order.
 
-A crawl starts (its politeness and weights stored where every worker sees them, the start page seeded),
-works (W worker processes drain the queue, discovery and details interleaved by the queue's scheduler) and
-reports from the database. A budgeted crawl (``deep_budget``) discovers first, then splits the budget
-across the discovered categories by weight and hands each category exactly its quota through the queue's
-per-group budgets.
+A run begins (:func:`begin`: its politeness and weights stored where every worker sees them, its crawl
+opened, the start page seeded) and is from then on one value, :class:`CrawlRun`, handed to each step after
+beside the database's URL (the run holds no credentials).
+It works (W worker processes drain the queue, discovery and details interleaved by the queue's scheduler)
+and finishes (:func:`finish`: the archive indexed, the figures read from the database, the removals
+settled, the finished tasks pruned, the crawl's trace closed). A budgeted crawl (``deep_budget``) discovers
+first, then splits the budget across the discovered categories by weight and hands each category exactly
+its quota through the queue's per-group budgets (:func:`split_before_details`).
 """
 
 from __future__ import annotations
@@ -12,7 +15,8 @@ from __future__ import annotations
 import json
 import sys
 import time
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
@@ -310,179 +314,186 @@ class ProgressBar:
         )
 
 
-class Crawl:
-    """One crawl of ``config`` through the queue at ``database_url``."""
+@dataclass(frozen=True)
+class CrawlRun:
+    """One run of a crawl, built once when it begins and handed to every step after (in this process, in
+    another, on another host): the resolved configuration and what the beginning did.
 
-    def __init__(
-        self,
-        database_url: str,
-        config: CrawlConfig,
-        *,
-        since: datetime | None = None,
-        opened: OpenCrawl | None = None,
-    ) -> None:
-        """``since``: the run's start on the database's clock, when an earlier step of the same run began it
-        in another process or on another host (:attr:`since` there); figures and time count from it.
-        ``opened``: the crawl that earlier step opened (:attr:`opened` there), or one a report names; the
-        report settles it. A run that neither opened nor names a crawl settles none."""
-        self.database_url = database_url
-        self.config = config
-        self.quotas: dict[str, int] = {}
-        self.seeded = False
-        self.requeued = 0
-        #: The crawl this run opened (:meth:`start`) or was handed; the only one its report settles.
-        self.opened: OpenCrawl | None = opened
-        #: A retry of the failures (:meth:`requeue_failed`): its report decides no removals.
-        self.retrying = False
-        self._started = time.monotonic()
-        self._since = since
-        self._resumed = since is not None
-        self._started_on = (since or datetime.now(UTC)).astimezone(UTC).date()
+    A step that learns something (the deep budget's quotas) derives a new value (``dataclasses.replace``);
+    nothing re-resolves the configuration after the run began, so every step of a run crawls alike whatever
+    the environment of the process it runs in. Picklable: Dagster hands it from step to step, and keeps it,
+    pickled, as the step's output. So it holds no credentials: where the queue is (the database's URL, its
+    password in it) is handed beside it by whoever connects, the CLI from its settings and each Dagster step
+    from its database resource.
+    """
+
+    config: CrawlConfig
+    #: The run's start on the database's clock: its figures count what the queue did from here, and its
+    #: elapsed time is read by the same clock, whichever step or host reports.
+    since: datetime
+    #: The crawl this run opened, or one its report was told to settle; the only one its report settles and
+    #: whose trace it closes. None: a drain-only run or a retry of the failures.
+    opened: OpenCrawl | None = None
+    seeded: bool = False
+    #: A retry of the failures (:func:`begin_retry`): its report decides no removals.
+    retrying: bool = False
+    #: Failed tasks moved back to pending before the drain.
+    requeued: int = 0
+    #: The deep budget's quota per category, set once discovery has finished (:func:`split_before_details`).
+    quotas: Mapping[str, int] = field(default_factory=dict)
 
     @property
-    def since(self) -> datetime | None:
-        """When the run started on the database's clock (None until it starts)."""
-        return self._since
+    def started_on(self) -> date:
+        """The day (UTC) the run started: the first whose archive its report indexes."""
+        return self.since.astimezone(UTC).date()
 
-    def _mark_start(self, db: Database) -> None:
-        """The run starts now on the database's clock; its figures count what the queue did from here."""
-        if self._since is None:
-            self._since = make_queue(db, self.config).now()
 
-    def start(self) -> bool:
-        """Store the crawl's policies and seed the start page; False when it was already queued."""
-        warm_up(self.config.workers, self.config.metrics_port)
-        with Database(self.database_url) as db:
-            prepare(db, self.config)
-            self.opened = open_crawl(db)
-            if self._since is None:  # the run starts when its crawl opens, on the database's clock
-                self._since = self.opened.started_at
-            self.seeded = seed(db, self.config)
-        return self.seeded
+def begin(database_url: str, config: CrawlConfig) -> CrawlRun:
+    """Store the crawl's policies, open the crawl and seed the start page: the run, which starts when its
+    crawl opens (on the database's clock). ``seeded`` is False when the start page was already queued."""
+    warm_up(config.workers, config.metrics_port)
+    with Database(database_url) as db:
+        prepare(db, config)
+        opened = open_crawl(db)
+        seeded = seed(db, config)
+    return CrawlRun(config, since=opened.started_at, opened=opened, seeded=seeded)
 
-    def work(
-        self, *, task_types: tuple[str, ...] = TASK_TYPES, workers: int | None = None, progress: bool = False
-    ) -> WorkerStats:
-        """Drain the queue's ``task_types``; with a deep budget, details only after discovery has finished."""
-        if self.config.archive_dir:  # the report that follows indexes the day's archive
-            load_indexer_meanwhile()
-        if self._since is None:
-            with Database(self.database_url) as db:
-                self._mark_start(db)
-        if self.config.deep_budget is None or DETAIL not in task_types:
-            return drain(self.database_url, self.config, task_types=task_types, workers=workers, progress=progress)
-        stats = WorkerStats(worker_id="all")
-        if LISTING in task_types:
-            stats.merge(
-                drain(self.database_url, self.config, task_types=(LISTING,), workers=workers, progress=progress)
-            )
-        with Database(self.database_url) as db:
-            self.quotas = apply_budget(db, self.config)
-        stats.merge(drain(self.database_url, self.config, task_types=(DETAIL,), workers=workers, progress=progress))
-        return stats
 
-    def before_sharing(self, task_types: tuple[str, ...] = TASK_TYPES) -> tuple[WorkerStats, tuple[str, ...]]:
-        """What must be done before separate workers share ``task_types``, done here; the types left to share.
+def begin_retry(database_url: str, config: CrawlConfig, *, include_permanent: bool = False) -> CrawlRun:
+    """A retry of the failures: the failed pages that can succeed moved back to pending (no new seed).
 
-        For workers that are not this crawl's own processes (one Dagster step each): a budgeted crawl splits
-        its budget only once discovery has finished (see :meth:`work`), so its listing pages are drained here
-        by one worker and the budget is set, and the workers share the detail pages. Otherwise nothing comes
-        first and the workers share every type, interleaved.
-        """
-        with Database(self.database_url) as db:
-            self._mark_start(db)
-        stats = WorkerStats(worker_id="all")
-        if self.config.deep_budget is None or DETAIL not in task_types:
-            return stats, task_types
-        if LISTING in task_types:
-            stats.merge(drain(self.database_url, self.config, task_types=(LISTING,), workers=1))
-        with Database(self.database_url) as db:
-            self.quotas = apply_budget(db, self.config)
-        return stats, (DETAIL,)
+    Those are the pages failing now whose error kind can change and whose requeue is due
+    (:attr:`CrawlConfig.requeue_policy`); ``include_permanent`` moves every failed task back instead (an
+    operator's choice: a 404 that a site fixed). The crawl's policies are stored first, as :func:`begin`
+    does: the retry follows this run's politeness.
+    """
+    with Database(database_url) as db:
+        prepare(db, config)
+        queue = make_queue(db, config)
+        since = queue.now()
+        requeued = queue.requeue() if include_permanent else requeue_due(db, config.requeue_policy)
+    return CrawlRun(config, since=since, retrying=True, requeued=requeued)
 
-    def report(self, stats: WorkerStats) -> CrawlReport:
-        """What the crawl did, with every count read from the database; the days' archive indexed."""
-        archive = index_days(self.config.archive_dir, crawl_days(self._started_on)) if self.config.archive_dir else []
-        with Database(self.database_url) as db:
-            queue = make_queue(db, self.config)
-            self._mark_start(db)
-            assert self._since is not None
-            if self._resumed:  # begun elsewhere: only the database's clock spans the run's steps
-                elapsed_s = (queue.now() - self._since).total_seconds()
-            else:
-                elapsed_s = time.monotonic() - self._started
-            report = CrawlReport(
-                config=self.config,
-                stats=stats,
-                counts=book_counts(db),
-                run=RunFigures.read(db, queue, self._since),
-                failed_by_reason=queue.stats().failed_kinds(),
-                seeded=self.seeded,
-                requeued=self.requeued,
-                quotas=self.quotas,
-                budgets=queue.budget_report(DETAIL) if self.quotas else [],
-                elapsed_s=elapsed_s,
-                decisions=list_decisions(db) if self.config.fetch.mode == "adaptive" else [],
-                archive=archive,
-                removals=self._settle(db, queue),
-                robots=list_robots(db, sorted(self.config.allowed_domains)),
-                politeness=[p for d in politeness_domains(self.config) if (p := queue.domain_policy(d))],
-                tasks_pruned=self._prune(queue),
-            )
-        if self.opened is not None and not self.retrying:  # the crawl's root span, by the run that opened it
-            record_crawl(self.opened, report.span_attributes(), report.failure)
-        return report
 
-    def _prune(self, queue: TaskQueue) -> int:
-        """Delete the finished tasks older than the retention (none when it is 0), in short batches; the books,
-        their versions, the pages and the archive are data and stay."""
-        days = self.config.task_retention_days
-        return queue.prune(days * 86400) if days > 0 else 0
+def join(database_url: str, config: CrawlConfig) -> CrawlRun:
+    """A run that drains what is pending and opens no crawl (a crawl's run elsewhere settles its own)."""
+    with Database(database_url) as db:
+        since = make_queue(db, config).now()
+    return CrawlRun(config, since=since)
 
-    def _settle(self, db: Database, queue: TaskQueue) -> Removals:
-        """Decide removals from what this run's crawl's listing pages showed (:mod:`book_assets.store.removals`).
 
-        Only the crawl this run opened or was handed, and only once its queue holds no listing page a worker
-        could still process: a drain-only run (its crawl's own run perhaps still at work on another host)
-        and a report that comes early leave the crawl open, for its run to settle.
-        """
-        if self.retrying:
-            return settle(db, None, undecided="a retry of the failures sees only the pages it retried")
-        if self.opened is None:
-            return Removals(decided=False, reason="this run opened no crawl; the run that opened it settles it")
-        left = queue.outstanding((LISTING,))
-        if left:
-            return Removals(decided=False, reason=f"{left} listing pages still queued; the crawl stays open")
-        return settle(db, self.opened)
+def split_before_details(
+    database_url: str, run: CrawlRun, task_types: tuple[str, ...], *, workers: int | None, progress: bool = False
+) -> tuple[CrawlRun, WorkerStats, tuple[str, ...]]:
+    """The deep budget's rule: what must be done before the detail pages are drained; the run (with its
+    quotas), what that did and the types left to drain.
 
-    def run(self, *, progress: bool = False) -> CrawlReport:
-        """Start, work until drained, report."""
-        self.start()
-        return self.report(self.work(progress=progress))
+    A budget is split across the categories discovery found, so a budgeted crawl drains its listing pages
+    first (with ``workers`` workers), then splits the budget, and only then are detail pages drained.
+    Otherwise nothing comes first and every type is left, listing and detail pages interleaved by the queue.
+    """
+    stats = WorkerStats(worker_id="all")
+    if run.config.deep_budget is None or DETAIL not in task_types:
+        return run, stats, task_types
+    if LISTING in task_types:
+        stats.merge(drain(database_url, run.config, task_types=(LISTING,), workers=workers, progress=progress))
+    with Database(database_url) as db:
+        quotas = apply_budget(db, run.config)
+    return replace(run, quotas=quotas), stats, (DETAIL,)
 
-    def retry_failed(self, *, include_permanent: bool = False) -> CrawlReport:
-        """Move the failed pages that can succeed back to pending (:meth:`requeue_failed`) and work until
-        drained (no new seed), then report."""
-        self.requeue_failed(include_permanent=include_permanent)
-        return self.report(self.work())
 
-    def requeue_failed(self, *, include_permanent: bool = False) -> int:
-        """Move the failed pages that can succeed back to pending; how many moved.
+def work(
+    database_url: str,
+    run: CrawlRun,
+    *,
+    task_types: tuple[str, ...] = TASK_TYPES,
+    workers: int | None = None,
+    progress: bool = False,
+) -> tuple[CrawlRun, WorkerStats]:
+    """Drain the queue's ``task_types`` with this process's workers (:func:`split_before_details` first)."""
+    if run.config.archive_dir:  # the report that follows indexes the day's archive
+        load_indexer_meanwhile()
+    run, stats, left = split_before_details(database_url, run, task_types, workers=workers, progress=progress)
+    stats.merge(drain(database_url, run.config, task_types=left, workers=workers, progress=progress))
+    return run, stats
 
-        Those are the pages failing now whose error kind can change and whose requeue is due
-        (:attr:`CrawlConfig.requeue_policy`); ``include_permanent`` moves every failed task back instead (an
-        operator's choice: a 404 that a site fixed). The crawl's policies are stored first, as :meth:`start`
-        does: the retry follows this run's politeness.
-        """
-        with Database(self.database_url) as db:
-            prepare(db, self.config)
-            self._mark_start(db)
-            self.retrying = True
-            if include_permanent:
-                self.requeued = make_queue(db, self.config).requeue()
-            else:
-                self.requeued = requeue_due(db, self.config.requeue_policy)
-        return self.requeued
+
+# --------------------------------------------------------------------------- the crawl's end, step by step
+
+
+def finish(database_url: str, run: CrawlRun, stats: WorkerStats) -> CrawlReport:
+    """The crawl's end, in this order for the CLI and Dagster alike: the days' archive indexed, the figures
+    read, the removals settled, the finished tasks pruned, the crawl's trace closed; what the run did."""
+    archive = index_archive(run)
+    with Database(database_url) as db:
+        queue = make_queue(db, run.config)
+        report = read_report(db, queue, run, stats, archive)
+        report = replace(
+            report, removals=settle_removals(db, queue, run), tasks_pruned=prune_finished(queue, run.config)
+        )
+    close_trace(run, report)
+    return report
+
+
+def index_archive(run: CrawlRun) -> list[ArchiveSummary]:
+    """Index the WARC archive of each day the run may have written (none with ``warc`` off)."""
+    if not run.config.archive_dir:
+        return []
+    return index_days(run.config.archive_dir, crawl_days(run.started_on))
+
+
+def read_report(
+    db: Database, queue: TaskQueue, run: CrawlRun, stats: WorkerStats, archive: list[ArchiveSummary]
+) -> CrawlReport:
+    """What the run did, every count read from the database (removals and pruning are the steps after)."""
+    config = run.config
+    return CrawlReport(
+        config=config,
+        stats=stats,
+        counts=book_counts(db),
+        run=RunFigures.read(db, queue, run.since),
+        failed_by_reason=queue.stats().failed_kinds(),
+        seeded=run.seeded,
+        requeued=run.requeued,
+        quotas=dict(run.quotas),
+        budgets=queue.budget_report(DETAIL) if run.quotas else [],
+        elapsed_s=(queue.now() - run.since).total_seconds(),
+        decisions=list_decisions(db) if config.fetch.mode == "adaptive" else [],
+        archive=archive,
+        robots=list_robots(db, sorted(config.allowed_domains)),
+        politeness=[p for d in politeness_domains(config) if (p := queue.domain_policy(d))],
+    )
+
+
+def settle_removals(db: Database, queue: TaskQueue, run: CrawlRun) -> Removals:
+    """Decide removals from what the run's crawl's listing pages showed (:mod:`book_assets.store.removals`).
+
+    Only the crawl the run opened or was handed, and only once its queue holds no listing page a worker
+    could still process: a drain-only run (its crawl's own run perhaps still at work on another host)
+    and a report that comes early leave the crawl open, for its run to settle.
+    """
+    if run.retrying:
+        return settle(db, None, undecided="a retry of the failures sees only the pages it retried")
+    if run.opened is None:
+        return Removals(decided=False, reason="this run opened no crawl; the run that opened it settles it")
+    left = queue.outstanding((LISTING,))
+    if left:
+        return Removals(decided=False, reason=f"{left} listing pages still queued; the crawl stays open")
+    return settle(db, run.opened)
+
+
+def prune_finished(queue: TaskQueue, config: CrawlConfig) -> int:
+    """Delete the finished tasks older than the retention (none when it is 0), in short batches; the books,
+    their versions, the pages and the archive are data and stay."""
+    days = config.task_retention_days
+    return queue.prune(days * 86400) if days > 0 else 0
+
+
+def close_trace(run: CrawlRun, report: CrawlReport) -> None:
+    """Record the crawl's root span, by the run that opened (or settles) it; a retry of the failures records
+    none (its crawl's trace was closed by its own run)."""
+    if run.opened is not None and not run.retrying:
+        record_crawl(run.opened, report.span_attributes(), report.failure)
 
 
 def crawl_days(first: date) -> list[date]:
@@ -492,8 +503,14 @@ def crawl_days(first: date) -> list[date]:
 
 
 def crawl(database_url: str, config: CrawlConfig, *, progress: bool = False) -> CrawlReport:
-    """A whole crawl (see :class:`Crawl`)."""
-    return Crawl(database_url, config).run(progress=progress)
+    """A whole crawl: begin, work until drained, finish."""
+    return finish(database_url, *work(database_url, begin(database_url, config), progress=progress))
+
+
+def retry_failed(database_url: str, config: CrawlConfig, *, include_permanent: bool = False) -> CrawlReport:
+    """A retry of the failures (:func:`begin_retry`), worked until drained, finished."""
+    run = begin_retry(database_url, config, include_permanent=include_permanent)
+    return finish(database_url, *work(database_url, run))
 
 
 def apply_budget(db: Database, config: CrawlConfig) -> dict[str, int]:

@@ -16,9 +16,9 @@ category's listing was seen whole, so a partial crawl never removes anything it 
   marked removed; books of other hosts or categories are never touched.
 
 A deep budget limits detail pages only, never listing pages, so a budgeted crawl decides as a full one does.
-A retry of the failures (:meth:`~book_assets.crawl.pipeline.Crawl.retry_failed`) sees only the pages it
+A retry of the failures (:func:`~book_assets.crawl.pipeline.retry_failed`) sees only the pages it
 retried and decides nothing. Only the run that opened a crawl (or a report that names it) settles it, and
-only once no listing page is left in the queue (:meth:`~book_assets.crawl.pipeline.Crawl.report`): a
+only once no listing page is left in the queue (:func:`~book_assets.crawl.pipeline.settle_removals`): a
 drain-only run, perhaps on another host while the crawl's own run is still at work, never closes it.
 """
 

@@ -175,10 +175,10 @@ def test_listings_cut_by_max_pages_mark_nothing_removed(db: Database, database_u
 
 
 def test_a_retry_of_the_failures_decides_no_removals(db: Database, database_url: str, sandbox_factory: Any) -> None:
-    from book_assets.crawl.pipeline import Crawl
+    from book_assets.crawl.pipeline import retry_failed
 
     site, _ = crawled_on_day_0(database_url, sandbox_factory)
-    report = Crawl(database_url, sandbox_config(site.url, categories=BOTH)).retry_failed()
+    report = retry_failed(database_url, sandbox_config(site.url, categories=BOTH))
     assert report.removals is not None and not report.removals.decided
     assert any(line.startswith("removed: not decided (a retry of the failures") for line in report.summary_lines())
     assert removed_paths(db) == set()
@@ -200,15 +200,14 @@ def test_pending_listing_pages_at_the_report_decide_nothing(
     import asyncio
 
     from book_assets.crawl.config import LISTING
-    from book_assets.crawl.pipeline import Crawl
+    from book_assets.crawl.pipeline import begin, finish, work
     from book_assets.crawl.worker import Worker
 
     _, config = crawled_on_day_0(database_url, sandbox_factory)
-    partial = Crawl(database_url, config)
-    partial.start()
+    partial = begin(database_url, config)
     # The start page and the first pages of both categories; their next pages stay pending.
     stats = asyncio.run(Worker(database_url, config, task_types=(LISTING,), max_tasks=3).run())
-    report = partial.report(stats)
+    report = finish(database_url, partial, stats)
     assert removed_paths(db) == set()
     assert report.removals is not None and not report.removals.decided
     assert report.removals.line().startswith("removed: not decided (")
@@ -216,7 +215,7 @@ def test_pending_listing_pages_at_the_report_decide_nothing(
     # Left open, for the run to settle once its listing pages are done.
     assert partial.opened is not None
     assert db.query("SELECT finished_at FROM crawls WHERE id = %s", (partial.opened.id,))[0]["finished_at"] is None
-    settled = partial.report(partial.work())
+    settled = finish(database_url, *work(database_url, partial))
     assert settled.removals is not None and settled.removals.decided
     assert removed_paths(db) == paths({NONFICTION_BOOK, COMMENT_BOOK}, DAY0)
 
@@ -224,21 +223,19 @@ def test_pending_listing_pages_at_the_report_decide_nothing(
 def test_a_drain_that_opened_no_crawl_leaves_the_open_crawl_to_the_run_that_opened_it(
     db: Database, database_url: str, sandbox_factory: Any
 ) -> None:
-    from book_assets.crawl.pipeline import Crawl
+    from book_assets.crawl.pipeline import begin, finish, join, work
 
     _, config = crawled_on_day_0(database_url, sandbox_factory)
-    owner = Crawl(database_url, config)
-    owner.start()  # a crawl in progress (its run on another host, say)
+    owner = begin(database_url, config)  # a crawl in progress (its run on another host, say)
     assert owner.opened is not None
     # A drain-only run here: it drains the whole queue, the owner's pages among it, and reports.
-    drainer = Crawl(database_url, config)
-    drained = drainer.report(drainer.work())
+    drained = finish(database_url, *work(database_url, join(database_url, config)))
     assert drained.removals is not None and not drained.removals.decided
     assert removed_paths(db) == set()
     still_open = db.query("SELECT id FROM crawls WHERE finished_at IS NULL")
     assert [r["id"] for r in still_open] == [owner.opened.id]
     # The run that opened the crawl settles it.
-    report = owner.report(owner.work())
+    report = finish(database_url, *work(database_url, owner))
     assert report.removals is not None and report.removals.decided
     assert removed_paths(db) == paths({NONFICTION_BOOK, COMMENT_BOOK}, DAY0)
 

@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from book_assets.crawl.config import DETAIL, DETAIL_PRIORITY, make_queue
-from book_assets.crawl.pipeline import Crawl, crawl, drain, prepare
+from book_assets.crawl.pipeline import crawl, drain, finish, join, prepare
 from book_assets.crawl.worker import Worker
 from book_assets.db.connection import Database
 from book_assets.sandbox import Faults
@@ -104,7 +104,7 @@ def test_crawl_delay_spaces_the_request_starts_of_two_workers(
     assert sorted(path for path, _ in arrivals) == sorted(slots)
     early = {path: round(slots[path] - t, 3) for path, t in arrivals if t < slots[path] - EARLY_S}
     assert early == {}, f"requests that reached the site before their slot (s early): {early}"
-    report = Crawl(database_url, config).report(stats)
+    report = finish(database_url, join(database_url, config), stats)
     assert "Crawl-delay 0.2 s applied" in "\n".join(report.summary_lines())
 
 

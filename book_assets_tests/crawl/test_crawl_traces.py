@@ -26,7 +26,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
-from book_assets.crawl.pipeline import Crawl
+from book_assets.crawl.pipeline import begin, finish, work
 from book_assets.db.connection import Database
 from book_assets.observe import tracing
 from book_assets.queue import FailOutcome, Task
@@ -123,10 +123,10 @@ def test_a_crawl_under_faults_is_one_trace_of_task_trees_whose_outcomes_match_th
     travel = sorted(p for p, b in TRUTH.items() if b.category == "Travel")
     site = sandbox_factory(faults=Faults(error_rate=0.15, reset_rate=0.05, scripted={p: ["404"] for p in travel[:2]}))
     config = sandbox_config(site.url, categories=("Travel", "Mystery"), workers=2, concurrency=4)
-    crawl = Crawl(database_url, config)
-    report = crawl.run()
-    assert crawl.opened is not None
-    trace_id, root_id = tracing.crawl_span_ids(crawl.opened)
+    run = begin(database_url, config)
+    report = finish(database_url, *work(database_url, run))
+    assert run.opened is not None
+    trace_id, root_id = tracing.crawl_span_ids(run.opened)
 
     spans = receiver.spans
     assert {s.trace_id for s in spans} == {trace_id}  # every span of the crawl in the crawl's trace
@@ -183,8 +183,7 @@ def test_the_task_sampler_keeps_every_attempt_that_did_not_complete_and_its_rati
     monkeypatch.setenv("OTEL_TRACES_SAMPLER_ARG", "0.25")
     site = sandbox_factory(faults=Faults(error_rate=0.15, reset_rate=0.05))
     config = sandbox_config(site.url, categories=("Travel", "Mystery"), workers=2, concurrency=4)
-    crawl = Crawl(database_url, config)
-    report = crawl.run()
+    report = finish(database_url, *work(database_url, begin(database_url, config)))
 
     tasks = [s for s in receiver.spans if s.name.startswith("task ")]
     assert [s.name for s in receiver.spans if not s.name.startswith("task ")] == ["crawl"]
@@ -335,7 +334,7 @@ def test_an_exporter_that_is_not_installed_is_one_error_line_before_any_worker_s
 def test_with_traces_off_a_worker_imports_nothing_of_opentelemetry() -> None:
     code = (
         "import sys\n"
-        "from book_assets.crawl.pipeline import Crawl\n"
+        "from book_assets.crawl.pipeline import finish\n"
         "from book_assets.crawl.worker import Worker\n"
         "from book_assets.observe.tracing import TaskTraces, task_traces\n"
         "assert type(task_traces()) is TaskTraces\n"

@@ -14,7 +14,7 @@ import dagster as dg
 import pytest
 import yaml
 
-from book_assets.crawl.pipeline import Crawl
+from book_assets.crawl.pipeline import begin
 from book_assets.db.connection import Database
 from book_assets.definitions import build_definitions
 from book_assets.defs.crawl.assets import crawl
@@ -175,8 +175,7 @@ def test_a_deep_budget_is_split_once_after_discovery_and_met_by_the_drain_steps(
 def test_a_drain_job_settles_no_crawl_unless_its_report_names_one(
     db: Database, database_url: str, sandbox: SandboxServer
 ) -> None:
-    owner = Crawl(database_url, sandbox_config(sandbox.url, categories=("Travel",)))
-    owner.start()  # a crawl in progress, its run elsewhere
+    owner = begin(database_url, sandbox_config(sandbox.url, categories=("Travel",)))  # its run elsewhere
     assert owner.opened is not None
     resources = {
         "database": DatabaseResource(url=database_url),

@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from book_assets.crawl.config import CrawlConfig
-from book_assets.crawl.pipeline import Crawl
+from book_assets.crawl.pipeline import begin
 from book_assets.db.connection import Database
 from book_assets.settings import load_settings
 from book_assets_tests.reliability.conftest import drained, wait_until, worker_env
@@ -81,7 +81,7 @@ def test_a_worker_whose_clock_runs_half_a_second_ahead_keeps_the_politeness_spac
     assert abs(_clock_offset_s(env, db)) < 0.2, "the honest worker's clock is already off"
 
     config = CrawlConfig.from_settings(load_settings(base_url=sandbox.url + "/", fetch_mode="http", **settings))
-    assert Crawl(database_url, config).start()  # the domain's interval is stored, the start page queued
+    assert begin(database_url, config).seeded  # the domain's interval is stored, the start page queued
     sandbox.reset_stats()
     workers = [spawn_worker(env), spawn_worker(skewed)]
     try:

@@ -29,7 +29,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from book_assets.crawl.config import TASK_TYPES, CrawlConfig, make_queue
-from book_assets.crawl.pipeline import Crawl
+from book_assets.crawl.pipeline import begin
 from book_assets.db.connection import Database
 from book_assets.db.migrations import migrate
 from book_assets.sandbox.server import SandboxServer
@@ -272,7 +272,7 @@ def _run(
                 time.sleep(0.3)  # each worker past its first (empty) claim, listening for work
             sandbox.reset_stats()
             started = time.monotonic()
-            Crawl(url, config).start()
+            begin(url, config)
             queue = make_queue(db, config)
             _wait_for(lambda: queue.outstanding(TASK_TYPES) == 0, procs, timeout_s, logdir, poll_s=0.05)
             elapsed = time.monotonic() - started

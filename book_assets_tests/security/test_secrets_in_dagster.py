@@ -1,5 +1,6 @@
 """The database password stays out of everything Dagster keeps: run config, the job snapshot the UI
-shows (resource config included), materialization metadata, event logs, compute logs, and the crawl summary.
+shows (resource config included), materialization metadata, event logs, compute logs, the step outputs its
+IO manager pickled (the crawl's run value handed from step to step among them), and the crawl summary.
 
 A small real materialization (the sandbox's Travel category, http mode) runs in process on an on-disk Dagster
 instance, with a DATABASE_URL that carries a password; then every file of the instance and every record is
@@ -51,7 +52,8 @@ def _records(instance: dg.DagsterInstance) -> list[str]:
 
 
 def _files(instance_dir: Path) -> list[str]:
-    """Every file of the instance: sqlite storages and the compute logs (stdout/stderr of every step)."""
+    """Every file of the instance: sqlite storages, the compute logs (stdout/stderr of every step) and the step
+    outputs (``storage/<run id>/<step>/<output>``, pickled by the default filesystem IO manager)."""
     return [p.read_bytes().decode("utf-8", errors="replace") for p in instance_dir.rglob("*") if p.is_file()]
 
 
@@ -87,6 +89,8 @@ def test_database_password_never_appears_in_dagster_records_logs_or_summary(
     }
     result, kept = _materialize(resources, tmp_path / "dagster")
     assert result.success
+    outputs = {p.parent.name for p in (tmp_path / "dagster" / "storage").rglob("*") if p.is_file()}
+    assert "crawl.seed_queue" in outputs  # the run value handed on is among the files searched
     metadata = {
         str(event.asset_key): event.step_materialization_data.materialization.metadata
         for event in result.get_asset_materialization_events()

@@ -1,17 +1,19 @@
 """The crawl: one graph-backed multi-asset that materializes ``listing_discovery`` and ``book_details``.
 
 Its graph is the crawl's composition in steps (:mod:`book_assets.defs.crawl.steps`): ``seed_queue`` →
-``share_work`` → ``drain_queue`` × N → ``report_crawl``, the same calls of
-:class:`book_assets.crawl.pipeline.Crawl` the CLI makes. Every job that drains the queue materializes this one
-asset definition, so the catalog holds one graph whichever job ran: the full refresh and the retry of the
-failures (one drain step that runs the W workers as processes of its own, in process), and the queue jobs (one
-drain step per worker, placed by the executor: :mod:`book_assets.defs.crawl.fan_out`). The asset checks of
-both assets (:mod:`book_assets.defs.crawl.checks`) are steps of every such job, after the report.
+``share_work`` → ``drain_queue`` × N → ``report_crawl``, the same calls of :mod:`book_assets.crawl.pipeline`
+the CLI makes, handing on one :class:`~book_assets.crawl.pipeline.CrawlRun`. Every job that drains the queue
+materializes this one asset definition, so the catalog holds one graph whichever job ran: the full refresh and
+the retry of the failures (one drain step that runs the W workers as processes of its own, in process), and
+the queue jobs (one drain step per worker, placed by the executor: :mod:`book_assets.defs.crawl.fan_out`).
+The asset checks of both assets (:mod:`book_assets.defs.crawl.checks`) are steps of every such job, after
+the report.
 
-The run's config is the graph's (:class:`book_assets.defs.crawl.steps.CrawlStepsConfig`: ``ops: crawl: config:``)
-and a config mapping hands it to each step. The queue holds the work; single pages are retried by the queue,
-and the steps' retry policy only re-runs a step that failed as a whole for a transient reason (a re-run
-resumes the same queue instead of starting over).
+The run's config is the graph's (:class:`book_assets.defs.crawl.steps.CrawlStepsConfig`: ``ops: crawl:
+config:``) and a config mapping hands it to the steps that read it; only ``seed_queue`` resolves the crawl's
+configuration from it, and the run value carries that configuration to the steps after. The queue holds the
+work; single pages are retried by the queue, and the steps' retry policy only re-runs a step that failed as
+a whole for a transient reason (a re-run resumes the same queue instead of starting over).
 """
 
 from typing import Any
@@ -31,6 +33,9 @@ LISTING_DISCOVERY = dg.AssetKey("listing_discovery")
 BOOK_DETAILS = dg.AssetKey("book_details")
 #: The steps of the crawl's graph, in order.
 STEPS = (seed_queue, share_work, drain_queue, report_crawl)
+#: The steps that read the run's config: the first resolves the crawl's configuration from it, the others
+#: read the run's shape (task types, drain steps, a crawl to settle); the drain steps take only their share.
+CONFIGURED_STEPS = (seed_queue, share_work, report_crawl)
 
 #: ``kinds`` as Dagster stores them (a graph-backed asset takes them as tags).
 _KIND_TAGS = {"dagster/kind/python": "", "dagster/kind/postgres": ""}
@@ -38,9 +43,9 @@ _KIND_TAGS = {"dagster/kind/python": "", "dagster/kind/postgres": ""}
 
 @dg.config_mapping
 def _every_step(config: CrawlStepsConfig) -> dict[str, Any]:
-    """The graph's config, handed to each step as its own."""
+    """The graph's config, handed to each step that reads it as its own."""
     values = config.model_dump()
-    return {step.name: {"config": values} for step in STEPS}
+    return {step.name: {"config": values} for step in CONFIGURED_STEPS}
 
 
 @dg.graph(

@@ -1,11 +1,16 @@
 """The steps of the crawl's graph: ``seed_queue`` → ``share_work`` → ``drain_queue`` × N → ``report_crawl``.
 
-Each step is one call of the crawl's composition (:class:`book_assets.crawl.pipeline.Crawl`), the one the CLI
-makes: ``seed_queue`` starts it (or requeues the failures, or does nothing in a drain-only run),
-``share_work`` does what must come before the split (a deep budget's discovery) and fans out the drain steps,
-each ``drain_queue`` runs its share of the workers until the queue has nothing left it may claim, and
-``report_crawl`` reads what the run did from the database and emits the assets' outputs, whose metadata is
-the materialization's (:mod:`book_assets.defs.crawl.assets`).
+Each step is one call of the crawl's composition (:mod:`book_assets.crawl.pipeline`), the one the CLI makes,
+and hands on the run's one value (:class:`~book_assets.crawl.pipeline.CrawlRun`): ``seed_queue`` resolves the
+crawl's configuration from the resources and the run's config and begins the run (or requeues the failures,
+or only marks the start of a drain-only run), ``share_work`` does what must come before the split (a deep
+budget's discovery, which sets the run's quotas) and fans out the drain steps, each ``drain_queue`` runs its
+share of the workers until the queue has nothing left it may claim, and ``report_crawl`` finishes the run
+(:func:`~book_assets.crawl.pipeline.finish`) and emits the assets' outputs, whose metadata is the
+materialization's (:mod:`book_assets.defs.crawl.assets`). No step after the first resolves the configuration
+again: steps on other hosts, in other environments, crawl as the run began. Dagster keeps every step's output
+(its IO manager pickles it to storage), so the run value holds no credentials: each step that connects takes
+the database's URL from its ``database`` resource, never from its inputs.
 
 A drain step that fails (its workers all died, the database refused it) hands its error on instead of
 raising: Dagster would otherwise skip the report, and the books the other steps (or the failed one, before it
@@ -23,14 +28,13 @@ hosts always are: politeness and budgets are held in the database, per domain an
 import os
 import socket
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass, replace
 
 import dagster as dg
 from pydantic import Field
 
 from book_assets.crawl.config import DETAIL, LISTING, TASK_TYPES
-from book_assets.crawl.pipeline import Crawl, drain
+from book_assets.crawl.pipeline import CrawlRun, begin, begin_retry, drain, finish, join, split_before_details
 from book_assets.crawl.stats import WorkerStats
 from book_assets.db.connection import Database
 from book_assets.defs.catalog import CRAWL_POOL, AssetMetadata
@@ -44,7 +48,7 @@ from book_assets.defs.resources import (
     crawl_config,
 )
 from book_assets.defs.retries import TRANSIENT_RETRY, is_transient, transient_only
-from book_assets.store.lifecycle import OpenCrawl, find_crawl
+from book_assets.store.lifecycle import find_crawl
 
 
 class CrawlStepsConfig(CrawlRunConfig):
@@ -72,36 +76,22 @@ class CrawlStepsConfig(CrawlRunConfig):
 
 
 @dataclass(frozen=True)
-class Opened:
-    """What ``seed_queue`` hands on: the crawl it opened (None: a drain-only run or a retry of the failures),
-    whether the start page was enqueued, and the failures it requeued."""
-
-    crawl: OpenCrawl | None = None
-    seeded: bool = False
-    retrying: bool = False
-    requeued: int = 0
-    #: The run's start on the database's clock (None: from the split on).
-    since: datetime | None = None
-
-
-@dataclass(frozen=True)
 class Share:
-    """One drain step's share: the task types it works on and its worker processes."""
+    """One drain step's share: the run, the task types the step works on and its worker processes."""
 
+    run: CrawlRun
     task_types: tuple[str, ...]
     workers: int
 
 
 @dataclass(frozen=True)
 class SharedWork:
-    """What ``share_work`` hands to ``report_crawl``: what came before the split and when the run began."""
+    """What ``share_work`` hands to ``report_crawl``: the run (its quotas set), the task types the run works
+    on, and what came before the split."""
 
-    opened: Opened
+    run: CrawlRun
     task_types: tuple[str, ...]
     first: WorkerStats
-    #: The run's start on the database's clock: the steps may run on other hosts.
-    since: datetime
-    quotas: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -113,32 +103,19 @@ class Drained:
     error: str | None = None
 
 
-def _crawl(
-    config: CrawlStepsConfig,
-    database: DatabaseResource,
-    site: SiteResource,
-    fetcher: FetcherResource,
-    scheduling: SchedulingResource,
-    *,
-    since: datetime | None = None,
-    opened: OpenCrawl | None = None,
-) -> Crawl:
-    resolved = crawl_config(site, fetcher, scheduling, config)
-    return Crawl(database.resolved_url(), resolved, since=since, opened=opened)
-
-
-def shares(task_types: tuple[str, ...], workers: int, *, step_per_worker: bool) -> list[Share]:
-    """The drain steps' shares of ``workers``: one worker each, or one step with all of them."""
+def shares(run: CrawlRun, task_types: tuple[str, ...], *, step_per_worker: bool) -> list[Share]:
+    """The drain steps' shares of the run's workers: one worker each, or one step with all of them."""
+    workers = run.config.workers
     if step_per_worker:
-        return [Share(task_types, 1) for _ in range(workers)]
-    return [Share(task_types, workers)]
+        return [Share(run, task_types, 1) for _ in range(workers)]
+    return [Share(run, task_types, workers)]
 
 
 @dg.op(
     retry_policy=TRANSIENT_RETRY,
     pool=CRAWL_POOL,
-    description="Open the crawl (store its politeness and weights, enqueue the start page), or requeue the "
-    "failures, or nothing in a drain-only run.",
+    description="Resolve the crawl's configuration and begin the run: open the crawl (store its politeness and "
+    "weights, enqueue the start page), or requeue the failures, or nothing more in a drain-only run.",
 )
 def seed_queue(
     context: dg.OpExecutionContext,
@@ -147,25 +124,21 @@ def seed_queue(
     site: SiteResource,
     fetcher: FetcherResource,
     scheduling: SchedulingResource,
-) -> dg.Output[Opened]:
+) -> dg.Output[CrawlRun]:
     with transient_only():
-        crawl = _crawl(config, database, site, fetcher, scheduling)
-        context.log.info(f"crawling {crawl.config.base_url} into {database.masked_url()}")
+        resolved = crawl_config(site, fetcher, scheduling, config)
+        url = database.resolved_url()
+        context.log.info(f"crawling {resolved.base_url} into {database.masked_url()}")
         if config.requeue_failed:
-            requeued = crawl.requeue_failed(include_permanent=config.include_permanent)
-            context.log.info(f"requeued {requeued} failed task(s)")
-            return dg.Output(
-                Opened(retrying=True, requeued=requeued, since=crawl.since), metadata={"requeued": requeued}
-            )
+            run = begin_retry(url, resolved, include_permanent=config.include_permanent)
+            context.log.info(f"requeued {run.requeued} failed task(s)")
+            return dg.Output(run, metadata={"requeued": run.requeued})
         if not config.seed:
-            return dg.Output(Opened(), metadata={"seeded": False})
-        created = crawl.start()
-    assert crawl.opened is not None
-    context.log.info(f"seeded {crawl.config.base_url}" if created else f"{crawl.config.base_url} is already queued")
-    return dg.Output(
-        Opened(crawl.opened, seeded=created, since=crawl.since),
-        metadata={"start_url": crawl.config.base_url, "created": created, "crawl": crawl.opened.id},
-    )
+            return dg.Output(join(url, resolved), metadata={"seeded": False})
+        run = begin(url, resolved)
+    assert run.opened is not None
+    context.log.info(f"seeded {resolved.base_url}" if run.seeded else f"{resolved.base_url} is already queued")
+    return dg.Output(run, metadata={"start_url": resolved.base_url, "created": run.seeded, "crawl": run.opened.id})
 
 
 @dg.op(
@@ -175,22 +148,15 @@ def seed_queue(
     description="Do what must come before the split (a deep budget's discovery), then fan out the drain steps.",
 )
 def share_work(
-    context: dg.OpExecutionContext,
-    config: CrawlStepsConfig,
-    opened: Opened,
-    database: DatabaseResource,
-    site: SiteResource,
-    fetcher: FetcherResource,
-    scheduling: SchedulingResource,
+    context: dg.OpExecutionContext, config: CrawlStepsConfig, database: DatabaseResource, run: CrawlRun
 ) -> Iterator[dg.Output[SharedWork] | dg.DynamicOutput[Share]]:
+    task_types = tuple(config.task_types)
     with transient_only():
-        crawl = _crawl(config, database, site, fetcher, scheduling, since=opened.since)
-        first, shared_types = crawl.before_sharing(tuple(config.task_types))
-    assert crawl.since is not None
-    split = shares(shared_types, crawl.config.workers, step_per_worker=config.step_per_worker)
+        run, first, shared_types = split_before_details(database.resolved_url(), run, task_types, workers=1)
+    split = shares(run, shared_types, step_per_worker=config.step_per_worker)
     context.log.info(f"{len(split)} drain step(s) share the {', '.join(shared_types)} tasks")
     yield dg.Output(
-        SharedWork(opened, tuple(config.task_types), first, crawl.since, crawl.quotas),
+        SharedWork(run, task_types, first),
         output_name="shared",
         metadata={"drain_steps": len(split), "shared_task_types": ", ".join(shared_types)},
     )
@@ -202,19 +168,10 @@ def share_work(
     retry_policy=TRANSIENT_RETRY,
     description="Run this step's workers until no claimable task of its types is left.",
 )
-def drain_queue(
-    context: dg.OpExecutionContext,
-    config: CrawlStepsConfig,
-    share: Share,
-    database: DatabaseResource,
-    site: SiteResource,
-    fetcher: FetcherResource,
-    scheduling: SchedulingResource,
-) -> dg.Output[Drained]:
+def drain_queue(context: dg.OpExecutionContext, database: DatabaseResource, share: Share) -> dg.Output[Drained]:
     worker = f"{socket.gethostname()}:{os.getpid()}"
     try:
-        resolved = crawl_config(site, fetcher, scheduling, config)
-        stats = drain(database.resolved_url(), resolved, task_types=share.task_types, workers=share.workers)
+        stats = drain(database.resolved_url(), share.run.config, task_types=share.task_types, workers=share.workers)
     except Exception as exc:
         if is_transient(exc) and context.retry_number < TRANSIENT_RETRY.max_retries:
             raise  # the step's retry policy runs it again: a retried step resumes the same queue
@@ -240,38 +197,32 @@ def drain_queue(
 def report_crawl(
     context: dg.OpExecutionContext,
     config: CrawlStepsConfig,
+    database: DatabaseResource,
     shared: SharedWork,
     drained: list[Drained],
-    database: DatabaseResource,
-    site: SiteResource,
-    fetcher: FetcherResource,
-    scheduling: SchedulingResource,
 ) -> Iterator[dg.Output[None]]:
     stats = WorkerStats(worker_id="all")
     stats.merge(shared.first)
     for one in drained:
         stats.merge(one.stats)
     errors = [f"{one.worker}: {one.error}" for one in drained if one.error is not None]
-    opened = shared.opened
+    run = shared.run
     with transient_only():
         url = database.resolved_url()
-        settling = opened.crawl
         if config.settle_crawl is not None:
             with Database(url) as db:
                 settling = find_crawl(db, config.settle_crawl)
             if settling is None:
                 raise dg.Failure(f"settle_crawl: no crawl {config.settle_crawl} in the crawls table")
-        crawl = _crawl(config, database, site, fetcher, scheduling, since=shared.since, opened=settling)
-        crawl.quotas, crawl.seeded = shared.quotas, opened.seeded
-        crawl.retrying, crawl.requeued = opened.retrying, opened.requeued
-        report = crawl.report(stats)
+            run = replace(run, opened=settling)
+        report = finish(url, run, stats)
     for line in report.summary_lines():
         context.log.info(line)
     if report.failure and not errors:
         # Every task failed: no materialization for the snapshot to build on, and no retry of the step (the
         # queue retried its pages already).
         raise dg.Failure(description=report.failure, metadata=details_metadata(report), allow_retries=False)
-    if LISTING in shared.task_types and opened.crawl is not None and not errors:
+    if LISTING in shared.task_types and shared.run.opened is not None and not errors:  # this run opened a crawl
         yield dg.Output(None, output_name="listing_discovery", metadata=listing_metadata(report))
     if DETAIL in shared.task_types or errors:
         partial: AssetMetadata = {
