@@ -1,5 +1,5 @@
 """A worker's events: what happens to its tasks and to itself, as typed values, and the one dispatcher the
-worker emits each of them into, once.
+worker (and its fetch strategy, :mod:`book_assets.crawl.fetch_modes`) emits each of them into, once.
 
 What records an event subscribes to it (as Scrapy's stats collector and extensions connect to its signals):
 the worker's own stats (:class:`StatsRecorder`: only what a worker alone knows, :mod:`book_assets.crawl.stats`),
@@ -86,6 +86,17 @@ class IntervalSet(NamedTuple):
     interval_s: float
 
 
+class Adaptive(NamedTuple):
+    """Adaptive mode got ``task``'s page: ``rendered`` in the browser, fetched ``plain``, the two ``checked``
+    against each other, and whether their records ``disagreed`` (or the plain page parsed only once rendered)."""
+
+    task: Task
+    rendered: bool = False
+    plain: bool = False
+    checked: bool = False
+    disagreed: bool = False
+
+
 class Handled(NamedTuple):
     """``task``'s page was archived, parsed and stored in ``seconds``."""
 
@@ -157,6 +168,7 @@ Event = (
     | WaitedForSlot
     | FetchEnded
     | IntervalSet
+    | Adaptive
     | Handled
     | Completed
     | Failed
@@ -203,6 +215,7 @@ class StatsRecorder:
         events.connect(Failed, self.failed)
         events.connect(LeaseGone, self.lease_gone)
         events.connect(IntervalSet, self.interval_set)
+        events.connect(Adaptive, self.adaptive)
         events.connect(Released, self.released)
         events.connect(Stopped, self.stopped)
 
@@ -217,6 +230,13 @@ class StatsRecorder:
 
     def interval_set(self, event: IntervalSet) -> None:
         self.stats.max_interval_s = max(self.stats.max_interval_s, event.interval_s)
+
+    def adaptive(self, event: Adaptive) -> None:
+        s = self.stats
+        s.rendered += event.rendered
+        s.plain += event.plain
+        s.checked += event.checked
+        s.disagreements += event.disagreed
 
     def released(self, event: Released) -> None:
         self.stats.released += event.tasks

@@ -147,17 +147,17 @@ class Worker:
         self._claimed_at: dict[int, float] = {}  # task id -> time.monotonic() when its claim was sent
         # task id -> the validators its conditional fetch sends, read with its claim (one query per batch)
         self._claimed_validators: dict[int, Validators] = {}
-        self._strategy = fetch_strategy(config, self.stats, db=self.db, run=self._db, database_url=database_url)
+        #: Where the worker (and its fetch strategy) reports what happens; its stats, metrics and task spans
+        #: (OpenTelemetry; hooks that do nothing when off) subscribe, in that order. Subscribe more before :meth:`run`.
+        self.events = Events()
+        self._emit = self.events.emit
+        self._strategy = fetch_strategy(config, self._emit, db=self.db, run=self._db, database_url=database_url)
         self._archive: ArchiveWriter | None = None  # the WARC files of this process (warc on)
         self._scaler = Autoscaler(min(config.min_concurrency, config.fetch.concurrency), config.fetch.concurrency)
         self._robots = RobotsGate(config, self.queue, self.worker_id, self._db) if config.obey_robots else None
-        #: Where the worker reports what happens; its stats, metrics and task spans (OpenTelemetry; hooks that
-        #: do nothing when off) subscribe, in that order. Subscribe more before :meth:`run`.
-        self.events = Events()
         StatsRecorder(self.stats).subscribe(self.events)
         MetricsRecorder(worker_metrics(config.fetch.mode), self.stats, self._strategy).subscribe(self.events)
         TraceRecorder(task_traces()).subscribe(self.events)
-        self._emit = self.events.emit
 
     async def _db(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         loop = asyncio.get_running_loop()

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from typing import Any, get_args
 
 from book_assets.crawl.events import (
+    Adaptive,
     Claimed,
     Completed,
     Ended,
@@ -195,8 +196,11 @@ def test_the_stats_keep_what_only_the_worker_knows() -> None:
     events.emit(IntervalSet("books.local", 0.8))
     events.emit(IntervalSet("books.local", 0.3))
     events.emit(Released(2))
+    events.emit(Adaptive(TASK, rendered=True, plain=True, checked=True, disagreed=True))
+    events.emit(Adaptive(TASK, plain=True))
     events.emit(_stopped())
     assert stats.claim_ms == {12.0: 2} and stats.lost_leases == 1 and stats.max_interval_s == 0.8
     assert stats.released == 2 and stats.concurrency == [2, 4] and stats.fetcher == {"requests": 5}
     assert (stats.browsers, stats.elapsed_s, stats.cpu_s, stats.peak_rss_mb) == (1, 3.0, 1.5, 80)
+    assert (stats.rendered, stats.plain, stats.checked, stats.disagreements) == (1, 2, 1, 1)
     assert traces.calls == [("flush",)]  # a stopped worker's spans go out
