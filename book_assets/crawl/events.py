@@ -22,13 +22,13 @@ from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
-from book_assets.observe.tracing import Outcome, Stage
+from book_assets.observe.metrics import WorkerMetrics
+from book_assets.observe.tracing import Outcome, Stage, TaskTraces
 
 if TYPE_CHECKING:
     from book_assets.crawl.stats import WorkerStats
     from book_assets.db.connection import Database
-    from book_assets.observe.metrics import FetcherCounters, WorkerMetrics
-    from book_assets.observe.tracing import TaskTraces
+    from book_assets.observe.metrics import FetcherCounters
     from book_assets.queue import FailOutcome, Task
     from book_assets.scraper.errors import ErrorKind
 
@@ -202,6 +202,19 @@ class Events:
 
 
 # --------------------------------------------------------------------------- the worker's subscribers
+
+
+def subscribe_worker(
+    events: Events, stats: WorkerStats, metrics: WorkerMetrics, traces: TaskTraces, fetchers: FetcherCounters
+) -> None:
+    """Subscribe a worker's stats, then its metrics and its task spans, to ``events``. Metrics or traces that
+    are off are the interface's own classes, whose hooks do nothing: they are left out, so an event only they
+    would hear costs no call."""
+    StatsRecorder(stats).subscribe(events)
+    if type(metrics) is not WorkerMetrics:
+        MetricsRecorder(metrics, stats, fetchers).subscribe(events)
+    if type(traces) is not TaskTraces:
+        TraceRecorder(traces).subscribe(events)
 
 
 class StatsRecorder:

@@ -49,15 +49,13 @@ from book_assets.crawl.events import (
     Handled,
     IntervalSet,
     LeaseGone,
-    MetricsRecorder,
     Released,
     StageEntered,
     Started,
-    StatsRecorder,
     Stopped,
     Tick,
-    TraceRecorder,
     WaitedForSlot,
+    subscribe_worker,
 )
 from book_assets.crawl.fetch_modes import Fetched, fetch_strategy
 from book_assets.crawl.robots import RobotsGate, Verdict
@@ -155,9 +153,7 @@ class Worker:
         self._archive: ArchiveWriter | None = None  # the WARC files of this process (warc on)
         self._scaler = Autoscaler(min(config.min_concurrency, config.fetch.concurrency), config.fetch.concurrency)
         self._robots = RobotsGate(config, self.queue, self.worker_id, self._db) if config.obey_robots else None
-        StatsRecorder(self.stats).subscribe(self.events)
-        MetricsRecorder(worker_metrics(config.fetch.mode), self.stats, self._strategy).subscribe(self.events)
-        TraceRecorder(task_traces()).subscribe(self.events)
+        subscribe_worker(self.events, self.stats, worker_metrics(config.fetch.mode), task_traces(), self._strategy)
 
     async def _db(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         loop = asyncio.get_running_loop()

@@ -27,6 +27,7 @@ from book_assets.crawl.events import (
     Tick,
     TraceRecorder,
     WaitedForSlot,
+    subscribe_worker,
 )
 from book_assets.crawl.stats import WorkerStats
 from book_assets.observe.metrics import FetcherCounters, StatsCounters, WorkerMetrics
@@ -127,6 +128,16 @@ def _subscribed() -> tuple[Events, WorkerStats, _Metrics, _Traces]:
     MetricsRecorder(metrics, stats, _Fetchers()).subscribe(events)
     TraceRecorder(traces).subscribe(events)
     return events, stats, metrics, traces
+
+
+def test_a_worker_subscribes_its_stats_and_only_the_metrics_and_traces_that_record() -> None:
+    off, on = Events(), Events()
+    stats, metrics, traces = WorkerStats(), _Metrics(), _Traces()
+    subscribe_worker(off, WorkerStats(), WorkerMetrics(), TaskTraces(), _Fetchers())
+    subscribe_worker(on, stats, metrics, traces, _Fetchers())
+    assert off._receivers.keys() == {Claimed, Failed, LeaseGone, IntervalSet, Adaptive, Released, Stopped}
+    on.emit(Failed(TASK, ErrorKind.TIMEOUT, FailOutcome.DEAD))
+    assert stats.errors == {"timeout": 1} and len(metrics.calls) == len(traces.calls) == 1
 
 
 def test_an_event_reaches_the_receivers_of_its_class_once_each_in_the_order_they_connected() -> None:
