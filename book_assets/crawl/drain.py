@@ -225,7 +225,7 @@ class Drain:
             self.total.merge(ended.stats)
             return
         self.total.lost_workers.append(LostWorker(ended.worker_id, ended.process.exitcode).describe())
-        self.total.workers.append(ended.worker_id)  # the database has its pages (WorkerFigures)
+        self.total.worker_ids.append(ended.worker_id)  # the database has its pages (WorkerFigures)
         if self.replacements_left > 0:
             self.replacements_left -= 1
             self._start()

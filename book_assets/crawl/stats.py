@@ -54,7 +54,7 @@ class WorkerStats:
     #: The worker processes these stats are of, by id (a drain's lost workers among them: the database has
     #: their pages), and when the first of them started on the database's clock: what
     #: :class:`WorkerFigures` reads the database by.
-    workers: list[str] = field(default_factory=list)
+    worker_ids: list[str] = field(default_factory=list)
     started_at: datetime | None = field(default=None, metadata=_combined(_earliest))
     #: Tasks handed back to the queue unfinished at shutdown: the database forgets a release (the task is
     #: pending again, its attempt uncounted), so only the worker knows.
@@ -113,7 +113,7 @@ class WorkerFigures:
 
     @classmethod
     def read(cls, queue: TaskQueue, stats: WorkerStats) -> WorkerFigures:
-        if stats.started_at is None or not stats.workers:
+        if stats.started_at is None or not stats.worker_ids:
             return cls()
-        done = queue.completed_by(stats.workers, stats.started_at)
+        done = queue.completed_by(stats.worker_ids, stats.started_at)
         return cls(pages=sum(done.values()), books=done.get(DETAIL, 0))

@@ -134,7 +134,7 @@ class Worker:
         self.grace_s = grace_s
         self.db = Database(database_url, application_name=f"book-pipeline worker {self.worker_id}")
         self.queue = make_queue(self.db, config)
-        self.stats = WorkerStats(worker_id=self.worker_id, workers=[self.worker_id])
+        self.stats = WorkerStats(worker_id=self.worker_id, worker_ids=[self.worker_id])
         self._db_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="db")
         # Pages finished while a completion commits go together in the next transaction.
         self._commits = GroupCommit(self.queue, self._db)

@@ -40,8 +40,8 @@ def test_merged_stats_name_every_worker_and_the_first_start_the_database_is_read
     start = datetime(2026, 1, 1, tzinfo=UTC)
     total = WorkerStats(worker_id="all")
     for worker, started_at in (("h:2", start + timedelta(seconds=1)), ("h:1", start), ("h:3", None)):
-        total.merge(WorkerStats(worker_id=worker, workers=[worker], started_at=started_at))
-    assert total.workers == ["h:2", "h:1", "h:3"] and total.started_at == start
+        total.merge(WorkerStats(worker_id=worker, worker_ids=[worker], started_at=started_at))
+    assert total.worker_ids == ["h:2", "h:1", "h:3"] and total.started_at == start
 
 
 def test_the_stats_hold_no_figure_the_database_counts() -> None:
