@@ -135,7 +135,7 @@ def _postgres_cpu_s(postmaster: psutil.Process) -> float:
 
 @contextlib.contextmanager
 def _timed_steps(times: dict[str, float]) -> Iterator[None]:
-    """Time the end-of-crawl steps ``Crawl.report`` calls (and ``TaskQueue.prune``), summed per step."""
+    """Time the end-of-crawl steps ``pipeline.finish`` calls (and ``TaskQueue.prune``), summed per step."""
 
     def wrap(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         def timed(*args: Any, **kwargs: Any) -> Any:

@@ -162,7 +162,10 @@ def paired_worker(
     """A worker of a ``--paired`` crawl (what the drain's workers run): the first to start takes the side
     ``PAIR_FIRST`` names, the second the other; the ``off`` side turns metrics and traces off before its worker
     is made. Leaves its side, CPU seconds and pages in ``PAIR_DIR``."""
+    from book_assets.crawl.config import make_queue
     from book_assets.crawl.drain import run_worker
+    from book_assets.crawl.stats import WorkerFigures
+    from book_assets.db.connection import Database
     from book_assets.observe import metrics
 
     folder = Path(os.environ[PAIR_DIR])
@@ -177,10 +180,13 @@ def paired_worker(
         metrics._directory = None  # joined the drain's folder before this ran: record nothing
     started = time.process_time()
     stats = run_worker(database_url, config, worker_id, task_types)
+    cpu_s = time.process_time() - started
+    with Database(database_url) as db:
+        pages = WorkerFigures.read(make_queue(db, config), stats).pages
     figures = {
         "side": side,
-        "cpu_s": time.process_time() - started,
-        "pages": stats.pages,
+        "cpu_s": cpu_s,
+        "pages": pages,
         "threads": _threads_cpu(),
         **_usage(),
     }

@@ -65,7 +65,7 @@ def measure(mode: str, rounds: int) -> dict[str, Any]:
             for folder in order:
                 report = _crawl(url, site.url, mode, folder)
                 (on if folder else off).append(round(report.elapsed_s, 2))
-                result.update(pages=report.stats.pages, books=report.counts["total"])
+                result.update(pages=report.run.pages, books=report.counts["total"])
         last = Path(scratch) / "last"
         _crawl(url, site.url, mode, last)  # untimed: the archive whose crawl the books table holds
         summary = summarize_day(last, datetime.now(UTC).date())

@@ -228,13 +228,18 @@ def work_cmd(**overrides: Any) -> None:
     """Run one long-lived worker (scale out by starting more); SIGTERM finishes or releases its pages."""
     import asyncio
 
+    from book_assets.crawl.config import make_queue
+    from book_assets.crawl.stats import WorkerFigures
     from book_assets.crawl.worker import Worker
+    from book_assets.db.connection import Database
     from book_assets.observe.metrics import serve_workers
 
     url, config = _crawl_config(overrides)
     serve_workers(config.metrics_host, config.metrics_port, config.metrics_final_scrape_s)
     stats = asyncio.run(Worker(url, config, until_drained=False).run())
-    click.echo(f"worker stopped: {stats.pages} pages, {stats.books_stored} books, released {stats.released}")
+    with Database(url) as db:
+        done = WorkerFigures.read(make_queue(db, config), stats)
+    click.echo(f"worker stopped: {done.pages} pages, {done.books} books, released {stats.released}")
 
 
 @main.command("status")

@@ -4,9 +4,9 @@ Each worker is a process of its own (one browser each) that sends its stats back
 finishes. Workers are forked from a fork server that imported the worker's modules once
 (:func:`worker_context`). A worker that dies instead (SIGKILL, the OOM killer, a crashed interpreter) sends nothing: its
 leases run out and the other workers take its tasks over, and a replacement is started so the crawl keeps
-its width. The drain reports every lost worker; its page counters are missing from the totals, the
-database's counts are not. Replacements are bounded (one per worker slot), so a worker that cannot start
-ends the drain with :class:`WorkersLost` instead of restarting forever.
+its width. The drain reports every lost worker; its own counters (fetchers, adaptive mode) are missing from
+the totals, the pages it completed are in the database's counts. Replacements are bounded (one per worker
+slot), so a worker that cannot start ends the drain with :class:`WorkersLost` instead of restarting forever.
 """
 
 from __future__ import annotations
@@ -225,6 +225,7 @@ class Drain:
             self.total.merge(ended.stats)
             return
         self.total.lost_workers.append(LostWorker(ended.worker_id, ended.process.exitcode).describe())
+        self.total.worker_ids.append(ended.worker_id)  # the database has its pages (WorkerFigures)
         if self.replacements_left > 0:
             self.replacements_left -= 1
             self._start()

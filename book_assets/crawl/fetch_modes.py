@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections import Counter
+from collections.abc import Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
@@ -25,7 +26,7 @@ from urllib.parse import urlsplit
 from book_assets.crawl.adaptive import AdaptiveState, Mode, RendererRole, records_agree, sampled
 from book_assets.crawl.config import CrawlConfig
 from book_assets.crawl.dbthread import DbRunner
-from book_assets.crawl.stats import WorkerStats
+from book_assets.crawl.events import Adaptive, Event
 from book_assets.db.connection import Database
 from book_assets.queue import Task
 from book_assets.scraper.errors import FetchError
@@ -36,6 +37,8 @@ if TYPE_CHECKING:  # imported when a browser is needed: Playwright costs ~0.4 s 
     from book_assets.scraper.fetch_browser import BrowserFetcher
 
 log = logging.getLogger(__name__)
+#: Where a strategy reports what it did (the worker's :meth:`~book_assets.crawl.events.Events.emit`).
+Emit = Callable[[Event], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,9 +61,9 @@ class FetchStrategy:
     #: Whether pages fetched before may be fetched conditionally (plain fetches only: the browser sends none).
     conditional: ClassVar[bool] = False
 
-    def __init__(self, config: CrawlConfig, stats: WorkerStats) -> None:
+    def __init__(self, config: CrawlConfig, emit: Emit) -> None:
         self.config = config
-        self.stats = stats
+        self._emit = emit
         self._http: HttpFetcher | None = None
         self._browser: BrowserFetcher | None = None
         self._stack: AsyncExitStack | None = None  # where a browser started late is closed
@@ -134,8 +137,8 @@ class BrowserStrategy(FetchStrategy):
     """``browser``: every page in Chromium; with ``javascript=auto``, scripts on only for the (domain, page
     type)s whose served HTML did not parse while their render did, in this worker."""
 
-    def __init__(self, config: CrawlConfig, stats: WorkerStats) -> None:
-        super().__init__(config, stats)
+    def __init__(self, config: CrawlConfig, emit: Emit) -> None:
+        super().__init__(config, emit)
         self._needs_js: set[tuple[str, str]] = set()
 
     async def open(self, stack: AsyncExitStack) -> None:
@@ -161,8 +164,8 @@ class AdaptiveStrategy(FetchStrategy):
 
     conditional = True
 
-    def __init__(self, config: CrawlConfig, stats: WorkerStats, db: Database, run: DbRunner, database_url: str) -> None:
-        super().__init__(config, stats)
+    def __init__(self, config: CrawlConfig, emit: Emit, db: Database, run: DbRunner, database_url: str) -> None:
+        super().__init__(config, emit)
         self._run = run
         self._state = AdaptiveState(db, probe_pages=config.adaptive_probe_pages)
         # whether this worker renders its host's probes and re-checks (one browser per host)
@@ -191,7 +194,7 @@ class AdaptiveStrategy(FetchStrategy):
         url, key = str(task.payload["url"]), page_key(task)
         mode = self._state.known(*key) or await self._run(self._state.sync, *key)
         if mode == Mode.BROWSER:
-            self.stats.rendered += 1
+            self._emit(Adaptive(task, rendered=True))
             self._state.count(*key, rendered=1)
             return Fetched(await self._browser_fetcher().fetch(url, javascript=self._render_js))
         # Probes in flight per page type: as many as the agreements a decision needs, all in the host's renderer,
@@ -207,8 +210,8 @@ class AdaptiveStrategy(FetchStrategy):
             self._probing[key] += 1
         try:
             plain = await self._http.fetch(url, None if check else validators)
-            self.stats.plain += 1
             if not check or plain.not_modified:
+                self._emit(Adaptive(task, plain=True))
                 self._state.count(*key, plain=1)
                 return Fetched(plain, renderable=not plain.not_modified)
             # A page type decided http showed in its probes that scripts change nothing: re-checks of it run
@@ -217,36 +220,32 @@ class AdaptiveStrategy(FetchStrategy):
             try:
                 rendered = await self._browser_fetcher().fetch(url, javascript=javascript)
             except FetchError:
+                self._emit(Adaptive(task, plain=True))
                 self._state.count(*key, plain=1)  # no evidence either way; the plain page still counts
                 return Fetched(plain, renderable=True)
         finally:
             if check:
                 self._probing[key] -= 1
-        return await self._compared(key, plain, rendered)
+        return await self._compared(task, key, plain, rendered)
 
-    async def _compared(self, key: tuple[str, str], plain: FetchResult, rendered: FetchResult) -> Fetched:
+    async def _compared(self, task: Task, key: tuple[str, str], plain: FetchResult, rendered: FetchResult) -> Fetched:
         """The plain page when its records equal the render's, else the render; the evidence is shared at once."""
         agreed = records_agree(key[1], plain.html, rendered.rendered_html or rendered.html, plain.final_url)
-        self.stats.rendered += 1
-        self.stats.checked += 1
-        self.stats.disagreements += not agreed
+        self._emit(Adaptive(task, rendered=True, plain=True, checked=True, disagreed=not agreed))
         self._state.count(*key, rendered=1, plain=1, agreed=agreed)
         await self._run(self._state.sync, *key)  # a check can change the shared decision: write it now
         return Fetched(plain if agreed else rendered)
 
     def rendering_needed(self, task: Task) -> None:
         """A plain page that parsed only once rendered: a disagreement, shared with every worker."""
-        self.stats.rendered += 1
-        self.stats.disagreements += 1
+        self._emit(Adaptive(task, rendered=True, disagreed=True))
         self._state.count(*page_key(task), rendered=1, agreed=False)
 
 
-def fetch_strategy(
-    config: CrawlConfig, stats: WorkerStats, *, db: Database, run: DbRunner, database_url: str
-) -> FetchStrategy:
-    """The strategy for ``config.fetch.mode``."""
+def fetch_strategy(config: CrawlConfig, emit: Emit, *, db: Database, run: DbRunner, database_url: str) -> FetchStrategy:
+    """The strategy for ``config.fetch.mode``; what it does is reported through ``emit``."""
     if config.fetch.mode == "adaptive":
-        return AdaptiveStrategy(config, stats, db, run, database_url)
+        return AdaptiveStrategy(config, emit, db, run, database_url)
     if config.fetch.mode == "browser":
-        return BrowserStrategy(config, stats)
-    return HttpStrategy(config, stats)
+        return BrowserStrategy(config, emit)
+    return HttpStrategy(config, emit)

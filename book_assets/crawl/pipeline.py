@@ -37,7 +37,7 @@ from book_assets.scraper.errors import ErrorKind
 from book_assets.store.books import book_counts, versions_since
 from book_assets.store.lifecycle import OpenCrawl, open_crawl
 from book_assets.store.pages import revalidated_since
-from book_assets.store.removals import Removals, settle
+from book_assets.store.removals import Removals, books_listed_since, settle
 
 
 @dataclass(frozen=True)
@@ -59,6 +59,8 @@ class RunFigures:
     failed: int = 0
     #: Book tasks enqueued this run (books discovered that were not already queued).
     new_detail_tasks: int = 0
+    #: Books the listing pages processed this run showed, each once (queued before or not).
+    books_found: int = 0
     #: Book pages completed this run, per category (the queue's fairness group of a book task).
     by_category: dict[str, int] = field(default_factory=dict)
     #: Pages a 304 confirmed this run (their stored copy stands; books among them count as unchanged).
@@ -81,6 +83,7 @@ class RunFigures:
             retries=activity.retries,
             failed=sum(activity.failed.values()),
             new_detail_tasks=activity.created.get(DETAIL, 0),
+            books_found=books_listed_since(db, since),
             by_category=dict(activity.completed.get(DETAIL, {})),
             not_modified=revalidated_since(db, since),
             detail_pages=details,

@@ -1,7 +1,11 @@
-"""What only a worker process knows: its fetchers', adaptive mode's and autoscaling's counters.
+"""What only a worker process knows (its fetchers', adaptive mode's and autoscaling's counters, its claims'
+latency, the leases it lost, its CPU and memory), and what the database says a set of workers did.
 
-What the database knows (pages completed, listing pages, books found new or changed, tasks failed for good)
-is read from it for a run (:class:`book_assets.crawl.pipeline.RunFigures`); these are the rest.
+A worker records the first into :class:`WorkerStats` through its events
+(:class:`~book_assets.crawl.events.StatsRecorder`). What the database records in the transactions the workers
+run (pages completed, books stored, tasks retried or failed for good) is not counted again: it is read from
+it, for a run (:class:`book_assets.crawl.pipeline.RunFigures`) or for the workers whose stats these are
+(:class:`WorkerFigures`).
 """
 
 from __future__ import annotations
@@ -10,7 +14,13 @@ import operator
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
-from typing import Any
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from book_assets.crawl.config import DETAIL
+
+if TYPE_CHECKING:
+    from book_assets.queue import TaskQueue
 
 #: A field's metadata key: how two workers' values of it combine (summed when absent).
 MERGE = "merge"
@@ -24,27 +34,30 @@ def _ours(mine: Any, _theirs: Any) -> Any:
     return mine
 
 
+def _earliest(mine: datetime | None, theirs: datetime | None) -> datetime | None:
+    return min((t for t in (mine, theirs) if t is not None), default=None)
+
+
 def _combined(rule: Callable[[Any, Any], Any]) -> dict[str, Callable[[Any, Any], Any]]:
     return {MERGE: rule}
 
 
 @dataclass
 class WorkerStats:
-    """What one worker did; summed across workers by the pipeline (Scrapy-style stats).
+    """What only a worker knows of what it did; summed across workers by the pipeline (Scrapy-style stats).
 
     Every field declares how two workers' values combine (``metadata[MERGE]``; numbers, counters and lists are
     added when it says nothing), so :meth:`merge` lists no fields and a new counter needs no merge code.
     """
 
     worker_id: str = field(default="", metadata=_combined(_ours))
-    pages: int = 0
-    books_found: int = 0
-    books_new: int = 0
-    books_changed: int = 0
-    books_unchanged: int = 0
-    #: Pages answered 304 Not Modified to a conditional request (books among them count as unchanged).
-    not_modified: int = 0
-    retried: int = 0
+    #: The worker processes these stats are of, by id (a drain's lost workers among them: the database has
+    #: their pages), and when the first of them started on the database's clock: what
+    #: :class:`WorkerFigures` reads the database by.
+    worker_ids: list[str] = field(default_factory=list)
+    started_at: datetime | None = field(default=None, metadata=_combined(_earliest))
+    #: Tasks handed back to the queue unfinished at shutdown: the database forgets a release (the task is
+    #: pending again, its attempt uncounted), so only the worker knows.
     released: int = 0
     #: Tasks this worker abandoned because another worker took them over (its lease was gone): only the
     #: worker knows, the database sees the new holder.
@@ -61,12 +74,15 @@ class WorkerStats:
     browsers: int = 0
     #: The autoscaled pages in flight: where the first worker started and every value it moved to.
     concurrency: list[int] = field(default_factory=list, metadata=_combined(_first))
+    #: Every failure recorded, by error kind, retried ones included: the database keeps a task's last failure
+    #: only (the kinds of those failed for good are the report's ``failed_by_reason``), so the kinds of the
+    #: failures that were retried are known to the worker alone.
     errors: Counter[str] = field(default_factory=Counter)
-    by_category: Counter[str] = field(default_factory=Counter)
     #: The fetchers' own counters (requests, bytes, browser restarts, ...).
     fetcher: Counter[str] = field(default_factory=Counter)
     elapsed_s: float = field(default=0.0, metadata=_combined(max))
-    #: Worker processes that died without handing back their stats (their pages are missing above).
+    #: Worker processes that died without handing back their stats (their counters are missing above; the
+    #: database has their pages).
     lost_workers: list[str] = field(default_factory=list)
     #: How long claims took, from the worker's call to its answer, as a histogram: milliseconds rounded to two
     #: significant digits -> claims. Bounded (a few hundred keys), so the stats a worker sends its supervisor
@@ -83,6 +99,21 @@ class WorkerStats:
             rule = f.metadata.get(MERGE, operator.add)
             setattr(self, f.name, rule(getattr(self, f.name), getattr(other, f.name)))
 
-    @property
-    def books_stored(self) -> int:
-        return self.books_new + self.books_changed + self.books_unchanged
+
+@dataclass(frozen=True)
+class WorkerFigures:
+    """What the workers of a :class:`WorkerStats` completed, read from the database: a completed task keeps
+    the id of the worker that completed it (``host:pid`` unless the worker is given one, so two workers of
+    one process need ids of their own). A drain's lost workers count (their ids are in the stats); the
+    workers of a drain killed outright, which hands back no stats, do not."""
+
+    pages: int = 0
+    #: Book pages completed: each stored its book (new, changed or unchanged).
+    books: int = 0
+
+    @classmethod
+    def read(cls, queue: TaskQueue, stats: WorkerStats) -> WorkerFigures:
+        if stats.started_at is None or not stats.worker_ids:
+            return cls()
+        done = queue.completed_by(stats.worker_ids, stats.started_at)
+        return cls(pages=sum(done.values()), books=done.get(DETAIL, 0))

@@ -13,6 +13,9 @@ next transaction (:class:`~book_assets.queue.GroupCommit`). Every database call 
 thread so the process's one connection is never shared between threads, while the event
 loop keeps the browser busy. On SIGTERM/SIGINT it stops claiming, lets in-flight pages finish for a grace
 period, and hands back (releases) whatever is left — nothing stays in progress without a live lease.
+
+What happens on the way is emitted once into the worker's :attr:`Worker.events` (:mod:`book_assets.crawl.events`),
+which its stats, metrics and task spans subscribe to; what it stores is counted by the database.
 """
 
 from __future__ import annotations
@@ -35,13 +38,32 @@ from book_assets.archive.writer import ArchiveWriter
 from book_assets.crawl.autoscale import Autoscaler, LoadMonitor
 from book_assets.crawl.config import DETAIL, LISTING, TASK_TYPES, CrawlConfig, make_queue
 from book_assets.crawl.discovery import listing_record, listing_tasks
+from book_assets.crawl.events import (
+    Claimed,
+    Claiming,
+    Completed,
+    Ended,
+    Events,
+    Failed,
+    FetchEnded,
+    Handled,
+    IntervalSet,
+    LeaseGone,
+    Released,
+    StageEntered,
+    Started,
+    Stopped,
+    Tick,
+    WaitedForSlot,
+    subscribe_worker,
+)
 from book_assets.crawl.fetch_modes import Fetched, fetch_strategy
 from book_assets.crawl.robots import RobotsGate, Verdict
 from book_assets.crawl.stats import WorkerStats
 from book_assets.db.connection import Database
 from book_assets.observe.metrics import worker_metrics
 from book_assets.observe.tracing import Outcome, Stage, task_traces
-from book_assets.queue import ClaimResult, FailOutcome, GroupCommit, LeaseLost, Task
+from book_assets.queue import ClaimResult, GroupCommit, LeaseLost, Task
 from book_assets.scraper.errors import ErrorKind, FetchError, ParseError
 from book_assets.scraper.fetching import FetchResult, Validators
 from book_assets.scraper.parsers import parse_listing
@@ -112,9 +134,7 @@ class Worker:
         self.grace_s = grace_s
         self.db = Database(database_url, application_name=f"book-pipeline worker {self.worker_id}")
         self.queue = make_queue(self.db, config)
-        self.stats = WorkerStats(worker_id=self.worker_id)
-        self.metrics = worker_metrics(config.fetch.mode)
-        self._trace = task_traces()  # task spans (OpenTelemetry), hooks that do nothing when off
+        self.stats = WorkerStats(worker_id=self.worker_id, worker_ids=[self.worker_id])
         self._db_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="db")
         # Pages finished while a completion commits go together in the next transaction.
         self._commits = GroupCommit(self.queue, self._db)
@@ -125,10 +145,15 @@ class Worker:
         self._claimed_at: dict[int, float] = {}  # task id -> time.monotonic() when its claim was sent
         # task id -> the validators its conditional fetch sends, read with its claim (one query per batch)
         self._claimed_validators: dict[int, Validators] = {}
-        self._strategy = fetch_strategy(config, self.stats, db=self.db, run=self._db, database_url=database_url)
+        #: Where the worker (and its fetch strategy) reports what happens; its stats, metrics and task spans
+        #: (OpenTelemetry; hooks that do nothing when off) subscribe, in that order. Subscribe more before :meth:`run`.
+        self.events = Events()
+        self._emit = self.events.emit
+        self._strategy = fetch_strategy(config, self._emit, db=self.db, run=self._db, database_url=database_url)
         self._archive: ArchiveWriter | None = None  # the WARC files of this process (warc on)
         self._scaler = Autoscaler(min(config.min_concurrency, config.fetch.concurrency), config.fetch.concurrency)
         self._robots = RobotsGate(config, self.queue, self.worker_id, self._db) if config.obey_robots else None
+        subscribe_worker(self.events, self.stats, worker_metrics(config.fetch.mode), task_traces(), self._strategy)
 
     async def _db(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         loop = asyncio.get_running_loop()
@@ -145,7 +170,9 @@ class Worker:
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # not the main thread
                 loop.add_signal_handler(sig, self.stop)
         running: set[asyncio.Task[None]] = set()
+        history: list[int] = []
         try:
+            self.stats.started_at = await self._db(self.queue.now)  # what the database's figures count from
             async with AsyncExitStack() as stack:
                 if self.config.archive_dir is not None:
                     self._archive = stack.enter_context(ArchiveWriter(self.config.archive_dir))
@@ -158,19 +185,23 @@ class Worker:
                     await self._loop(running)
                 finally:
                     await monitor.stop()
-                    self.stats.concurrency = monitor.history
+                    history = monitor.history
                     await self._shutdown(running)
-                    self.metrics.sample(0, self.stats, self._strategy, force=True)
-                self.stats.fetcher = self._strategy.fetcher_stats()
-                self.stats.browsers = self._strategy.browsers
+                    self._emit(Tick(0, idle=True))  # done with pages: what it recorded goes out
         finally:
-            self._trace.flush()
             self._db_thread.shutdown(wait=True)
             self.db.close()
-            self.stats.elapsed_s = time.monotonic() - started
             usage = resource.getrusage(resource.RUSAGE_SELF)
-            self.stats.cpu_s = usage.ru_utime + usage.ru_stime
-            self.stats.peak_rss_mb = usage.ru_maxrss / 1024
+            self._emit(
+                Stopped(
+                    concurrency=history,
+                    fetcher=self._strategy.fetcher_stats(),
+                    browsers=self._strategy.browsers,
+                    elapsed_s=time.monotonic() - started,
+                    cpu_s=usage.ru_utime + usage.ru_stime,
+                    peak_rss_mb=usage.ru_maxrss / 1024,
+                )
+            )
         return self.stats
 
     async def _loop(self, running: set[asyncio.Task[None]]) -> None:
@@ -204,14 +235,12 @@ class Worker:
                     return
                 if self.until_drained and await self._db(self._drained):
                     return
-                self.metrics.sample(0, self.stats, self._strategy, force=True)
-                self._trace.tick(idle=True)  # what the worker recorded is out before it waits
+                self._emit(Tick(0, idle=True))  # what the worker recorded is out before it waits
                 await self._wait_for_work(retry_in_s)
                 continue
             done, _ = await asyncio.wait(running, timeout=wait_s, return_when=asyncio.FIRST_COMPLETED)
             running.difference_update(done)
-            self.metrics.sample(len(running), self.stats, self._strategy)
-            self._trace.tick()
+            self._emit(Tick(len(running)))
             if time.monotonic() - last_heartbeat > heartbeat_every and self._in_flight:
                 lost = await self._db(self._heartbeat, list(self._in_flight.values()))
                 self._drop(lost)
@@ -234,9 +263,9 @@ class Worker:
         """:meth:`_claim`, and the stored validators of the claimed pages when their fetches may be
         conditional (plain fetches with ``conditional_requests`` on), by task id: one query for the batch."""
         sent = time.monotonic()
-        self._trace.watch(self.db)
+        self._emit(Claiming(self.db))
         result = self._claim(n)
-        self.stats.claim_ms[float(f"{1000 * (time.monotonic() - sent):.2g}")] += 1
+        self._emit(Claimed(len(result.tasks), time.monotonic() - sent))
         if not result.tasks or not self.config.conditional_requests or not self._strategy.conditional:
             return result, {}
         found = page_validators(self.db, sorted({str(t.payload["url"]) for t in result.tasks}))
@@ -259,11 +288,11 @@ class Worker:
     def _drop(self, task_ids: list[int]) -> None:
         """Abandon tasks whose lease is gone: another worker owns them now, so this one stops working on them."""
         for task_id in task_ids:
-            job = self._jobs.get(task_id)
+            job, task = self._jobs.get(task_id), self._in_flight.pop(task_id, None)
             if job is not None and not job.done():
                 job.cancel()
-                self.stats.lost_leases += 1
-            self._in_flight.pop(task_id, None)
+                if task is not None:  # a job not done is in flight
+                    self._emit(LeaseGone(task))
 
     async def _wait_for_work(self, retry_in_s: float | None) -> None:
         """Idle: sleep until work is enqueued (NOTIFY) or comes due, at most the queue's idle timeout, or a stop."""
@@ -282,27 +311,29 @@ class Worker:
         await asyncio.gather(*pending, return_exceptions=True)
         if leftover:
             released = await self._db(self.queue.release, leftover)
-            self.stats.released += int(released)
+            self._emit(Released(int(released)))
             self._in_flight.clear()
 
     async def _process(self, task: Task) -> None:
         """Fetch, validate, store and finish one task; whatever happens, it leaves the in-flight set."""
-        self._trace.begin(task, self._claimed_at.get(task.id))
+        self._emit(Started(task, self._claimed_at.get(task.id)))
+        # How it ends, unless a failure was recorded: abandoned when cancelled (or its failure could not be).
+        outcome = Outcome.ABANDONED
         try:
             await self._attempt(task)
-            self._trace.end(task, Outcome.COMPLETED)  # unless a failure was recorded
+            outcome = Outcome.COMPLETED
         except asyncio.CancelledError:
             raise
         except LeaseLost:  # another worker owns the task now; it will finish it
-            self.stats.lost_leases += 1
-            self._trace.end(task, Outcome.LEASE_LOST)
+            self._emit(LeaseGone(task))
+            outcome = Outcome.LEASE_LOST
         except Exception as exc:  # a bug or an outage: record it on the task, keep the worker alive
             log.exception("task %s (%s) failed unexpectedly", task.id, task.payload.get("url"))
             with contextlib.suppress(Exception):
                 current = self._in_flight.get(task.id, task)
                 await self._fail(current, ErrorKind.INTERNAL, f"{type(exc).__name__}: {exc}")
         finally:
-            self._trace.end(task, Outcome.ABANDONED)  # cancelled (or its failure could not be recorded)
+            self._emit(Ended(task, outcome))
             self._in_flight.pop(task.id, None)
             self._jobs.pop(task.id, None)
             self._claimed_at.pop(task.id, None)
@@ -314,21 +345,20 @@ class Worker:
         if obeyed is None:
             return
         validators = self._claimed_validators.pop(task.id, None)
-        self._trace.stage(task, Stage.POLITENESS_WAIT)
+        self._emit(StageEntered(task, Stage.POLITENESS_WAIT))
         await self._strategy.prepare(obeyed)
         waited = time.monotonic()
         task = await self.queue.wait_for_slot_async(obeyed, run=self._db)
         sent = time.monotonic()
-        self.metrics.waited(task.domain, sent - waited)
+        self._emit(WaitedForSlot(task, sent - waited))
         try:
-            self._trace.stage(task, Stage.FETCH)
+            self._emit(StageEntered(task, Stage.FETCH))
             fetched = await self._fetch_paced(task, validators)
         except FetchError as exc:
-            self.metrics.fetched(task.task_type, exc.status, time.monotonic() - sent)
+            self._emit(FetchEnded(task, exc.status, time.monotonic() - sent))
             await self._fail(task, exc.kind, str(exc), retry_after_s=exc.retry_after)
             return
-        self.metrics.fetched(task.task_type, fetched.page.status, fetched.page.elapsed_s, len(fetched.page.body))
-        self.stats.pages += 1
+        self._emit(FetchEnded(task, fetched.page.status, fetched.page.elapsed_s, len(fetched.page.body)))
         if fetched.page.not_modified and validators is not None:
             if self._archive is not None:
                 await self._archive.write(fetched.page)
@@ -350,7 +380,7 @@ class Worker:
         except ParseError:
             if not fetched.renderable:
                 raise
-            self._trace.stage(task, Stage.RENDER)
+            self._emit(StageEntered(task, Stage.RENDER))
             await self._handle(task, await self._strategy.render(task))
             self._strategy.rendering_needed(task)
 
@@ -358,7 +388,7 @@ class Worker:
         """The task to fetch once robots.txt is consulted; None when it was failed instead, unrequested."""
         if self._robots is None:
             return task
-        self._trace.stage(task, Stage.ROBOTS)
+        self._emit(StageEntered(task, Stage.ROBOTS))
         url = str(task.payload["url"])
         check = await self._robots.check(url, claimed_at=self._claimed_at.get(task.id, 0.0))
         if check.verdict is Verdict.DISALLOWED:
@@ -393,7 +423,7 @@ class Worker:
     async def _observe(self, task: Task, latency_s: float, *, throttled: bool, ok: bool) -> None:
         interval = await self._db(self.queue.observe, task.domain, latency_s, throttled=throttled, ok=ok)
         if interval is not None:
-            self.stats.max_interval_s = max(self.stats.max_interval_s, interval)
+            self._emit(IntervalSet(task.domain, interval))
 
     async def _handle(self, task: Task, fetched: FetchResult) -> None:
         started = time.monotonic()
@@ -403,35 +433,30 @@ class Worker:
             await self._handle_listing(task, fetched)
         else:
             await self._handle_detail(task, fetched)
-        self.metrics.handled(task.task_type, time.monotonic() - started)
+        self._emit(Handled(task, time.monotonic() - started))
 
     async def _fail(self, task: Task, kind: ErrorKind, error: str, *, retry_after_s: float | None = None) -> None:
         """Fail ``task`` as ``kind``: retried later when the kind is retryable, failed for good otherwise."""
-        self.stats.errors[str(kind)] += 1
         outcome = await self._db(
             self.queue.fail, task, error[:2000], kind=kind, retryable=kind.retryable, retry_after_s=retry_after_s
         )
-        self._trace.failed(task, kind, outcome)
-        if outcome is FailOutcome.RETRY:
-            self.stats.retried += 1
-        self.metrics.failed(task.task_type, kind, outcome)
+        self._emit(Failed(task, kind, outcome))
 
     async def _complete(self, task: Task, store: Callable[[Any], T]) -> T:
         """Complete ``task`` under its current lease in the transaction that runs ``store`` (shared with the pages
         finishing meanwhile, :class:`~book_assets.queue.GroupCommit`); returns what ``store`` returned."""
         started = time.monotonic()
         result = await self._commits.complete_with(self._in_flight.get(task.id, task), store)
-        self.metrics.completed(task.task_type, time.monotonic() - started)
+        self._emit(Completed(task, time.monotonic() - started))
         return result
 
     async def _handle_listing(self, task: Task, fetched: FetchResult, validated_at: datetime | None = None) -> None:
         """Enqueue what the listing page links to; store the page (its copy answers a later 304) and
         complete the task in one transaction, under the task's lease."""
-        self._trace.stage(task, Stage.PARSE)
+        self._emit(StageEntered(task, Stage.PARSE))
         page = parse_listing(fetched.html, fetched.final_url)
         outcome = listing_tasks(task.payload, page, self.config)
-        self.stats.books_found += outcome.cards
-        self._trace.stage(task, Stage.STORE)
+        self._emit(StageEntered(task, Stage.STORE))
         if outcome.tasks:
             await self._db(self.queue.enqueue_many, outcome.tasks)
         url = str(task.payload["url"])
@@ -451,24 +476,17 @@ class Worker:
         took the task over gets :class:`LeaseLost` and writes nothing, so an older fetch can never be
         stored over a newer one. The book is keyed by the canonical URL of the page served.
         """
-        self._trace.stage(task, Stage.PARSE)
+        self._emit(StageEntered(task, Stage.PARSE))
         detail = parse_served_or_rendered(fetched.html, fetched.rendered_html, canonical_url(fetched.final_url))
         requested = str(task.payload["url"])
-        self._trace.stage(task, Stage.STORE)
+        self._emit(StageEntered(task, Stage.STORE))
 
         def _store(cur: Any) -> StoredBook:
             stored = write_book(cur, detail, fetched, requested_url=requested)
             write_page(cur, requested, fetched, keep_body=False)  # the book's row keeps the body
             return stored
 
-        stored = await self._complete(task, _store)
-        if stored.outcome == "new":
-            self.stats.books_new += 1
-        elif stored.outcome == "changed":
-            self.stats.books_changed += 1
-        else:
-            self.stats.books_unchanged += 1
-        self.stats.by_category[detail.category] += 1
+        await self._complete(task, _store)
 
     # ------------------------------------------------------------------ conditional re-crawls
 
@@ -478,7 +496,6 @@ class Worker:
         When that copy changed or vanished meanwhile, the page is forgotten and the task retried, so the
         next attempt downloads it; a 304 never passes for a page that is not stored.
         """
-        self.stats.not_modified += 1
         url = str(task.payload["url"])
         try:
             if task.task_type == LISTING:
@@ -492,11 +509,8 @@ class Worker:
             def _revalidate(cur: Any) -> tuple[StoredBook, str]:
                 return revalidate_book(cur, url, validators, response)
 
-            self._trace.stage(task, Stage.STORE)
-            _book, category = await self._complete(task, _revalidate)
+            self._emit(StageEntered(task, Stage.STORE))
+            await self._complete(task, _revalidate)
         except StaleCopy as exc:
             await self._db(forget_page, self.db, url)
             await self._fail(task, exc.kind, str(exc))
-            return
-        self.stats.books_unchanged += 1
-        self.stats.by_category[category] += 1

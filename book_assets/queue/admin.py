@@ -119,6 +119,11 @@ class QueueAdmin:
             retries += int(r["retries"])
         return Activity(completed=completed, created=dict(created), failed=dict(failed), retries=retries)
 
+    def completed_by(self, workers: list[str], since: datetime) -> dict[str, int]:
+        """Tasks the workers named ``workers`` completed since ``since``, by type."""
+        rows = self.db.query(named_queries()["completed_by_workers"], {"workers": workers, "since": since})
+        return {r["task_type"]: int(r["n"]) for r in rows}
+
     def requeue(self, task_type: str | None = None, domain: str | None = None, error_like: str | None = None) -> int:
         """Move failed tasks back to pending with attempts reset; returns how many moved.
 

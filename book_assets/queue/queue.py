@@ -195,5 +195,6 @@ class TaskQueue:
     gauges = _by("admin", QueueAdmin.gauges)
     now = _by("admin", QueueAdmin.now)
     activity_since = _by("admin", QueueAdmin.activity_since)
+    completed_by = _by("admin", QueueAdmin.completed_by)
     requeue = _by("admin", QueueAdmin.requeue)
     prune = _by("admin", QueueAdmin.prune)

@@ -38,6 +38,11 @@ SET category = EXCLUDED.category, depth = EXCLUDED.depth, next_url = EXCLUDED.ne
 SELECT url, category, depth, next_url, result_count, cards, sidebar
 FROM listing_pages WHERE listed_at >= %(since)s;
 
+-- books_listed_since --
+-- Books the listing pages processed since a moment showed (each once, however many pages or passes showed it).
+SELECT count(DISTINCT listed.book) AS n
+FROM listing_pages p, unnest(p.book_urls) AS listed(book) WHERE p.listed_at >= %(since)s;
+
 -- mark_returned --
 -- Removed books that a listing page of this crawl shows again: listed once more, with a 'returned' event.
 WITH listed AS (

@@ -406,6 +406,13 @@ FROM tasks
 WHERE created_at >= %(since)s OR started_at >= %(since)s OR completed_at >= %(since)s
 GROUP BY task_type, task_group;
 
+-- completed_by_workers --
+-- Tasks completed since a moment by the named workers, by type: a completed task keeps the id of the worker
+-- whose lease completed it (a claim sets it; release and fail clear it).
+SELECT task_type, count(*) AS n FROM tasks
+WHERE status = 'completed' AND completed_at >= %(since)s AND worker_id = ANY(%(workers)s::TEXT[])
+GROUP BY task_type;
+
 -- pending_tasks_for_scaler --
 -- The work left for workers of one task type, as one number: tasks pending (due now or later) or in progress.
 -- What an autoscaler polls (KEDA's PostgreSQL scaler in deploy/k8s, which passes no parameters: the queue

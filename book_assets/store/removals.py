@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -95,6 +96,11 @@ def record_listing(cur: Cursor, row: dict[str, Any]) -> None:
 
 
 # --- a crawl's end ----------------------------------------------------------------------------------------
+
+
+def books_listed_since(db: Database, since: datetime) -> int:
+    """Books the listing pages processed since ``since`` showed, each once: the books a discovery found."""
+    return int(db.query(Q["books_listed_since"], {"since": since})[0]["n"])
 
 
 def walk_chains(pages: Iterable[ListedPage]) -> dict[tuple[str, str], str | None]:

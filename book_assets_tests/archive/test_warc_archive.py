@@ -69,7 +69,7 @@ def test_crawl_archives_one_response_per_fetched_page_checked_and_indexed_one_fi
     records = _records(tmp_path)
     responses = [r for _, _, r in records if r.rec_type == "response"]
     requests = [r for _, _, r in records if r.rec_type == "request"]
-    assert len(responses) == report.stats.pages == completed == 13  # 2 listing pages, 11 books
+    assert len(responses) == report.run.pages == completed == 13  # 2 listing pages, 11 books
     assert {r.rec_headers.get_header("WARC-Target-URI") for r in responses} >= {
         row["url"] for row in db.query("SELECT url FROM books")
     }
@@ -129,7 +129,7 @@ def test_a_conditional_recrawl_archives_its_304s_as_revisits_and_the_rebuild_fol
 ) -> None:
     _crawl(database_url, sandbox, tmp_path)
     again = _crawl(database_url, sandbox, tmp_path)
-    assert again.stats.not_modified == 13  # every page of the day-0 re-crawl answered 304
+    assert again.run.not_modified == 13  # every page of the day-0 re-crawl answered 304
     records = [r for _, _, r in _records(tmp_path)]
     revisits = [r for r in records if r.rec_type == "revisit"]
     assert len(revisits) == 13 and len([r for r in records if r.rec_type == "response"]) == 13

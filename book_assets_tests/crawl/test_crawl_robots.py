@@ -12,6 +12,7 @@ import pytest
 
 from book_assets.crawl.config import DETAIL, DETAIL_PRIORITY, make_queue
 from book_assets.crawl.pipeline import crawl, drain, finish, join, prepare
+from book_assets.crawl.stats import WorkerFigures
 from book_assets.crawl.worker import Worker
 from book_assets.db.connection import Database
 from book_assets.sandbox import Faults
@@ -91,7 +92,7 @@ def test_crawl_delay_spaces_the_request_starts_of_two_workers(
     # Both workers claim at once, before either knows the Crawl-delay.
     stats = drain(database_url, config, task_types=(DETAIL,), workers=2)
 
-    assert stats.books_new == 10
+    assert WorkerFigures.read(make_queue(db, config), stats).books == 10
     seen = server.stats()
     assert seen.hits[ROBOTS] == 1 and seen.request_paths[0] == ROBOTS
     # The queue hands out request-start slots at least the Crawl-delay apart, across both workers ...
@@ -120,8 +121,9 @@ def test_an_unreachable_robots_txt_holds_the_domain_until_it_can_be_read(
     _enqueue_details(db, config, server, books)
     stats = drain(database_url, config, task_types=(DETAIL,), workers=1)
 
-    assert stats.books_new == 3
-    assert stats.errors["robots_unreachable"] == 3 and stats.retried == 3
+    assert WorkerFigures.read(make_queue(db, config), stats).books == 3
+    retries = db.query("SELECT sum(attempts - 1) AS n FROM tasks")[0]["n"]
+    assert stats.errors["robots_unreachable"] == 3 and retries == 3
     paths = server.stats().request_paths
     assert paths[:4] == [ROBOTS] * 4 and sorted(paths[4:]) == books  # no page before robots.txt was read
 
@@ -157,4 +159,4 @@ def test_a_worker_stopped_or_cancelled_while_fetching_robots_txt_releases_the_fe
     # The next worker fetches the file at once rather than waiting out the hold.
     assert db.query("SELECT count(*) AS n FROM tasks WHERE status = 'in_progress'")[0]["n"] == 0
     stats = drain(database_url, config, task_types=(DETAIL,), workers=1)
-    assert stats.books_new == 1 and server.stats().hits[ROBOTS] == 2
+    assert WorkerFigures.read(make_queue(db, config), stats).books == 1 and server.stats().hits[ROBOTS] == 2

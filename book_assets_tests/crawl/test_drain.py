@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import threading
+from collections import Counter
 
 import psutil
 
@@ -14,24 +15,24 @@ from book_assets.crawl.config import TASK_TYPES, CrawlConfig
 from book_assets.crawl.drain import Drain
 from book_assets.crawl.stats import WorkerStats
 
-#: Categories each worker reports: a pickled Counter of these is about 1 MB, sixteen times a pipe's buffer.
-CATEGORIES = 50_000
+#: Counters each worker reports: a pickled Counter of these is about 1 MB, sixteen times a pipe's buffer.
+COUNTERS = 50_000
 
 
 def _worker_with_big_stats(
     database_url: str, config: CrawlConfig, worker_id: str | None, task_types: tuple[str, ...]
 ) -> WorkerStats:
-    """A worker of a crawl over many categories: its stats outgrow the pipe they are sent back through."""
+    """A worker whose stats outgrow the pipe they are sent back through."""
     stats = WorkerStats(worker_id=worker_id or "big")
-    stats.by_category.update({f"category-{n:06d}": 1 for n in range(CATEGORIES)})
+    stats.fetcher.update({f"counter-{n:06d}": 1 for n in range(COUNTERS)})
     return stats
 
 
 def _worker_reporting_frozen_objects(
     database_url: str, config: CrawlConfig, worker_id: str | None, task_types: tuple[str, ...]
 ) -> WorkerStats:
-    """A worker that reports, as its pages, how many objects the garbage collector leaves alone."""
-    return WorkerStats(worker_id=worker_id or "frozen", pages=gc.get_freeze_count())
+    """A worker that reports how many objects the garbage collector leaves alone."""
+    return WorkerStats(worker_id=worker_id or "frozen", fetcher=Counter(frozen=gc.get_freeze_count()))
 
 
 def _run(drain: Drain) -> WorkerStats:
@@ -48,7 +49,7 @@ def test_a_worker_leaves_what_its_fork_server_imported_to_be_shared() -> None:
     config = CrawlConfig.resolve(base_url="http://127.0.0.1:9/", workers=2)
     total = _run(Drain("postgresql://unused", config, TASK_TYPES, workers=2, run=_worker_reporting_frozen_objects))
     assert total.lost_workers == []
-    assert total.pages > 2 * 10_000  # each worker froze at least the tens of thousands of objects of its imports
+    assert total.fetcher["frozen"] > 2 * 10_000  # each worker froze the tens of thousands of objects of its imports
 
 
 def test_the_crawl_commands_own_process_imports_only_what_it_runs() -> None:
@@ -83,4 +84,4 @@ def test_workers_whose_stats_outgrow_the_pipe_are_collected_instead_of_waited_fo
         supervisor.join(timeout=30)
     assert done, "the drain waited for workers blocked on sending it their stats"
     assert done[0].lost_workers == []
-    assert sum(done[0].by_category.values()) == 2 * CATEGORIES
+    assert sum(done[0].fetcher.values()) == 2 * COUNTERS

@@ -16,8 +16,9 @@ from typing import Any
 
 import pytest
 
-from book_assets.crawl.config import DETAIL
-from book_assets.crawl.worker import Worker, WorkerStats
+from book_assets.crawl.config import DETAIL, make_queue
+from book_assets.crawl.stats import WorkerFigures, WorkerStats
+from book_assets.crawl.worker import Worker
 from book_assets.db.connection import Database
 from book_assets.sandbox.catalogue import Catalogue
 from book_assets.sandbox.faults import Faults
@@ -126,13 +127,15 @@ def test_an_idle_worker_claims_a_delayed_task_when_it_comes_due(
     assert db.query("SELECT status FROM tasks") == [{"status": "completed"}]
 
 
-def test_an_idle_worker_stops_on_its_stop_event_without_waiting_out_its_timeout(start_worker: Any) -> None:
+def test_an_idle_worker_stops_on_its_stop_event_without_waiting_out_its_timeout(
+    db: Database, start_worker: Any
+) -> None:
     running = start_worker(idle_timeout_s=NEVER_S)
     running.wait_until_idle()
     running.stop()
     running.thread.join(timeout=30)
     assert not running.thread.is_alive()
-    assert running.stats and running.stats[0].pages == 0
+    assert running.stats and WorkerFigures.read(make_queue(db), running.stats[0]).pages == 0
 
 
 def test_a_draining_worker_asleep_while_another_finishes_the_last_task_ends_with_it(
@@ -145,9 +148,9 @@ def test_a_draining_worker_asleep_while_another_finishes_the_last_task_ends_with
     # Leases far longer than the test: the sleeper's wait ends at the next lease expiry at the latest.
     config = sandbox_config(sandbox.url, concurrency=1, obey_robots=False, lease_s=600.0)
     _enqueue_book(db, sandbox.url)
-    holder = _start(Worker(database_url, config))
+    holder = _start(Worker(database_url, config, worker_id="holder"))  # two workers of one process
     assert wait_until(lambda: db.query("SELECT status FROM tasks") == [{"status": "in_progress"}], 30)
-    sleeper = Worker(database_url, config)
+    sleeper = Worker(database_url, config, worker_id="sleeper")
     sleeper.queue.idle_timeout_s = NEVER_S
     idle = _start(sleeper)
     assert wait_until(lambda: idle.claims >= 1, 30)
@@ -159,4 +162,4 @@ def test_a_draining_worker_asleep_while_another_finishes_the_last_task_ends_with
         idle.stop()
         idle.thread.join(timeout=30)
     assert not alive, "the idle worker slept on after the queue was drained"
-    assert idle.stats and idle.stats[0].pages == 0
+    assert idle.stats and WorkerFigures.read(make_queue(db, config), idle.stats[0]).pages == 0

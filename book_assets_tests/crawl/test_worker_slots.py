@@ -16,6 +16,7 @@ import asyncio
 from typing import Any
 
 from book_assets.crawl.config import DETAIL, make_queue
+from book_assets.crawl.stats import WorkerFigures
 from book_assets.crawl.worker import Worker
 from book_assets.db.connection import Database
 from book_assets.queue import NewTask, domain_of
@@ -44,7 +45,7 @@ def test_a_worker_claims_a_ready_domains_task_while_another_domains_task_waits_f
         make_queue(db, config).enqueue_many(tasks)
         stats = asyncio.run(Worker(database_url, config, task_types=(DETAIL,)).run())
 
-    assert stats.pages == 2 * PAGES_PER_SITE
+    assert WorkerFigures.read(make_queue(db, config), stats).pages == 2 * PAGES_PER_SITE
     rows = db.query("SELECT domain, slot_at FROM tasks WHERE status = 'completed' ORDER BY slot_at")
     slots: dict[str, list[Any]] = {}
     for row in rows:

@@ -10,6 +10,7 @@ import pytest
 from book_assets.crawl.config import DETAIL, DETAIL_PRIORITY, make_queue
 from book_assets.crawl.pipeline import drain, prepare
 from book_assets.crawl.robots import step_hold_s
+from book_assets.crawl.stats import WorkerFigures
 from book_assets.db.connection import Database
 from book_assets.sandbox.faults import Faults
 from book_assets_tests.crawl.conftest import sandbox_config
@@ -39,4 +40,4 @@ def test_a_killed_robots_txt_fetcher_holds_the_fetch_no_longer_than_one_request_
     assert len(rows) == 1 and rows[0]["s"] <= step_hold_s(TIMEOUT_S)
     # The next worker takes the fetch over once the dead holder's hold has run out, and the crawl goes on.
     stats = drain(database_url, config, task_types=(DETAIL,), workers=1)
-    assert stats.books_new == 1 and site.stats().hits[ROBOTS] == 2
+    assert WorkerFigures.read(make_queue(db, config), stats).books == 1 and site.stats().hits[ROBOTS] == 2

@@ -53,7 +53,7 @@ def listing_metadata(report: CrawlReport) -> AssetMetadata:
         "seeded": report.seeded,
         "requeued": report.requeued,
         "listing_pages": report.run.listing_pages,
-        "books_found": report.stats.books_found,
+        "books_found": report.run.books_found,
         "new_detail_tasks": report.run.new_detail_tasks,
         **_run_metadata(report),
     }

@@ -33,9 +33,9 @@ from dataclasses import dataclass, replace
 import dagster as dg
 from pydantic import Field
 
-from book_assets.crawl.config import DETAIL, LISTING, TASK_TYPES
+from book_assets.crawl.config import DETAIL, LISTING, TASK_TYPES, make_queue
 from book_assets.crawl.pipeline import CrawlRun, begin, begin_retry, drain, finish, join, split_before_details
-from book_assets.crawl.stats import WorkerStats
+from book_assets.crawl.stats import WorkerFigures, WorkerStats
 from book_assets.db.connection import Database
 from book_assets.defs.catalog import CRAWL_POOL, AssetMetadata
 from book_assets.defs.crawl.metadata import details_metadata, listing_metadata
@@ -180,9 +180,11 @@ def drain_queue(context: dg.OpExecutionContext, database: DatabaseResource, shar
         return dg.Output(
             Drained(WorkerStats(worker_id=worker), worker, error), metadata={"worker": worker, "error": error}
         )
-    context.log.info(f"{worker} drained its share: {stats.pages} pages")
+    with database.open() as db:
+        done = WorkerFigures.read(make_queue(db, share.run.config), stats)
+    context.log.info(f"{worker} drained its share: {done.pages} pages")
     return dg.Output(
-        Drained(stats, worker), metadata={"worker": worker, "pages": stats.pages, "books_stored": stats.books_stored}
+        Drained(stats, worker), metadata={"worker": worker, "pages": done.pages, "books_stored": done.books}
     )
 
 
