@@ -16,9 +16,17 @@ setup-tests:
 demo: setup
 	$(VENV)/book-pipeline demo
 
-# The type check first: a type error fails `make test` before the suite starts.
-test: setup-tests
+# ruff's rules, ruff's format and mypy strict over the package, the tests, the benchmarks and the scripts
+# (pyproject.toml); the same three run as pre-commit hooks (.pre-commit-config.yaml).
+define lint_steps
+	$(VENV)/ruff check .
+	$(VENV)/ruff format --check .
 	$(VENV)/mypy
+endef
+
+# The lint first: a lint or type error fails `make test` before the suite starts.
+test: setup-tests
+	$(lint_steps)
 	$(VENV)/pytest
 
 # The whole suite from a fresh clone while the machine is busy, three times (scripts/test_under_load.sh).
@@ -36,7 +44,7 @@ dev: setup
 	$(VENV)/python scripts/dg_dev.py $(ARGS)
 
 lint: setup
-	$(VENV)/ruff check . && $(VENV)/ruff format --check . && $(VENV)/mypy
+	$(lint_steps)
 
 bench: setup
 	$(VENV)/python benchmarks/sandbox_bench.py

@@ -16,7 +16,7 @@ import psycopg2
 import pytest
 
 from book_assets.db import embedded
-from book_assets.db.connection import Database
+from book_assets.db.connection import Cursor, Database
 from book_assets.db.migrations import migrate
 from book_assets.settings import Settings, load_settings
 
@@ -119,7 +119,7 @@ def database_url() -> Iterator[str]:
 def truncate_all(database: Database) -> None:
     """Empty every table but the migration record (and restart identities)."""
 
-    def _truncate(cur: psycopg2.extensions.cursor) -> None:
+    def _truncate(cur: Cursor) -> None:
         cur.execute(
             "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() AND tablename <> 'schema_migrations'"
         )

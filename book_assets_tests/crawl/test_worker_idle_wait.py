@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 
 from book_assets.crawl.config import DETAIL
-from book_assets.crawl.worker import Worker, WorkerStats
+from book_assets.crawl.stats import WorkerStats
+from book_assets.crawl.worker import Worker
 from book_assets.db.connection import Database
 from book_assets.sandbox.catalogue import Catalogue
 from book_assets.sandbox.faults import Faults

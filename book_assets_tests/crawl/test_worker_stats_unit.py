@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import fields
+from typing import Any
 
 from book_assets.crawl.stats import WorkerStats
 
 
 def test_merging_sums_every_counter_without_a_list_of_fields() -> None:
     counters = [f.name for f in fields(WorkerStats) if f.type in ("int", int)]
-    one = WorkerStats(worker_id="a", **dict.fromkeys(counters, 1))
-    two = WorkerStats(worker_id="b", **dict.fromkeys(counters, 2))
+    ones: dict[str, Any] = dict.fromkeys(counters, 1)
+    twos: dict[str, Any] = dict.fromkeys(counters, 2)
+    one = WorkerStats(worker_id="a", **ones)
+    two = WorkerStats(worker_id="b", **twos)
     one.merge(two)
     assert counters and all(getattr(one, name) == 3 for name in counters)
     assert one.worker_id == "a"

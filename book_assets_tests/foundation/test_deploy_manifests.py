@@ -12,7 +12,7 @@ from __future__ import annotations
 import tomllib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import kubernetes_validate
 import pytest
@@ -159,7 +159,7 @@ def test_keda_scaled_object_scales_the_worker_deployment_with_postgresql_and_the
 
 def scaler_query_in_yaml() -> str:
     (trigger,) = only("ScaledObject")["spec"]["triggers"]
-    return trigger["metadata"]["query"]
+    return str(trigger["metadata"]["query"])
 
 
 def test_keda_query_is_the_queues_named_query_and_counts_the_detail_work_left(db: Database) -> None:
@@ -182,7 +182,8 @@ def _task(task_type: str, i: int) -> NewTask:
 
 
 def helm_values() -> dict[str, Any]:
-    return yaml.safe_load((K8S / "dagster-values.yaml").read_text())
+    values: dict[str, Any] = yaml.safe_load((K8S / "dagster-values.yaml").read_text())
+    return values
 
 
 def test_helm_values_use_the_external_postgresql_through_the_secret_with_psycopg2() -> None:
@@ -290,7 +291,7 @@ def test_compose_places_drain_steps_in_containers_on_its_own_network_and_volume(
     config = docker["config"]
     app = compose["x-app"]
     executor = app["environment"]["BOOK_PIPELINE_STEP_EXECUTOR"]
-    assert executor.endswith(":-docker}") and "docker" in Settings.model_fields["step_executor"].annotation.__args__
+    assert executor.endswith(":-docker}") and "docker" in get_args(Settings.model_fields["step_executor"].annotation)
     assert config["image"] == app["image"]
     assert config["network"] == compose["networks"]["default"]["name"]
     (volume,) = config["container_kwargs"]["volumes"]

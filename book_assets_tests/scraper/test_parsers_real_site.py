@@ -248,7 +248,7 @@ def test_book_page_parses_to_the_values_it_shows(real_site: Path, slug: str) -> 
     if d_start is None:
         assert book.description is None
     else:
-        assert book.description is not None
+        assert book.description is not None and d_end is not None
         assert book.description.startswith(d_start)
         assert book.description.endswith(d_end)
         assert len(book.description) == d_len
