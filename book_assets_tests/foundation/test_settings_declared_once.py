@@ -14,10 +14,13 @@ from pathlib import Path
 
 import click
 import dagster as dg
+import pytest
 
 from book_assets.cli import crawl_cmd, demo_cmd, work_cmd
 from book_assets.defs.resources import CrawlRunConfig, FetcherResource, SchedulingResource, SiteResource
 from book_assets.settings import Settings, describe
+
+pytestmark = pytest.mark.unit
 
 PACKAGE = Path(__file__).resolve().parents[2] / "book_assets"
 SETTINGS = set(Settings.model_fields)

@@ -14,6 +14,8 @@ from book_assets.scraper.charset import decode_html
 from book_assets.scraper.errors import NotABookPage, NotAListingPage
 from book_assets.scraper.parsers import parse_book, parse_listing
 
+pytestmark = pytest.mark.unit
+
 SITE = "https://books.toscrape.com/"
 
 # slug_id: (title, category, upc, price, rating word, stock, description start, description end, length)
