@@ -9,6 +9,7 @@ queue's named query, run against a database with tasks in every state.
 
 from __future__ import annotations
 
+import re
 import tomllib
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,6 +19,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from book_assets import __version__
 from book_assets.crawl.config import DETAIL, LISTING, TASK_TYPES
 from book_assets.db.connection import Database
 from book_assets.queue import NewTask, TaskQueue
@@ -335,3 +337,12 @@ def test_pod_monitors_scrape_a_named_metrics_port_of_the_worker_and_exporter_pod
 
 def _labels(deployment: dict[str, Any]) -> Any:
     return deployment["spec"]["template"]["metadata"]["labels"].items()
+
+
+@pytest.mark.unit
+def test_the_manifests_deploy_the_image_of_the_package_version() -> None:
+    """The release is declared once (pyproject.toml); the manifests name its image and cannot drift from it."""
+    images = [m.group(1) for path in K8S.glob("*.yaml") for m in re.finditer(r"/book-pipeline:(\S+)", path.read_text())]
+    assert images and set(images) == {__version__}
+    chart_image = helm_values()["dagster-user-deployments"]["deployments"][0]["image"]
+    assert chart_image["tag"] == __version__
