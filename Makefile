@@ -31,7 +31,7 @@ test: setup-tests
 
 # The unit tests only (marker `unit`: every *_unit.py file and the pure test files that say so; the conftest
 # refuses a unit test that asks for a server fixture): no PostgreSQL, Chromium or server. 319 of the 936 tests,
-# about 20 s of CPU with the collection (68 s wall on the 2-core sandbox at load 12, 2026-12-04).
+# 17-19 s of CPU with the collection; 35 s wall on the shared 2-core sandbox at load 11 (2026-12-04, 2266acc).
 test-fast: setup
 	$(VENV)/pytest -m unit -q
 
