@@ -3,7 +3,7 @@
 One process tree, one sandbox (in its own process), one after the other on the same pages:
 
 1. ``ceiling``: a bare Playwright loop over the pages a full crawl fetches (the start page, every category's
-   listing pages and the 1000 book pages: ``_crawled_paths``) — the same Chromium binary the crawl uses
+   listing pages and the 1000 book pages: ``harness.crawled_paths``) — the same Chromium binary the crawl uses
    (``find_chromium``), 8 tabs, images/CSS/fonts/media blocked inside Chromium (CDP ``Network.setBlockedURLs``),
    JavaScript off, no database, no parsing.
 2. ``browser``: a full crawl of the sandbox (about 1,080 pages: listings and books) with default settings
@@ -34,7 +34,6 @@ import json
 import multiprocessing
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -44,100 +43,35 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import crawl_bench
-from crawl_bench import _reset, _scratch_database
+from harness import (
+    ceiling_pages_per_s,
+    crawl_for_figures,
+    crawled_paths,
+    reset_crawl_tables,
+    scratch_database,
+    worker_pss,
+)
 
-from book_assets.crawl.config import CrawlConfig
-from book_assets.crawl.pipeline import crawl
 from book_assets.sandbox.catalogue import Catalogue
-from book_assets.scraper.chromium import CHROMIUM_ARGS, find_chromium
+from book_assets.scraper.chromium import find_chromium
 
-#: What the ceiling loop blocks inside Chromium: the sandbox's images, stylesheets, fonts and media.
-CEILING_BLOCKED = ["*.jpg", "*.jpeg", "*.png", "*.gif", "*.webp", "*.svg", "*.ico", "*.css", "*.woff*", "*.ttf"]
-
-
-async def _ceiling(base_url: str, paths: list[str], tabs: int, chromium: str) -> float:
-    from playwright.async_api import async_playwright
-
-    async with async_playwright() as pw:
-        browser = await pw.chromium.launch(executable_path=chromium, headless=True, args=list(CHROMIUM_ARGS))
-        context = await browser.new_context(java_script_enabled=False, service_workers="block")
-        queue: asyncio.Queue[str] = asyncio.Queue()
-        for path in paths:
-            queue.put_nowait(base_url.rstrip("/") + path)
-
-        async def tab() -> None:
-            page = await context.new_page()
-            cdp = await context.new_cdp_session(page)
-            await cdp.send("Network.enable")
-            await cdp.send("Network.setBlockedURLs", {"urls": CEILING_BLOCKED})
-            while not queue.empty():
-                url = queue.get_nowait()
-                response = await page.goto(url, wait_until="load")
-                assert response is not None and response.status == 200, url
-                await response.body()
-
-        started = time.monotonic()
-        await asyncio.gather(*(tab() for _ in range(tabs)))
-        elapsed = time.monotonic() - started
-        await browser.close()
-    return len(paths) / elapsed
-
-
-def _crawled_paths(catalogue: Catalogue) -> list[str]:
-    """The pages a full crawl fetches: the start page, each category's chain of listing pages, every book.
-    The ceiling loads these and no others, so its pages/s and the crawl's count the same mix (a listing page
-    costs Chromium more than a book page)."""
-    main_listing = ("/catalogue/page-", "/catalogue/category/books_1/")
-    listings = [p for p in catalogue.listing_paths() if not p.startswith(main_listing)]
-    return listings + sorted(catalogue.ground_truth())
-
-
-def _crawl(url: str, base_url: str, mode: str, overrides: dict[str, Any], result: Any) -> None:
-    # A scratch archive per run, as the database is reset per run: the crawl's end indexes the day's WARC
-    # files, and a folder shared across runs would make each run index every earlier run's files too.
-    with tempfile.TemporaryDirectory(prefix="browser-bench-warc-") as warc_dir:
-        _crawl_into(url, base_url, mode, {**overrides, "warc_dir": Path(warc_dir)}, result)
-
-
-def _crawl_into(url: str, base_url: str, mode: str, overrides: dict[str, Any], result: Any) -> None:
-    config = CrawlConfig.resolve(base_url=base_url, fetch_mode=mode, min_interval_s=0.0, **overrides)
-    report = crawl(url, config)
-    result["pages"] = report.run.pages
-    result["books"] = report.counts["total"]
-    result["elapsed_s"] = report.elapsed_s
-    result["workers"] = config.workers
-    result["concurrency"] = config.fetch.concurrency
-    result["summary"] = report.summary_lines()
-    result["concurrency_history"] = report.stats.concurrency
-
-
-def _worker_pss(root: psutil.Process) -> float:
-    """Largest PSS (bytes) of one worker process tree below ``root`` (the crawl's pool children)."""
-    best = 0
-    for worker in root.children():
-        total = 0
-        with contextlib.suppress(psutil.Error):
-            for member in [worker, *worker.children(recursive=True)]:
-                with contextlib.suppress(psutil.Error):
-                    info = member.memory_full_info()
-                    total += getattr(info, "pss", info.rss)
-        best = max(best, total)
-    return best
+BENCH_DB = "bookpipeline_bench_browser"
 
 
 def measure_crawl(url: str, base_url: str, mode: str, overrides: dict[str, Any]) -> dict[str, Any]:
     """One full crawl in a child process, sampling the memory of each worker's process tree."""
-    _reset(url)
+    reset_crawl_tables(url)
     manager = multiprocessing.Manager()
     shared = manager.dict()
-    proc = multiprocessing.get_context("spawn").Process(target=_crawl, args=(url, base_url, mode, overrides, shared))
+    proc = multiprocessing.get_context("spawn").Process(
+        target=crawl_for_figures, args=(url, base_url, mode, overrides, shared)
+    )
     started = time.monotonic()
     proc.start()
     parent, peak = psutil.Process(proc.pid), 0.0
     while proc.is_alive():
         with contextlib.suppress(psutil.Error):
-            peak = max(peak, _worker_pss(parent))
+            peak = max(peak, worker_pss(parent))
         time.sleep(0.25)
     proc.join()
     out = dict(shared)
@@ -157,8 +91,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, help="crawl pages per worker (default: the setting)")
     args = parser.parse_args()
     runs = args.runs.split(",")
-    crawl_bench.BENCH_DB = "bookpipeline_bench_browser"  # not crawl_bench's own scratch database
-    url = _scratch_database()
+    url = scratch_database(BENCH_DB)
     chromium = find_chromium()
     out: dict[str, Any] = {
         "ceiling_pages_per_s": None,
@@ -176,8 +109,10 @@ def main() -> None:
     base_url = next(tok for tok in line.split() if tok.startswith("http"))
     try:
         if "ceiling" in runs:
-            paths = _crawled_paths(Catalogue())
-            out["ceiling_pages_per_s"] = round(asyncio.run(_ceiling(base_url, paths, args.tabs, chromium)), 1)
+            paths = crawled_paths(Catalogue())
+            out["ceiling_pages_per_s"] = round(
+                asyncio.run(ceiling_pages_per_s(base_url, paths, args.tabs, chromium)), 1
+            )
             print(json.dumps({"ceiling": out["ceiling_pages_per_s"], "pages": len(paths)}), file=sys.stderr)
         for mode in ("browser", "adaptive", "http"):
             if mode not in runs:

@@ -28,7 +28,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections import Counter
+from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -37,12 +37,12 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import browser_bench
-import crawl_bench
-from crawl_bench import _reset, _scratch_database
+import harness
 
 from book_assets.sandbox.catalogue import Catalogue
 from book_assets.scraper.chromium import find_chromium
+
+BENCH_DB = "bookpipeline_bench_browser_cpu"
 
 
 def _kind(process: psutil.Process) -> str:
@@ -89,8 +89,8 @@ class CpuSampler:
                 if self.kinds.get(process.pid) == "zygote":  # a renderer forked from the zygote shows as it first
                     self.kinds[process.pid] = _kind(process)
                 if process.pid not in self.kinds:
-                    root = any(process.pid == r.pid for r in self.roots)
-                    self.kinds[process.pid] = "python(crawl parent)" if root else _kind(process)
+                    is_root = any(process.pid == r.pid for r in self.roots)
+                    self.kinds[process.pid] = "python(crawl parent)" if is_root else _kind(process)
                     # Processes seen for the first time start at their CPU so far only if they predate us.
                     self.start.setdefault(process.pid, times.user + times.system if process in self.extra else 0.0)
                 self.latest[process.pid] = times.user + times.system
@@ -103,7 +103,7 @@ class CpuSampler:
             self._sample()
             n += 1
             if n % 5 == 0 and self.roots:
-                self.peak_pss = max(self.peak_pss, browser_bench._worker_pss(self.roots[0]))
+                self.peak_pss = max(self.peak_pss, harness.worker_pss(self.roots[0]))
 
     def begin(self) -> None:
         self._sample()
@@ -113,7 +113,7 @@ class CpuSampler:
         self._stop.set()
         self._thread.join()
         self._sample()
-        by_kind: Counter[str] = Counter()
+        by_kind: defaultdict[str, float] = defaultdict(float)
         for pid, latest in self.latest.items():
             by_kind[self.kinds[pid]] += latest - self.start.get(pid, 0.0)
         system = psutil.cpu_times()
@@ -151,7 +151,7 @@ class PostgresWatcher(threading.Thread):
 
 
 def _ceiling_child(base_url: str, paths: list[str], tabs: int, chromium: str, out: Any) -> None:
-    out["pages_per_s"] = asyncio.run(browser_bench._ceiling(base_url, paths, tabs, chromium))
+    out["pages_per_s"] = asyncio.run(harness.ceiling_pages_per_s(base_url, paths, tabs, chromium))
     out["pages"] = len(paths)
 
 
@@ -211,8 +211,7 @@ def main() -> None:
     parser.add_argument("--warc", choices=("on", "off"))
     parser.add_argument("--py-spy", help="write a py-spy raw profile of the crawl's Python processes here")
     args = parser.parse_args()
-    crawl_bench.BENCH_DB = "bookpipeline_bench_browser_cpu"
-    url = _scratch_database(crawl_bench.BENCH_DB)
+    url = harness.scratch_database(BENCH_DB)
     chromium = find_chromium()
     server = subprocess.Popen(
         [sys.executable, "-m", "book_assets.cli", "sandbox", "serve", "--port", "0"], stdout=subprocess.PIPE, text=True
@@ -224,7 +223,7 @@ def main() -> None:
     try:
         runs = args.runs.split(",")
         if "ceiling" in runs:
-            paths = browser_bench._crawled_paths(Catalogue())
+            paths = harness.crawled_paths(Catalogue())
             results["ceiling"] = measure(_ceiling_child, (base_url, paths, args.tabs, chromium), sandbox, None)
             print(json.dumps({"ceiling": results["ceiling"]}), file=sys.stderr)
         for run in runs:
@@ -242,9 +241,9 @@ def main() -> None:
                 name, _, value = run.partition(":")[2].partition("=")
                 overrides[name] = int(value)
             overrides = {k: v for k, v in overrides.items() if v is not None}
-            _reset(url)
+            harness.reset_crawl_tables(url)
             figures = measure(
-                browser_bench._crawl, (url, base_url, mode, overrides), sandbox, crawl_bench.BENCH_DB, args.py_spy
+                harness.crawl_for_figures, (url, base_url, mode, overrides), sandbox, BENCH_DB, args.py_spy
             )
             figures["pages_per_s"] = round(figures["pages"] / figures["elapsed_s"], 1)
             figures.pop("summary", None)

@@ -19,7 +19,7 @@ import re
 import sys
 import threading
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +52,7 @@ def _sample_pss(stop: threading.Event) -> None:
     """Peak total PSS (MB) of this process and its descendants, and each kind's share at that moment."""
     me = psutil.Process()
     while not stop.wait(0.25):
-        by_kind: Counter[str] = Counter()
+        by_kind: defaultdict[str, float] = defaultdict(float)
         for process in [me, *me.children(recursive=True)]:
             try:
                 by_kind[_kind(process)] += process.memory_full_info().pss / 1e6
@@ -85,7 +85,7 @@ def _count_messages() -> None:
             COUNTS[f"recv {name}"] += 1
         dispatch(self, message)
 
-    connection.send_message_to_server = counted_send  # type: ignore[method-assign]
+    connection.send_message_to_server = counted_send  # type: ignore[method-assign,assignment]
     connection.dispatch = counted_dispatch  # type: ignore[method-assign]
 
 

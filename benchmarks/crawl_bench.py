@@ -24,39 +24,16 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-import psycopg2
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from harness import reset_crawl_tables, scratch_database
 
 from book_assets.crawl.config import CrawlConfig
 from book_assets.crawl.pipeline import crawl
-from book_assets.db.connection import resolve_database_url
-from book_assets.settings import load_settings
 
 BENCH_DB = "bookpipeline_bench_crawl"
-
-
-def _scratch_database(name: str = BENCH_DB) -> str:
-    """A freshly created database ``name`` beside the configured one."""
-    base = resolve_database_url(load_settings())
-    admin = base.rsplit("/", 1)[0] + "/postgres"
-    conn = psycopg2.connect(admin)
-    conn.autocommit = True
-    with conn.cursor() as cur:
-        cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        cur.execute(f'CREATE DATABASE "{name}"')
-    conn.close()
-    return base.rsplit("/", 1)[0] + f"/{name}"
-
-
-def _reset(url: str) -> None:
-    conn = psycopg2.connect(url)
-    conn.autocommit = True
-    with conn.cursor() as cur:
-        cur.execute("SELECT to_regclass('books') IS NOT NULL")
-        if cur.fetchone()[0]:
-            cur.execute("TRUNCATE books, book_versions, pages, tasks RESTART IDENTITY CASCADE")
-    conn.close()
 
 
 def _run(url: str, base_url: str, mode: str, concurrency: int, result: dict[str, Any]) -> None:
@@ -71,7 +48,7 @@ def _run(url: str, base_url: str, mode: str, concurrency: int, result: dict[str,
 
 def measure(url: str, base_url: str, mode: str, concurrency: int) -> dict[str, Any]:
     """One full crawl in a child process; RSS summed over it and its descendants."""
-    _reset(url)
+    reset_crawl_tables(url)
     manager = multiprocessing.Manager()
     shared = manager.dict()
     ctx = multiprocessing.get_context("spawn")
@@ -113,7 +90,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--modes", default="browser:1,browser:4,browser:8,http:8")
     args = parser.parse_args()
-    url = _scratch_database()
+    url = scratch_database(BENCH_DB)
     out: dict[str, Any] = {"browser": {}, "seed_pages_per_s": 3.3}
     # The sandbox runs in its own process so it never competes with the crawler's event loop.
     sandbox = subprocess.Popen(

@@ -62,12 +62,13 @@ import psycopg2
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from crawl_bench import _scratch_database
+from harness import scratch_database
 
 from book_assets.crawl import pipeline
 from book_assets.crawl.config import LISTING, LISTING_PRIORITY, CrawlConfig, make_queue
 from book_assets.db.connection import Database
 from book_assets.db.migrations import migrate
+from book_assets.queue import TaskQueue
 from book_assets.sandbox.catalogue import Catalogue
 
 BENCH_DB = "bookpipeline_bench_growth"
@@ -148,18 +149,18 @@ def _timed_steps(times: dict[str, float]) -> Iterator[None]:
         return timed
 
     saved = {name: getattr(pipeline, name) for name in END_STEPS}
-    read, prune = pipeline.RunFigures.read, pipeline.TaskQueue.prune
+    read, prune = pipeline.RunFigures.read, TaskQueue.prune
     for name, fn in saved.items():
         setattr(pipeline, name, wrap(name, fn))
     pipeline.RunFigures.read = wrap("run_figures", read)  # type: ignore[method-assign]
-    pipeline.TaskQueue.prune = wrap("prune_tasks", prune)  # type: ignore[method-assign]
+    TaskQueue.prune = wrap("prune_tasks", prune)
     try:
         yield
     finally:
         for name, fn in saved.items():
             setattr(pipeline, name, fn)
         pipeline.RunFigures.read = read  # type: ignore[method-assign]
-        pipeline.TaskQueue.prune = prune  # type: ignore[method-assign]
+        TaskQueue.prune = prune
 
 
 class TreeMemory(threading.Thread):
@@ -287,14 +288,14 @@ def _database_mb(url: str) -> float:
     conn = psycopg2.connect(url)
     with conn.cursor() as cur:
         cur.execute("SELECT pg_database_size(current_database())")
-        size = cur.fetchone()[0]
+        row = cur.fetchone()
     conn.close()
-    return size / 1e6
+    return float(row[0]) / 1e6 if row else 0.0
 
 
 def run_case(url: str, books: int, hosts: int, interval: float | None, args: argparse.Namespace) -> dict[str, Any]:
     """Day 0 into an empty database, then day 1 conditionally, on a fresh sandbox of ``books`` over ``hosts``."""
-    _scratch_database(BENCH_DB)
+    scratch_database(BENCH_DB)
     with Database(url) as db:  # before any timing: the first crawl would otherwise include the migrations
         migrate(db)
     empty_mb = _database_mb(url)
@@ -453,7 +454,7 @@ def cost_plot_svg(cases: dict[str, Any], about: str) -> str:
         return left + (width - left - right) * ((math.log10(b) - lo) / (hi - lo) if hi > lo else 0.5)
 
     def y(v: float) -> float:
-        return height - bottom - (height - top - bottom) * v / top_y
+        return float(height - bottom - (height - top - bottom) * v / top_y)
 
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" '
@@ -520,7 +521,7 @@ def main() -> None:
         print(json.dumps({"machine": machine(), "sandbox_pass": sandbox_pass(args.sandbox_pass)}))
         return
     names = [name for name in args.cases.split(",") if name != "none"]
-    url = _scratch_database(BENCH_DB) if names else ""
+    url = scratch_database(BENCH_DB) if names else ""
     cases: dict[str, Any] = {}
     for name in names:
         if name == "hosts":

@@ -80,7 +80,7 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from crawl_bench import _reset, _scratch_database
+from harness import reset_crawl_tables, scratch_database
 
 from book_assets.crawl.config import CrawlConfig
 from book_assets.crawl.pipeline import crawl
@@ -246,7 +246,7 @@ def _scrape(port: int, stop: threading.Event, counter: list[int]) -> None:
 
 def _measure_base(repo: str, url: str, config: dict[str, Any], env: dict[str, str]) -> dict[str, float]:
     """One full crawl by the code of the checkout ``repo``, in a fresh interpreter."""
-    _reset(url)
+    reset_crawl_tables(url)
     child_env = {"BOOK_PIPELINE_DATA_DIR": str(load_settings().data_dir), **os.environ, "PYTHONPATH": repo}
     args = [sys.executable, "-c", _BASE_RUN, repo, json.dumps([url, {**config, "metrics_final_scrape_s": 0}, env])]
     out = subprocess.run(args, env=child_env, cwd=repo, capture_output=True, text=True)
@@ -267,7 +267,7 @@ def measure(
 ) -> dict[str, float]:
     """One full crawl in a fresh interpreter: pages, pages/s, the crawler's CPU ms per page, scrapes answered;
     ``paired`` (the side of the first worker): its workers on opposite sides, each side's CPU and pages."""
-    _reset(url)
+    reset_crawl_tables(url)
     ctx = multiprocessing.get_context("spawn")
     shared = ctx.Manager().dict()
     port = free_port() if metrics else None
@@ -546,7 +546,7 @@ def main() -> None:
         raise SystemExit(f"--settings: off first, then any of {', '.join(SETTINGS[1:])}")
     if ("base" in settings) != bool(args.base):
         raise SystemExit("--base: the checkout the base setting crawls with, given with that setting only")
-    url = _scratch_database(BENCH_DB)
+    url = scratch_database(BENCH_DB)
     ctx = multiprocessing.get_context("spawn")
     port, counts = ctx.Value("i", 0), ctx.Manager().dict()
     collector = ctx.Process(target=_receive, args=(port, counts), daemon=True)

@@ -21,96 +21,38 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 import statistics
 import sys
 import time
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg2
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from harness import FAIR_BATCH, TYPE_WEIGHTS, bench_queue, claim_complete_per_s, fill_queue, reset_queue
+
 from book_assets.db.connection import Database, ensure_database, resolve_database_url
 from book_assets.db.migrations import migrate
-from book_assets.queue import Backoff, NewTask, TaskQueue
+from book_assets.queue import NewTask
 from book_assets.settings import load_settings
 
 SCRATCH = "bookpipeline_bench"
-TYPES = ("detail", "listing")
 SEED = {"enqueue_per_s": 85, "claim_complete_per_s": 45}
-SPAWN = multiprocessing.get_context("spawn")
-#: Tasks per fair claim in the fair throughput figure: the batch of the plain one, so the two compare.
-FAIR_BATCH = 50
 #: Tasks per claim of the crawl-shaped figure: what a crawl worker asks for (pages in flight, 2 workers).
 CRAWL_BATCH = 8
-#: Type weights of the interleaved fair figure; the tasks are filled in the same proportion, so that both
-#: types stay backlogged to the end.
-TYPE_WEIGHTS = {"listing": 1.0, "detail": 3.0}
 
 
 def _with_db(url: str, name: str) -> str:
     return urlunsplit(urlsplit(url)._replace(path=f"/{name}"))
 
 
-def _queue(db: Database) -> TaskQueue:
-    return TaskQueue(db, task_types=TYPES, lease_s=60, backoff=Backoff(), default_interval_s=0.0)
-
-
-def _reset(db: Database) -> None:
-    db.query(
-        "TRUNCATE tasks, domains, queue_scopes, queue_members RESTART IDENTITY; "
-        "INSERT INTO domains (domain, min_interval_s) VALUES ('bench.example', 0)"
-    )
-
-
-def _fill(db: Database, n: int, groups: int = 50, types: dict[str, float] | None = None) -> None:
-    """n pending tasks over ``groups`` groups: all detail, or split between the types by their weights."""
-    weights = types or {"detail": 1.0}
-    total = sum(weights.values())
-    start = 0
-    names = sorted(weights)
-    for task_type in names:
-        count = n - start if task_type == names[-1] else round(n * weights[task_type] / total)
-        db.query(
-            """INSERT INTO tasks (task_type, payload, domain, task_group, priority)
-               SELECT %s, jsonb_build_object('url', 'http://bench.example/b/' || i), 'bench.example',
-                      'g' || (i %% %s), 0
-               FROM generate_series(%s, %s) AS i""",
-            (task_type, groups, start + 1, start + count),
-        )
-        db.query(
-            "INSERT INTO queue_members (scope, member) SELECT %s, 'g' || g FROM generate_series(0, %s) g",
-            (f"groups:{task_type}", groups - 1),
-        )
-        start += count
-    conn = psycopg2.connect(db.url)  # VACUUM cannot run in the transaction Database.run opens
-    conn.autocommit = True
-    with conn.cursor() as cur:
-        cur.execute("VACUUM ANALYZE tasks")
-    conn.close()
-
-
-def _worker(url: str, name: str, barrier: Any, results: Any, batch: int, scheduled: bool, interleave: bool) -> None:
-    db = Database(url, application_name=f"queue-bench-{name}")
-    queue = _queue(db)
-    db.connection()
-    barrier.wait(120)
-    done = 0
-    while True:
-        if interleave:
-            tasks = queue.claim(name, batch, type_weights=TYPE_WEIGHTS, scheduled=scheduled).tasks
-        else:
-            tasks = queue.claim(name, batch, task_types=["detail"], scheduled=scheduled).tasks
-        if not tasks:
-            break
-        done += queue.complete_many(tasks)
-    results.put((done, time.perf_counter()))
-    db.close()
-
-
 def bench_enqueue(db: Database, n: int = 50_000, batch: int = 1_000) -> float:
-    _reset(db)
-    queue = _queue(db)
+    reset_queue(db)
+    queue = bench_queue(db)
     started = time.perf_counter()
     for start in range(0, n, batch):
         queue.enqueue_many(
@@ -120,36 +62,10 @@ def bench_enqueue(db: Database, n: int = 50_000, batch: int = 1_000) -> float:
     return n / (time.perf_counter() - started)
 
 
-def bench_throughput(
-    db: Database, url: str, workers: int, n: int, *, batch: int = 50, scheduled: bool = False, interleave: bool = False
-) -> float:
-    """Tasks claimed and completed per second by ``workers`` processes, each claiming ``batch`` at a time
-    (``interleave``: listing and detail tasks, claimed with the type weights)."""
-    _reset(db)
-    _fill(db, n, types=TYPE_WEIGHTS if interleave else None)
-    barrier, results = SPAWN.Barrier(workers + 1), SPAWN.Queue()
-    procs = [
-        SPAWN.Process(target=_worker, args=(url, f"w{i}", barrier, results, batch, scheduled, interleave))
-        for i in range(workers)
-    ]
-    for p in procs:
-        p.start()
-    barrier.wait(120)
-    started = time.perf_counter()
-    outcomes = [results.get(timeout=300) for _ in procs]
-    for p in procs:
-        p.join(30)
-    finished = max(t for _, t in outcomes)
-    total = sum(d for d, _ in outcomes)
-    if total != n:
-        raise RuntimeError(f"{total} tasks completed out of {n}")
-    return n / (finished - started)
-
-
 def bench_latency(db: Database, pending: int, samples: int = 400, *, scheduled: bool = False) -> dict[str, float]:
-    _reset(db)
-    _fill(db, pending)
-    queue = _queue(db)
+    reset_queue(db)
+    fill_queue(db, pending)
+    queue = bench_queue(db)
     latencies = []
     for _ in range(samples):
         started = time.perf_counter()
@@ -178,22 +94,24 @@ def main(argv: list[str]) -> int:
         if not args.fair_only:
             report["enqueue_batch_per_s"] = round(bench_enqueue(db))
             report["claim_complete_per_s"] = {
-                str(w): round(bench_throughput(db, url, w, 30_000 if w > 1 else 15_000)) for w in (1, 4, 8)
+                str(w): round(claim_complete_per_s(db, url, w, 30_000 if w > 1 else 15_000)) for w in (1, 4, 8)
             }
         report["fair_claims_per_s"] = {
-            str(w): round(bench_throughput(db, url, w, 20_000 if w > 1 else 10_000, batch=FAIR_BATCH, scheduled=True))
+            str(w): round(
+                claim_complete_per_s(db, url, w, 20_000 if w > 1 else 10_000, batch=FAIR_BATCH, scheduled=True)
+            )
             for w in (1, 4, 8)
         }
         report["fair_interleaved_claims_per_s"] = {
             str(w): round(
-                bench_throughput(
+                claim_complete_per_s(
                     db, url, w, 20_000 if w > 1 else 10_000, batch=FAIR_BATCH, scheduled=True, interleave=True
                 )
             )
             for w in (1, 4, 8)
         }
         report["crawl_shaped_claims_per_s"] = {
-            str(w): round(bench_throughput(db, url, w, 4_000, batch=CRAWL_BATCH, scheduled=True, interleave=True))
+            str(w): round(claim_complete_per_s(db, url, w, 4_000, batch=CRAWL_BATCH, scheduled=True, interleave=True))
             for w in (1, 2)
         }
         report["crawl_batch"] = CRAWL_BATCH

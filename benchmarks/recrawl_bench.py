@@ -28,7 +28,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from crawl_bench import _reset, _scratch_database
+from harness import reset_crawl_tables, scratch_database
 
 from book_assets.crawl.config import CrawlConfig
 from book_assets.crawl.pipeline import crawl
@@ -69,7 +69,7 @@ def main() -> None:
     parser.add_argument("--categories", default="")
     parser.add_argument("--repeat", type=int, default=1, help="pairs of crawls per variant; the fastest is shown")
     args = parser.parse_args()
-    url = _scratch_database(BENCH_DB)
+    url = scratch_database(BENCH_DB)
     with Database(url) as db:  # before any timing: the first crawl would otherwise include the migrations
         migrate(db)
     sandbox = subprocess.Popen(
@@ -90,7 +90,7 @@ def main() -> None:
             settings = {**common, "conditional_requests": conditional}
             runs = []
             for _ in range(args.repeat):
-                _reset(url)
+                reset_crawl_tables(url)
                 runs.append((_one_crawl(url, base_url, settings), _one_crawl(url, base_url, settings)))
             first, recrawl = (_fastest([run[i] for run in runs]) for i in (0, 1))
             out[name] = {

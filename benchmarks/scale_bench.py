@@ -17,7 +17,7 @@ failure too. Needs root and iproute2; prints ``{"skipped": reason}`` where names
 * ``skewed_host_min_spacing_s`` (and ``..._warm_...``): the same with the third host's clock 0.5 s ahead
   (libfaketime).
 * ``fair_claims_per_s``: scheduled (weighted round-robin) claims of 50 tasks with 1, 4 and 8 worker processes,
-  tasks claimed and completed per second on the run's cluster (queue_bench's measurement where it has one).
+  tasks claimed and completed per second on the run's cluster (the measurement queue_bench makes on its own).
 * ``pgbouncer_crawl_ok``: a crawl by two hosts whose workers reach PostgreSQL only through PgBouncer in
   transaction pooling mode completed exactly (every book once, nothing outstanding, nothing failed);
   ``pgbouncer_error`` says what went wrong otherwise.
@@ -28,7 +28,6 @@ failure too. Needs root and iproute2; prints ``{"skipped": reason}`` where names
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import shutil
 import signal
@@ -42,18 +41,14 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from harness import FAIR_BATCH, claim_complete_per_s
+
 from book_assets.categories import slugify
 from book_assets.db.connection import Database
 from book_assets.db.migrations import migrate
 from book_assets.sandbox.catalogue import Catalogue
 from book_assets.sandbox.faults import Faults
-from book_assets_tests.scale.hosts import (
-    Host,
-    NamespaceHosts,
-    PostgresOnAddress,
-    postgres_unavailable_reason,
-    unavailable_reason,
-)
+from book_assets_tests.scale.hosts import Host, NamespaceHosts, PostgresOnAddress, unavailable_reason
 from book_assets_tests.scale.multihost import LIBFAKETIME, HostRun, HostSandbox, run_on_hosts
 
 LATENCY_S = 0.2
@@ -142,64 +137,19 @@ def _expected_books(categories: tuple[str, ...]) -> int:
     return sum(1 for book in Catalogue() if not categories or book.category in categories)
 
 
-#: Tasks per fair claim: the batch of queue_bench's plain figure, so the two compare (its FAIR_BATCH where declared).
-FAIR_BATCH = 50
-
-
-def _fair_worker(url: str, name: str, barrier: Any, results: Any, batch: int) -> None:
-    import queue_bench
-
-    db = Database(url, application_name=f"scale-bench fair {name}")
-    queue = queue_bench._queue(db)
-    db.connection()
-    barrier.wait(120)
-    done = 0
-    while tasks := queue.claim(name, batch, task_types=["detail"], scheduled=True).tasks:
-        done += queue.complete_many(tasks)
-    results.put((done, time.perf_counter()))
-    db.close()
-
-
-def _fair_throughput(db: Database, url: str, workers: int, n: int, batch: int) -> float:
-    """Fair claims (and completes) per second by ``workers`` processes, as queue_bench measures plain ones."""
-    import queue_bench
-
-    queue_bench._reset(db)
-    queue_bench._fill(db, n)
-    spawn = queue_bench.SPAWN
-    barrier, results = spawn.Barrier(workers + 1), spawn.Queue()
-    procs = [spawn.Process(target=_fair_worker, args=(url, f"w{i}", barrier, results, batch)) for i in range(workers)]
-    for proc in procs:
-        proc.start()
-    barrier.wait(120)
-    started = time.perf_counter()
-    outcomes = [results.get(timeout=300) for _ in procs]
-    for proc in procs:
-        proc.join(30)
-    if sum(done for done, _ in outcomes) != n:
-        raise RuntimeError(f"{sum(done for done, _ in outcomes)} fair claims completed out of {n}")
-    return n / (max(t for _, t in outcomes) - started)
-
-
 def bench_fair_claims(postgres: PostgresOnAddress) -> dict[str, Any]:
-    """Fair (scheduled) claims/s with 1, 4 and 8 workers on this run's cluster: queue_bench's figure where it
-    has one (``bench_throughput(..., scheduled=True)``), else the same measurement made here."""
-    import queue_bench
-
+    """Fair (scheduled) claims/s with 1, 4 and 8 workers on this run's cluster, measured as queue_bench does."""
     url = postgres.create_database("fair_claims")
-    batch = getattr(queue_bench, "FAIR_BATCH", FAIR_BATCH)
     with Database(url, application_name="scale-bench fair") as db:
         migrate(db)
-        own = "scheduled" in inspect.signature(queue_bench.bench_throughput).parameters
-        figures = {}
-        for workers in (1, 4, 8):
-            n = 20_000 if workers > 1 else 10_000
-            if own:
-                rate = queue_bench.bench_throughput(db, url, workers, n, batch=batch, scheduled=True)
-            else:
-                rate = _fair_throughput(db, url, workers, n, batch)
-            figures[str(workers)] = round(rate)
-        return figures
+        return {
+            str(workers): round(
+                claim_complete_per_s(
+                    db, url, workers, 20_000 if workers > 1 else 10_000, batch=FAIR_BATCH, scheduled=True
+                )
+            )
+            for workers in (1, 4, 8)
+        }
 
 
 class PgBouncer:
@@ -299,7 +249,7 @@ def main() -> int:
     parser.add_argument("--parts", default=",".join(PARTS), help=f"Comma-separated subset of {', '.join(PARTS)}.")
     args = parser.parse_args()
     parts = set(args.parts.split(","))
-    reason = unavailable_reason() or postgres_unavailable_reason()
+    reason = unavailable_reason()
     if reason:
         print(json.dumps({"skipped": reason}))
         return 0

@@ -394,7 +394,7 @@ def _account(soak: Soak, alerts: list[dict[str, Any]], seed: int) -> dict[str, A
     tasks_bound = pages * (math.ceil(retention_s / 60) + 2)
     failed_runs = {r.run_id for r in runs if r.status == "FAILURE"}
     alerted = {a.get("run_id") for a in alerts if a.get("run_id") in failed_runs}
-    result = {
+    result: dict[str, Any] = {
         "ticks": ticks,
         "runs": by_job,
         "unfinished_runs": unfinished,

@@ -29,7 +29,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from crawl_bench import _reset, _scratch_database
+from harness import reset_crawl_tables, scratch_database
 
 from book_assets.archive import archive_files, summarize_day
 from book_assets.archive.rebuild import compare, rebuild
@@ -38,9 +38,11 @@ from book_assets.crawl.pipeline import CrawlReport, crawl
 from book_assets.db.connection import Database
 from book_assets.sandbox.server import SandboxServer
 
+BENCH_DB = "bookpipeline_bench_warc"
+
 
 def _crawl(url: str, base_url: str, mode: str, archive: Path | None) -> CrawlReport:
-    _reset(url)
+    reset_crawl_tables(url)
     config = CrawlConfig.resolve(
         base_url=base_url,
         fetch_mode=mode,
@@ -55,8 +57,9 @@ def _crawl(url: str, base_url: str, mode: str, archive: Path | None) -> CrawlRep
 
 
 def measure(mode: str, rounds: int) -> dict[str, Any]:
-    url = _scratch_database()
-    off, on = [], []
+    url = scratch_database(BENCH_DB)
+    off: list[float] = []
+    on: list[float] = []
     result: dict[str, Any] = {"mode": mode, "rounds": rounds}
     with SandboxServer() as site, tempfile.TemporaryDirectory() as scratch:
         for n in range(rounds):

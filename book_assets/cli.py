@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import click
 
+from book_assets import __version__
 from book_assets.db import embedded
 from book_assets.db.connection import Database, DatabaseUnavailable, mask_url, resolve_database_url
 from book_assets.db.migrations import SchemaRefused, current_version, migrate
@@ -65,7 +66,7 @@ def open_database(settings: Settings, *, migrate_schema: bool = True) -> Databas
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="book-pipeline")
+@click.version_option(__version__, prog_name="book-pipeline")
 def main() -> None:
     """Crawl books.toscrape.com through a PostgreSQL task queue, orchestrated by Dagster."""
 

@@ -16,11 +16,29 @@ import psycopg2
 import pytest
 
 from book_assets.db import embedded
-from book_assets.db.connection import Database
+from book_assets.db.connection import Cursor, Database
 from book_assets.db.migrations import migrate
 from book_assets.settings import Settings, load_settings
 
 pytest_plugins = ["book_assets.sandbox.testing"]
+
+#: Fixtures that start or need a server (PostgreSQL, the sandbox, a local site, a worker process): a test that
+#: uses one is not a unit test.
+SERVER_FIXTURES = frozenset(
+    {"database_url", "sandbox", "sandbox_factory", "local_site", "spawn_worker", "private_database"}
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every test of a ``*_unit.py`` file is a unit test (marker ``unit``, what ``make test-fast`` runs); a unit
+    test that asks for a server fixture is refused at collection, so the fast target stays server-free."""
+    for item in items:
+        if item.path.name.endswith("_unit.py"):
+            item.add_marker(pytest.mark.unit)
+        if item.get_closest_marker("unit") is not None:
+            servers = SERVER_FIXTURES.intersection(getattr(item, "fixturenames", ()))
+            if servers:
+                raise pytest.UsageError(f"{item.nodeid} is marked unit but uses {', '.join(sorted(servers))}")
 
 
 def _with_database(url: str, name: str) -> str:
@@ -119,7 +137,7 @@ def database_url() -> Iterator[str]:
 def truncate_all(database: Database) -> None:
     """Empty every table but the migration record (and restart identities)."""
 
-    def _truncate(cur: psycopg2.extensions.cursor) -> None:
+    def _truncate(cur: Cursor) -> None:
         cur.execute(
             "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() AND tablename <> 'schema_migrations'"
         )

@@ -45,7 +45,7 @@ def _copy_tree(target: Path) -> None:
 
 def _check(tree: Path, mutant: dict[str, Any]) -> str:
     """The file's text, after checking that the mutant's text occurs in it as often as the list says."""
-    text = (tree / mutant["file"]).read_text(encoding="utf-8")
+    text = Path(tree, mutant["file"]).read_text(encoding="utf-8")
     found, expected = text.count(mutant["find"]), mutant.get("count", 1)
     if found != expected:
         raise SystemExit(f"mutant {mutant['id']}: its text occurs {found} times in {mutant['file']}, not {expected}")

@@ -22,7 +22,9 @@ unsafe on a shared machine (as read from its code):
   never left a zombie of a long-lived caller; initdb and ``pg_ctl stop`` also get argument lists.
 
 The server listens on 127.0.0.1 at a port chosen once and remembered (never 5432, so no clash with a
-system server), with its unix socket inside the 0700 cluster folder.
+system server), with its unix socket inside the 0700 cluster folder. A throw-away cluster other hosts must
+reach (the scale tests' network namespaces) is the same cluster in a folder of its own, listening on another
+address of this machine and admitting one subnet (:func:`up`'s ``address`` and ``allow``).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import contextlib
 import fcntl
 import functools
 import hashlib
+import ipaddress
 import json
 import os
 import pwd
@@ -57,6 +60,8 @@ if TYPE_CHECKING:
 
 POSTGRES_VERSION = 18
 SUPERUSER = "postgres"
+#: Where the server listens unless :func:`up` is given another address.
+LOOPBACK = "127.0.0.1"
 #: The OS user the server runs as when we are root (PostgreSQL refuses to run as root).
 SERVER_USER = "pgserver"
 NO_LOGIN_SHELL = "/usr/sbin/nologin"
@@ -302,20 +307,20 @@ def _remember(port: int | None, password: str | None) -> None:
 # --------------------------------------------------------------------------- ports
 
 
-def free_port() -> int:
-    """A TCP port on loopback that nothing listens on now (the OS picks it)."""
+def free_port(address: str = LOOPBACK) -> int:
+    """A TCP port on ``address`` that nothing listens on now (the OS picks it)."""
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((address, 0))
         return int(s.getsockname()[1])
 
 
-def _port_free(port: int) -> bool:
+def _port_free(port: int, address: str) -> bool:
     # SO_REUSEADDR, as the postmaster binds: after a restart the old port still has TIME_WAIT sockets of
     # closed client connections, which a plain bind() refuses, yet PostgreSQL can listen there again.
     with socket.socket() as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            s.bind(("127.0.0.1", port))
+            s.bind((address, port))
         except OSError:
             return False
     return True
@@ -421,9 +426,9 @@ def _initdb(cluster: Path, password: str) -> None:
         raise EmbeddedError(f"initdb failed in {cluster}: {(proc.stderr or proc.stdout).strip().splitlines()[-1:]}")
 
 
-def _start(cluster: Path, port: int, timeout: float) -> None:
+def _start(cluster: Path, address: str, port: int, timeout: float) -> None:
     socket_dir = str(cluster) if len(str(cluster / f".s.PGSQL.{port}")) <= _MAX_SOCKET_PATH else ""
-    argv = [str(_bin() / "postgres"), "-D", str(cluster), "-h", "127.0.0.1", "-p", str(port), "-k", socket_dir]
+    argv = [str(_bin() / "postgres"), "-D", str(cluster), "-h", address, "-p", str(port), "-k", socket_dir]
     user = _server_user()
     uid, gid = (user.pw_uid, user.pw_gid) if user else (-1, -1)
     launched = subprocess.run(
@@ -456,33 +461,49 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def up(pgdata: Path, timeout: float = 60) -> EmbeddedStatus:
-    """Initialise (first time) and start the cluster; reuses a running one."""
+def up(pgdata: Path, timeout: float = 60, *, address: str = LOOPBACK, allow: str | None = None) -> EmbeddedStatus:
+    """Initialise (first time) and start the cluster; reuses a running one.
+
+    ``address``: the one address the server listens on (an address of this machine). ``allow``: a subnet
+    (``10.213.4.0/24``) whose clients may connect over TCP with the password, besides this machine's
+    loopback; written into the cluster's ``pg_hba.conf`` before it starts.
+    """
     with _locked(pgdata):
         cluster = _ensure_initialized(pgdata)
         current = status(pgdata)
         if not (current.running and current.port):
+            if allow is not None:
+                _admit(cluster, allow)
             port = _read_port(pgdata)
-            if port is None or not _port_free(port):
-                port = free_port()
+            if port is None or not _port_free(port, address):
+                port = free_port(address)
             _write_state(pgdata, port=port)
-            _start(cluster, port, timeout)
+            _start(cluster, address, port, timeout)
             current = status(pgdata)
         assert current.port is not None
         password = _password(pgdata, create=False)
         if password is None:
             raise EmbeddedError(f"the embedded cluster's password file {password_file(pgdata)} is missing")
         _remember(current.port, password)
-        _wait_ready(current.port, password, timeout)
+        _wait_ready(address, current.port, password, timeout)
         return current
 
 
-def _wait_ready(port: int, password: str, timeout: float) -> None:
+def _admit(cluster: Path, subnet: str) -> None:
+    """Let TCP clients from ``subnet`` in with the password (scram-sha-256), once."""
+    line = f"host all all {ipaddress.ip_network(subnet, strict=False)} {AUTH_METHOD}"
+    hba = cluster / "pg_hba.conf"
+    if line not in hba.read_text().splitlines():
+        with hba.open("a") as fh:
+            fh.write(line + "\n")
+
+
+def _wait_ready(address: str, port: int, password: str, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while True:
         try:
             psycopg2.connect(
-                host="127.0.0.1", port=port, user=SUPERUSER, password=password, dbname="postgres", connect_timeout=2
+                host=address, port=port, user=SUPERUSER, password=password, dbname="postgres", connect_timeout=2
             ).close()
             return
         except psycopg2.OperationalError as exc:
@@ -507,4 +528,4 @@ def admin_url(port: int, database: str = "postgres", *, password: str | None = N
     """The superuser's URL, with the password of the cluster on ``port`` (known once up/status saw it)."""
     secret = password or _PASSWORDS.get(port)
     auth = f"{SUPERUSER}:{quote(secret, safe='')}" if secret else SUPERUSER
-    return f"postgresql://{auth}@127.0.0.1:{port}/{database}"
+    return f"postgresql://{auth}@{LOOPBACK}:{port}/{database}"

@@ -27,7 +27,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
 from email.utils import formatdate, parsedate_to_datetime
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 from urllib.parse import parse_qs
 
 from book_assets.sandbox.bomb import gzip_bomb
@@ -647,7 +647,7 @@ class SandboxServer:
     def url_for(self, path: str) -> str:
         return self.url + (path if path.startswith("/") else "/" + path)
 
-    def start(self) -> SandboxServer:
+    def start(self) -> Self:
         if self._thread is not None:
             raise RuntimeError("server already started")
         self._thread = threading.Thread(target=self._run, name="sandbox-server", daemon=True)
@@ -704,7 +704,7 @@ class SandboxServer:
         """Clear hit counts, concurrency peak and times; scripted failures start over."""
         self.app.recorder.reset()
 
-    def __enter__(self) -> SandboxServer:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(

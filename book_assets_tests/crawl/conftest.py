@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from book_assets.crawl.config import CrawlConfig
+from book_assets.db.connection import Database
 from book_assets.sandbox.truth import stored_vs_truth
 from book_assets.settings import load_settings
 
@@ -32,7 +34,7 @@ def sandbox_config(base_url: str, **overrides: Any) -> CrawlConfig:
 
 
 @pytest.fixture
-def books_rows(db: Any) -> Any:
+def books_rows(db: Database) -> Callable[[], list[dict[str, Any]]]:
     def _rows() -> list[dict[str, Any]]:
         return db.query("SELECT * FROM books ORDER BY id")
 

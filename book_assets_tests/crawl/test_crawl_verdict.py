@@ -49,13 +49,14 @@ def test_the_crawl_asset_records_a_run_whose_every_book_page_failed_then_fails_i
     resources = {
         "database": DatabaseResource(url=database_url),
         "site": SiteResource(base_url=f"{site.url}/", allowed_domains=[site.host], categories=["Travel"]),
-        "fetcher": FetcherResource(fetch_mode="http", workers=1, concurrency=4),  # type: ignore[arg-type]
+        "fetcher": FetcherResource(fetch_mode="http", workers=1, concurrency=4),
         "scheduling": SchedulingResource(),
     }
     result = dg.materialize([crawl], resources=resources, raise_on_error=False)
     assert not result.success
     (failure,) = [e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE]
     error = failure.step_failure_data.user_failure_data
+    assert error is not None
     assert error.description == f"every book page this run worked on failed ({len(travel)}): no book was stored"
     assert error.metadata["failed"].value == len(travel)
     # Not recorded as a fresh book_details for the snapshot to build on.

@@ -25,7 +25,7 @@ def _text(value: Any) -> str:
     if value is None or (isinstance(value, float) and pd.isna(value)):
         return ""
     if hasattr(value, "isoformat"):
-        return value.isoformat()
+        return str(value.isoformat())
     return str(value)
 
 

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 import pytest
@@ -62,7 +63,7 @@ def test_a_cli_crawl_is_recorded_as_one_observation_of_book_details(
     second = tick(instance, database_url, first.cursor)
     (observed,) = observations(second)
     assert observed.asset_key == BOOK_DETAILS
-    metadata = {k: getattr(v, "value", v) for k, v in observed.metadata.items()}
+    metadata: dict[str, Any] = {k: getattr(v, "value", v) for k, v in observed.metadata.items()}
     assert (metadata["books_new"], metadata["books_changed"], metadata["dagster/row_count"]) == (TRAVEL, 0, TRAVEL)
     assert (metadata["pages"], metadata["listing_pages"]) == (TRAVEL + 2, 2)  # the start page, Travel's page
     (ledger,) = metadata["crawls_finished"].records  # the CLI's crawl, from the crawls table
@@ -79,7 +80,7 @@ def test_writes_a_dagster_run_recorded_are_not_observed_again(
     resources = {
         "database": DatabaseResource(url=database_url),
         "site": SiteResource(base_url=f"{sandbox.url}/", allowed_domains=[sandbox.host], categories=["Travel"]),
-        "fetcher": FetcherResource(fetch_mode="http", workers=1, concurrency=4),  # type: ignore[arg-type]
+        "fetcher": FetcherResource(fetch_mode="http", workers=1, concurrency=4),
         "scheduling": SchedulingResource(),
     }
     assert dg.materialize([crawl], instance=instance, resources=resources).success

@@ -111,6 +111,6 @@ def test_a_runs_config_overrides_budget_and_categories_and_is_recorded_with_the_
         for e in result.get_asset_materialization_events()
         if e.step_materialization_data.materialization.asset_key == dg.AssetKey("book_details")
     ]
-    recorded = details.metadata["config"].value
+    recorded: Any = details.metadata["config"].value
     assert recorded["deep_budget"] == 5 and recorded["categories"] == ["travel"], recorded
     assert details.metadata["budget_met"].value is True

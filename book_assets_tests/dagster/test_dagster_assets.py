@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 import pytest
@@ -30,7 +31,7 @@ from book_assets.store.books import book_counts
 pytestmark = pytest.mark.slow
 
 
-def sandbox_resources(database_url: str, sandbox: SandboxServer, data_dir: Path, **fetcher: object) -> dict:
+def sandbox_resources(database_url: str, sandbox: SandboxServer, data_dir: Path, **fetcher: Any) -> dict[str, Any]:
     return {
         "database": DatabaseResource(url=database_url),
         "site": SiteResource(base_url=f"{sandbox.url}/", allowed_domains=[sandbox.host]),
@@ -40,7 +41,7 @@ def sandbox_resources(database_url: str, sandbox: SandboxServer, data_dir: Path,
     }
 
 
-def metadata_of(result: dg.ExecuteInProcessResult, asset: str) -> dict[str, object]:
+def metadata_of(result: dg.ExecuteInProcessResult, asset: str) -> dict[str, Any]:
     for event in result.get_asset_materialization_events():
         mat = event.step_materialization_data.materialization
         if mat.asset_key == dg.AssetKey(asset):
@@ -174,7 +175,7 @@ def test_listing_checks_report_failed_listing_pages_and_block_when_no_book_was_f
     failed_pages = evaluations["no_failed_listing_pages"]
     assert not failed_pages.passed and failed_pages.severity == dg.AssetCheckSeverity.WARN
     assert failed_pages.metadata["failed_listing_pages"].value == 2
-    assert failed_pages.description.startswith("2 of 2 listing pages failed")
+    assert (failed_pages.description or "").startswith("2 of 2 listing pages failed")
     # No discovery ran and the queue holds no detail task: nothing was found, and that blocks.
     nothing = evaluations["found_books"]
     assert not nothing.passed and nothing.severity == dg.AssetCheckSeverity.ERROR
@@ -222,7 +223,7 @@ def test_two_snapshot_partitions_give_two_days_each_built_as_of_its_day(
             assert all(e.passed for e in result.get_asset_check_evaluations())
         assert instance.get_materialized_partitions(category_balanced_snapshot.key) == {"2026-03-01", "2026-03-02"}
         records = instance.fetch_materializations(category_balanced_snapshot.key, limit=10).records
-        assert sorted(r.partition_key for r in records) == ["2026-03-01", "2026-03-02"]
+        assert sorted(r.partition_key or "" for r in records) == ["2026-03-01", "2026-03-02"]
     days = db.query(
         "SELECT snapshot_day::text AS day, category, count(*)::int AS n FROM category_balanced_snapshot"
         " GROUP BY 1, 2 ORDER BY 1, 2"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 import pytest
@@ -44,7 +45,7 @@ def test_a_days_partition_exports_that_days_changes_with_a_chart(
         result = dg.materialize([book_changes], partition_key="2026-03-02", instance=instance, resources=resources)
     assert result.success
     (event,) = result.get_asset_materialization_events()
-    metadata = {k: getattr(v, "value", v) for k, v in event.materialization.metadata.items()}
+    metadata: dict[str, Any] = {k: getattr(v, "value", v) for k, v in event.materialization.metadata.items()}
     assert metadata["dagster/row_count"] == 3 and metadata["day"] == "2026-03-02"
     assert (metadata["new"], metadata["changed"], metadata["removed"], metadata["returned"]) == (1, 1, 1, 0)
     assert str(metadata["chart"]).startswith("![book changes per day](data:image/png;base64,")

@@ -273,10 +273,16 @@ def test_queue_ops_that_seed_or_split_are_in_the_crawl_pool_and_the_drain_steps_
     crawl_graph = repo.get_job("crawl_queue_job").graph.node_named("crawl").definition
     assert isinstance(crawl_graph, dg.GraphDefinition)
     names = ("seed_queue", "share_work", "drain_queue", "report_crawl")
-    pools = {name: crawl_graph.node_named(name).definition.pool for name in names}
+    pools = {name: _op(crawl_graph, name).pool for name in names}
     # The drain steps run side by side: the pool's one slot would run them one at a time.
     assert pools == {"seed_queue": "crawl", "share_work": "crawl", "drain_queue": None, "report_crawl": None}
-    assert repo.get_job("requeue_failed_tasks").graph.node_named("requeue_failed").definition.pool is None
+    assert _op(repo.get_job("requeue_failed_tasks").graph, "requeue_failed").pool is None
+
+
+def _op(graph: dg.GraphDefinition, name: str) -> dg.OpDefinition:
+    definition = graph.node_named(name).definition
+    assert isinstance(definition, dg.OpDefinition), name
+    return definition
 
 
 def test_database_url_is_never_shown_with_its_password() -> None:

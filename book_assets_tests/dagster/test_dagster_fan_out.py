@@ -8,7 +8,9 @@ those two are checked as configuration, not run.
 """
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 import pytest
@@ -33,7 +35,7 @@ CATEGORIES = ["Default", "Mystery"]
 BOOKS = 184
 
 
-def queue_definitions(executor: str, resources: dict[str, object]) -> dg.Definitions:
+def queue_definitions(executor: str, resources: Mapping[str, object]) -> dg.Definitions:
     """The queue jobs over the crawl asset and its checks, with ``resources``."""
     return dg.Definitions(
         assets=[crawl], asset_checks=[*LISTING_CHECKS, *BOOK_CHECKS], jobs=queue_jobs(executor), resources=resources
@@ -46,7 +48,7 @@ def sandbox_crawl_queue_job(database_url: str, sandbox_url: str, host: str) -> d
     resources = {
         "database": DatabaseResource(url=database_url),
         "site": SiteResource(base_url=f"{sandbox_url}/", allowed_domains=[host], categories=CATEGORIES),
-        "fetcher": FetcherResource(fetch_mode="http", workers=2, concurrency=4),  # type: ignore[arg-type]
+        "fetcher": FetcherResource(fetch_mode="http", workers=2, concurrency=4),
         "scheduling": SchedulingResource(),
     }
     return queue_definitions("multiprocess", resources).resolve_job_def("crawl_queue_job")
@@ -57,11 +59,14 @@ def test_crawl_queue_job_drains_in_one_process_per_worker_and_stores_every_book(
     db: Database, database_url: str, sandbox: SandboxServer, tmp_path: Path
 ) -> None:
     job = dg.build_reconstructable_job(
-        __name__, sandbox_crawl_queue_job.__name__, reconstructable_args=(database_url, sandbox.url, sandbox.host)
+        __name__,
+        sandbox_crawl_queue_job.__name__,
+        # dagster annotates the arguments as a 1-tuple (tuple[object]), not as tuple[object, ...]
+        reconstructable_args=(database_url, sandbox.url, sandbox.host),  # type: ignore[arg-type]
     )
     # Each step still runs in a process of its own, forked from a server that imported this module once:
     # spawned, every one of the five steps would import Dagster and the project again (seconds each).
-    forkserver = {"execution": {"config": {"start_method": {"forkserver": {}}}}}
+    forkserver: dict[str, Any] = {"execution": {"config": {"start_method": {"forkserver": {}}}}}
     with (
         dg.instance_for_test(temp_dir=str(tmp_path)) as instance,
         dg.execute_job(job, instance=instance, run_config=forkserver, raise_on_error=False) as result,
@@ -69,8 +74,8 @@ def test_crawl_queue_job_drains_in_one_process_per_worker_and_stores_every_book(
         assert result.success
         events = result.all_events
         starts = {e.step_key: e.pid for e in events if e.event_type == dg.DagsterEventType.STEP_START}
-        outputs = {
-            e.step_key: e.event_specific_data.metadata
+        outputs: dict[str | None, dict[str, Any]] = {
+            e.step_key: {k: v.value for k, v in e.step_output_data.metadata.items()}
             for e in events
             if e.event_type == dg.DagsterEventType.STEP_OUTPUT and e.step_key in DRAIN_STEPS
         }
@@ -85,20 +90,21 @@ def test_crawl_queue_job_drains_in_one_process_per_worker_and_stores_every_book(
     drain_pids = {starts[step] for step in DRAIN_STEPS}
     assert len(drain_pids) == 2 and os.getpid() not in drain_pids  # a process of its own for each step
     for step in DRAIN_STEPS:  # and the worker ran in the step's process (worker ids are host:pid)
-        assert outputs[step]["worker"].value.endswith(f":{starts[step]}"), step
+        assert outputs[step]["worker"].endswith(f":{starts[step]}"), step
 
     counts = book_counts(db)
     assert (counts["total"], counts["unique_urls"], counts["with_html"]) == (BOOKS, BOOKS, BOOKS)
     details = materialized["book_details"]
     assert details["books_new"] == BOOKS and details["failed"] == 0 and details["dagster/row_count"] == BOOKS
-    assert details["pages"] == sum(outputs[step]["pages"].value for step in DRAIN_STEPS)
+    assert details["pages"] == sum(outputs[step]["pages"] for step in DRAIN_STEPS)
     assert materialized["listing_discovery"]["books_found"] == BOOKS
     # The report settled the crawl its run's seed opened.
     assert [r["outcome"] for r in db.query("SELECT outcome FROM crawls")] == ["decided"]
 
 
-def _run_config(name: str) -> dict:
-    return yaml.safe_load((PROJECT_ROOT / "deploy" / name / "run-config.yaml").read_text())
+def _run_config(name: str) -> dict[str, Any]:
+    config: dict[str, Any] = yaml.safe_load((PROJECT_ROOT / "deploy" / name / "run-config.yaml").read_text())
+    return config
 
 
 @pytest.mark.parametrize(
@@ -144,7 +150,7 @@ def test_a_deep_budget_is_split_once_after_discovery_and_met_by_the_drain_steps(
     resources = {
         "database": DatabaseResource(url=database_url),
         "site": SiteResource(base_url=f"{sandbox.url}/", allowed_domains=[sandbox.host]),
-        "fetcher": FetcherResource(fetch_mode="http", workers=2, concurrency=4),  # type: ignore[arg-type]
+        "fetcher": FetcherResource(fetch_mode="http", workers=2, concurrency=4),
         "scheduling": SchedulingResource(deep_budget=60, weights={"Travel": 50, "*": 1}),
     }
     job = queue_definitions("in_process", resources).resolve_job_def("crawl_queue_job")
@@ -157,7 +163,9 @@ def test_a_deep_budget_is_split_once_after_discovery_and_met_by_the_drain_steps(
         if e.step_materialization_data.materialization.asset_key == dg.AssetKey("book_details")
     ).metadata
     assert details["budget_met"].value is True and details["budget_completed"].value == 60
-    quotas = {r.data["category"]: r.data["quota"] for r in details["quotas"].value.records}
+    table = details["quotas"]
+    assert isinstance(table, dg.TableMetadataValue)
+    quotas: dict[Any, Any] = {r.data["category"]: r.data["quota"] for r in table.records}
     assert quotas["Travel"] == 11 and sum(quotas.values()) == 60
     # The run evaluated the checks of what it materialized, as the asset jobs' check steps do.
     checks = {(e.asset_key.to_user_string(), e.check_name): e.passed for e in result.get_asset_check_evaluations()}
@@ -180,7 +188,7 @@ def test_a_drain_job_settles_no_crawl_unless_its_report_names_one(
     resources = {
         "database": DatabaseResource(url=database_url),
         "site": SiteResource(base_url=f"{sandbox.url}/", allowed_domains=[sandbox.host], categories=["Travel"]),
-        "fetcher": FetcherResource(fetch_mode="http", workers=1, concurrency=4),  # type: ignore[arg-type]
+        "fetcher": FetcherResource(fetch_mode="http", workers=1, concurrency=4),
         "scheduling": SchedulingResource(),
     }
     job = queue_definitions("in_process", resources).resolve_job_def("drain_queue_job")
@@ -206,19 +214,20 @@ def test_a_queue_run_that_stored_an_error_page_records_its_materialization_then_
     resources = {
         "database": DatabaseResource(url=database_url),
         "site": SiteResource(base_url=f"{sandbox.url}/", allowed_domains=[sandbox.host]),
-        "fetcher": FetcherResource(fetch_mode="http", workers=1, concurrency=4),  # type: ignore[arg-type]
+        "fetcher": FetcherResource(fetch_mode="http", workers=1, concurrency=4),
         "scheduling": SchedulingResource(),
     }
     job = queue_definitions("in_process", resources).resolve_job_def("drain_queue_job")
     result = job.execute_in_process(raise_on_error=False)
     assert not result.success
     # A drain-only run opened no crawl: it discovered nothing, so only book_details is materialized.
-    assert {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()} == {"book_details"}
+    materialized = result.get_asset_materialization_events()
+    assert {e.step_materialization_data.materialization.asset_key.to_user_string() for e in materialized} == {
+        "book_details"
+    }
     checks = {e.check_name: e for e in result.get_asset_check_evaluations()}
     assert not checks["no_error_pages"].passed and checks["no_error_pages"].blocking
     assert "found_books" not in checks  # a drain-only run started no discovery to judge
     (failure,) = [e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE]
-    assert (
-        failure.step_key == "book_details_no_error_pages"
-        and "no_error_pages" in failure.step_failure_data.error.message
-    )
+    error = failure.step_failure_data.error
+    assert failure.step_key == "book_details_no_error_pages" and error and "no_error_pages" in error.message

@@ -54,7 +54,8 @@ def test_a_permanent_error_fails_the_step_once(project_retries_instance: dg.Dags
     attempts, result = run_failing_asset(ValueError("invalid setting fetch_mode"), project_retries_instance)
     assert not result.success and attempts == 1
     failure = next(e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE)
-    assert "not transient" in failure.step_failure_data.error.message
+    error = failure.step_failure_data.error
+    assert error is not None and "not transient" in error.message
 
 
 def test_a_run_whose_step_failed_is_not_re_run_by_the_daemon(project_retries_instance: dg.DagsterInstance) -> None:

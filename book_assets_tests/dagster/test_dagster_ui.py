@@ -26,12 +26,14 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
+from playwright.sync_api import Page
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 from book_assets.db.connection import Database
@@ -121,12 +123,13 @@ def webserver(tmp_path: Path, database_url: str, db: Database, sandbox: SandboxS
         log.close()
 
 
-def graphql(url: str, query: str, variables: dict) -> dict:
+def graphql(url: str, query: str, variables: dict[str, Any]) -> dict[str, Any]:
     response = httpx.post(f"{url}/graphql", json={"query": query, "variables": variables}, timeout=60)
     response.raise_for_status()
     body = response.json()
     assert "errors" not in body, body["errors"]
-    return body["data"]
+    data: dict[str, Any] = body["data"]
+    return data
 
 
 def wait_for_location(url: str, timeout_s: float = 120) -> None:
@@ -153,21 +156,21 @@ def launch(url: str, job: str, partition: str | None = None) -> str:
     }
     result = graphql(url, LAUNCH_RUN, {"params": params})["launchRun"]
     assert result["__typename"] == "LaunchRunSuccess", result
-    return result["run"]["runId"]
+    return str(result["run"]["runId"])
 
 
 def wait_for_run(url: str, run_id: str, timeout_s: float = 600) -> str:
     deadline = time.monotonic() + timeout_s
     status = "?"
     while time.monotonic() < deadline:
-        status = graphql(url, RUN_STATUS, {"runId": run_id})["runOrError"]["status"]
+        status = str(graphql(url, RUN_STATUS, {"runId": run_id})["runOrError"]["status"])
         if status in ("SUCCESS", "FAILURE", "CANCELED"):
             return status
         time.sleep(0.25)
     pytest.fail(f"run {run_id} still {status} after {timeout_s}s")
 
 
-def open_lineage(page, url: str, *, arrange: bool) -> None:  # type: ignore[no-untyped-def]
+def open_lineage(page: Page, url: str, *, arrange: bool) -> None:
     """The global asset lineage; with ``arrange``, hide the side panels and expand every group (the UI keeps
     these choices in the browser's local storage, so later visits look the same)."""
     page.goto(f"{url}/asset-groups", wait_until="networkidle")
@@ -175,12 +178,13 @@ def open_lineage(page, url: str, *, arrange: bool) -> None:  # type: ignore[no-u
     if arrange:
         # Cosmetic, for the screenshot: the UI's panels and menus differ with its stored state, so each step
         # is best effort; the assertions that follow look for the assets themselves.
-        for step in (
+        steps: list[Callable[[], None]] = [
             lambda: page.get_by_role("button", name="Hide navigation").click(timeout=3000),
             lambda: page.locator('button:has([aria-label="panel_show_right"])').last.click(timeout=3000),
             lambda: page.locator('button:has([aria-label="settings"])').last.click(timeout=3000),
             lambda: page.get_by_role("menuitem", name="Expand all groups").click(timeout=3000),
-        ):
+        ]
+        for step in steps:
             with contextlib.suppress(PlaywrightTimeoutError):
                 step()
         page.keyboard.press("Escape")

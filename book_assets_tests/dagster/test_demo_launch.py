@@ -12,6 +12,8 @@ from dagster._daemon.types import DaemonHeartbeat
 
 from book_assets.demo import _queue_is_served
 
+pytestmark = pytest.mark.unit
+
 
 def _beat(instance: dg.DagsterInstance, seconds_ago: float) -> None:
     daemon = QueuedRunCoordinatorDaemon.daemon_type()

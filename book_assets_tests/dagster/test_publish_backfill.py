@@ -99,7 +99,9 @@ def test_a_daily_asset_materialized_without_a_partition_key_fails_naming_the_key
         assert not result.success
         assert instance.get_materialized_partitions(dg.AssetKey(asset)) == set()
     (failure,) = [e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE]
-    message = failure.step_failure_data.error.message
+    error = failure.step_failure_data.error
+    assert error is not None
+    message = error.message
     assert f"{asset} is partitioned by day (UTC): materialize it with a partition key" in message
     assert db.query("SELECT count(*)::int AS n FROM category_balanced_snapshot")[0]["n"] == 0
 

@@ -43,7 +43,8 @@ def test_the_sensors_requeue_run_fetches_the_failed_books_and_materializes_book_
 
         sensor = build_failed_tasks_sensor(3, requeue_policy(3, 0))
         request = sensor(dg.build_sensor_context(instance=instance, resources={"database": resources["database"]}))
-        assert [r.job_name or sensor.job_name for r in request.run_requests] == ["recrawl_failed_job"]
+        assert isinstance(request, dg.SensorResult)
+        assert [r.job_name or sensor.job_name for r in request.run_requests or []] == ["recrawl_failed_job"]
 
         defs = dg.Definitions(
             assets=[crawl], asset_checks=[*LISTING_CHECKS, *BOOK_CHECKS], jobs=[recrawl_failed_job], resources=resources
@@ -51,7 +52,10 @@ def test_the_sensors_requeue_run_fetches_the_failed_books_and_materializes_book_
         rerun = defs.resolve_job_def("recrawl_failed_job").execute_in_process(instance=instance)
     assert rerun.success
     assert book_counts(db)["total"] == len(travel)
-    materialized = {e.asset_key.to_user_string() for e in rerun.get_asset_materialization_events()}
+    materialized = {
+        e.step_materialization_data.materialization.asset_key.to_user_string()
+        for e in rerun.get_asset_materialization_events()
+    }
     assert "book_details" in materialized
     checked = {(e.asset_key.to_user_string(), e.check_name): e.passed for e in rerun.get_asset_check_evaluations()}
     book_checks = {name: ok for (asset, name), ok in checked.items() if asset == "book_details"}

@@ -9,15 +9,17 @@ queue's named query, run against a database with tasks in every state.
 
 from __future__ import annotations
 
+import re
 import tomllib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import kubernetes_validate
 import pytest
 import yaml
 
+from book_assets import __version__
 from book_assets.crawl.config import DETAIL, LISTING, TASK_TYPES
 from book_assets.db.connection import Database
 from book_assets.queue import NewTask, TaskQueue
@@ -159,7 +161,7 @@ def test_keda_scaled_object_scales_the_worker_deployment_with_postgresql_and_the
 
 def scaler_query_in_yaml() -> str:
     (trigger,) = only("ScaledObject")["spec"]["triggers"]
-    return trigger["metadata"]["query"]
+    return str(trigger["metadata"]["query"])
 
 
 def test_keda_query_is_the_queues_named_query_and_counts_the_detail_work_left(db: Database) -> None:
@@ -182,7 +184,8 @@ def _task(task_type: str, i: int) -> NewTask:
 
 
 def helm_values() -> dict[str, Any]:
-    return yaml.safe_load((K8S / "dagster-values.yaml").read_text())
+    values: dict[str, Any] = yaml.safe_load((K8S / "dagster-values.yaml").read_text())
+    return values
 
 
 def test_helm_values_use_the_external_postgresql_through_the_secret_with_psycopg2() -> None:
@@ -290,7 +293,7 @@ def test_compose_places_drain_steps_in_containers_on_its_own_network_and_volume(
     config = docker["config"]
     app = compose["x-app"]
     executor = app["environment"]["BOOK_PIPELINE_STEP_EXECUTOR"]
-    assert executor.endswith(":-docker}") and "docker" in Settings.model_fields["step_executor"].annotation.__args__
+    assert executor.endswith(":-docker}") and "docker" in get_args(Settings.model_fields["step_executor"].annotation)
     assert config["image"] == app["image"]
     assert config["network"] == compose["networks"]["default"]["name"]
     (volume,) = config["container_kwargs"]["volumes"]
@@ -334,3 +337,12 @@ def test_pod_monitors_scrape_a_named_metrics_port_of_the_worker_and_exporter_pod
 
 def _labels(deployment: dict[str, Any]) -> Any:
     return deployment["spec"]["template"]["metadata"]["labels"].items()
+
+
+@pytest.mark.unit
+def test_the_manifests_deploy_the_image_of_the_package_version() -> None:
+    """The release is declared once (pyproject.toml); the manifests name its image and cannot drift from it."""
+    images = [m.group(1) for path in K8S.glob("*.yaml") for m in re.finditer(r"/book-pipeline:(\S+)", path.read_text())]
+    assert images and set(images) == {__version__}
+    chart_image = helm_values()["dagster-user-deployments"]["deployments"][0]["image"]
+    assert chart_image["tag"] == __version__

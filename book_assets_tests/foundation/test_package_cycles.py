@@ -11,6 +11,10 @@ import ast
 from collections import defaultdict
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.unit
+
 ROOT = Path(__file__).resolve().parents[2] / "book_assets"
 
 

@@ -6,7 +6,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from book_assets.settings import PROJECT_ROOT
+
+pytestmark = pytest.mark.unit
 
 PACKAGE = PROJECT_ROOT / "book_assets"
 QUEUE_TABLES = r"(tasks|domains|queue_members|queue_scopes)"

@@ -6,6 +6,8 @@ import pytest
 
 from book_assets.settings import ConfigError, Settings, load_settings
 
+pytestmark = pytest.mark.unit
+
 
 def test_every_setting_has_a_description() -> None:
     missing = [name for name, field in Settings.model_fields.items() if not field.description]

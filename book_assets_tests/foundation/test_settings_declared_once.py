@@ -12,11 +12,15 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
+import click
 import dagster as dg
+import pytest
 
 from book_assets.cli import crawl_cmd, demo_cmd, work_cmd
 from book_assets.defs.resources import CrawlRunConfig, FetcherResource, SchedulingResource, SiteResource
 from book_assets.settings import Settings, describe
+
+pytestmark = pytest.mark.unit
 
 PACKAGE = Path(__file__).resolve().parents[2] / "book_assets"
 SETTINGS = set(Settings.model_fields)
@@ -76,17 +80,17 @@ def _declarations(tree: ast.AST) -> Iterator[tuple[str, int, ast.expr | None]]:
             positional = args.posonlyargs + args.args
             for arg, value in zip(positional[len(positional) - len(args.defaults) :], args.defaults, strict=True):
                 yield arg.arg, arg.lineno, value
-            for arg, value in zip(args.kwonlyargs, args.kw_defaults, strict=True):
-                yield arg.arg, arg.lineno, value
+            for arg, kw_default in zip(args.kwonlyargs, args.kw_defaults, strict=True):
+                yield arg.arg, arg.lineno, kw_default
         elif isinstance(node, ast.ClassDef):
             for item in node.body:
                 if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
                     yield item.target.id, item.lineno, item.value
         elif isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "option":
             flags = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
-            value = next((kw.value for kw in node.keywords if kw.arg == "default"), None)
+            option_default = next((kw.value for kw in node.keywords if kw.arg == "default"), None)
             for flag in flags:
-                yield flag, node.lineno, value
+                yield flag, node.lineno, option_default
 
 
 def _exempt(relative: str, setting: str) -> bool:
@@ -119,6 +123,7 @@ def test_crawl_options_are_the_settings_with_their_documentation_and_no_default(
             if setting is None:
                 continue
             assert param.default is None, f"{command.name} {param.opts}: a default of its own"
+            assert isinstance(param, click.Option), f"{command.name} {param.opts}: a setting as an argument"
             assert param.help == describe(setting), f"{command.name} {param.opts}: help differs from the setting"
 
 

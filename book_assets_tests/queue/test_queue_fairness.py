@@ -55,7 +55,7 @@ def test_fair_state_is_shared_by_workers_on_different_connections(db: Database, 
 
 def test_weight_one_group_among_weight_100_groups_is_served_once_per_cycle(queue: TaskQueue) -> None:
     _fill(queue, {"big1": 210, "big2": 210, "small": 5})
-    weights = {"big1": 100, "big2": 100, "small": 1}
+    weights: dict[str, float] = {"big1": 100, "big2": 100, "small": 1}
     queue.set_group_weights("detail", weights)
     picks = _groups(queue, 402, batch=50)
     assert picks == swrr(weights, 402)

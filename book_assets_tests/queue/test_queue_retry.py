@@ -10,6 +10,8 @@ from hypothesis import strategies as st
 
 from book_assets.queue import Backoff
 
+pytestmark = pytest.mark.unit
+
 
 def test_ceiling_doubles_from_base_and_is_capped() -> None:
     backoff = Backoff(base_s=1.0, max_s=10.0, jitter="none")

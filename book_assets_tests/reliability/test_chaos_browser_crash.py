@@ -85,7 +85,11 @@ def test_killed_chromium_is_relaunched_and_in_flight_pages_are_retried(
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="crawl") as pool:
         future = pool.submit(crawl, database_url, config)
         for threshold in (8, 35):
-            ok = wait_until(lambda t=threshold: book_counts(db)["total"] >= t or future.done(), 90, every_s=0.05)
+
+            def reached(books: int = threshold) -> bool:
+                return book_counts(db)["total"] >= books or future.done()
+
+            ok = wait_until(reached, 90, every_s=0.05)
             assert ok and not future.done(), "the crawl ended before the kill; slow the site down"
             assert wait_until(lambda: len(_in_flight(db)) >= 2, 10, every_s=0.02), task_counts(db)
             in_flight = _in_flight(db)

@@ -71,7 +71,8 @@ def _books(url: str) -> int:
     try:
         with conn.cursor() as cur:
             cur.execute("SELECT count(*) FROM books")
-            return int(cur.fetchone()[0])
+            row = cur.fetchone()
+            return int(row[0]) if row else 0
     except psycopg2.Error:
         return 0
     finally:

@@ -16,6 +16,7 @@ from book_assets.crawl.config import make_queue
 from book_assets.crawl.pipeline import crawl, drain
 from book_assets.db.connection import Database
 from book_assets.sandbox.faults import Faults
+from book_assets.sandbox.server import SandboxServer
 from book_assets.sql import load_queries
 from book_assets_tests.crawl.conftest import sandbox_config, stored_vs_truth
 from book_assets_tests.reliability.conftest import task_counts
@@ -87,5 +88,5 @@ def test_hostile_site_stores_only_correct_books_dead_letters_the_rest_and_requeu
     )
 
 
-def _url(site: Any, path: str) -> str:
+def _url(site: SandboxServer, path: str) -> str:
     return site.url.rstrip("/") + "/" + path.lstrip("/")

@@ -74,7 +74,11 @@ def test_three_sigkilled_workers_lose_no_task_and_store_no_book_twice(
         assert int(late[0]["n"]) == 0
         workers.append(spawn_worker(env))
         # A live worker's next claim takes the expired tasks over (slack: claim rounds on a loaded machine).
-        assert wait_until(lambda vid=victim_id: _held_by(db, vid) == 0, LEASE_S + 10), (
+
+        def reclaimed(worker_id: str = victim_id) -> bool:
+            return _held_by(db, worker_id) == 0
+
+        assert wait_until(reclaimed, LEASE_S + 10), (
             victim_id,
             db.query(
                 "SELECT id, task_type, attempts, lease_expires_at, clock_timestamp() AS now FROM tasks "

@@ -109,7 +109,8 @@ def test_listing_pages_reflect_the_day(sandbox_factory: SandboxFactory) -> None:
         changed = catalogue.book_by_id(min(catalogue.changed_ids))
         assert changed is not None
         page = LexborHTMLParser(client.get(changed.url_path).text)
-        assert page.css_first("p.price_color").text() == f"£{changed.price}"
+        price = page.css_first("p.price_color")
+        assert price is not None and price.text() == f"£{changed.price}"
 
 
 def test_stats_count_hits_concurrency_and_start_times(sandbox: SandboxServer) -> None:

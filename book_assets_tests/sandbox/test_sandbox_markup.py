@@ -27,6 +27,12 @@ def _text(node: Node | None) -> str | None:
     return None if node is None else node.text(strip=True)
 
 
+def _attr(node: HTMLParser | Node, query: str, name: str) -> str | None:
+    """Attribute ``name`` of the first match of ``query`` under ``node`` (None without a match)."""
+    found = node.css_first(query)
+    return None if found is None else found.attributes.get(name)
+
+
 def listing_fields(html: str) -> dict[str, object]:
     tree = HTMLParser(html)
     pods = tree.css("article.product_pod")
@@ -43,11 +49,11 @@ def listing_fields(html: str) -> dict[str, object]:
         "breadcrumb": [li.text(strip=True) for li in tree.css("ul.breadcrumb li")],
         "pods": [
             {
-                "href": pod.css_first("h3 a").attributes.get("href"),
-                "title": pod.css_first("h3 a").attributes.get("title"),
-                "shown": pod.css_first("h3 a").text(),
-                "image_href": pod.css_first("div.image_container a").attributes.get("href"),
-                "rating": (pod.css_first("p.star-rating").attributes.get("class") or "").split()[1],
+                "href": _attr(pod, "h3 a", "href"),
+                "title": _attr(pod, "h3 a", "title"),
+                "shown": link.text() if (link := pod.css_first("h3 a")) else None,
+                "image_href": _attr(pod, "div.image_container a", "href"),
+                "rating": (_attr(pod, "p.star-rating", "class") or "").split()[1],
                 "price": _text(pod.css_first("div.product_price p.price_color")),
                 "availability": _text(pod.css_first("p.instock.availability")),
             }
@@ -65,7 +71,7 @@ def book_fields(html: str) -> dict[str, object]:
         "title": _text(main.css_first("h1")) if main else None,
         "price": _text(main.css_first("p.price_color")) if main else None,
         "availability": _text(main.css_first("p.instock.availability")) if main else None,
-        "rating": ((main.css_first("p.star-rating").attributes.get("class") or "").split()[1] if main else None),
+        "rating": ((_attr(main, "p.star-rating", "class") or "").split()[1] if main else None),
         "description": _text(tree.css_first("#product_description + p")),
         "table": {_text(r.css_first("th")): _text(r.css_first("td")) for r in rows},
         "row_order": [_text(r.css_first("th")) for r in rows],
@@ -148,8 +154,9 @@ def test_book_page_has_the_live_fields_in_the_same_places(site: Site, real_path:
     assert ours["head"] == real["head"]
     assert ours["crumb_count"] == real["crumb_count"] == 4
     for fields in (real, ours):
-        assert re.fullmatch(r"£\d+\.\d\d", fields["price"])  # type: ignore[arg-type]
-        assert re.fullmatch(r"In stock \(\d+ available\)", fields["availability"])  # type: ignore[arg-type]
+        price, availability = fields["price"], fields["availability"]
+        assert isinstance(price, str) and re.fullmatch(r"£\d+\.\d\d", price)
+        assert isinstance(availability, str) and re.fullmatch(r"In stock \(\d+ available\)", availability)
         assert fields["rating"] in RATINGS
         table = fields["table"]
         assert re.fullmatch(r"[0-9a-f]{16}", table["UPC"])  # type: ignore[index]

@@ -20,7 +20,6 @@ import contextlib
 import functools
 import os
 import re
-import secrets
 import shutil
 import signal
 import socket
@@ -34,6 +33,8 @@ from pathlib import Path
 from types import TracebackType
 
 import psycopg2
+
+from book_assets.db import embedded
 
 #: The private /16 the run picks its /24 from (10.213.<n>.0/24, bridge .1, hosts .11, .12, ...).
 SUBNET_PREFIX = "10.213"
@@ -226,35 +227,23 @@ class NamespaceHosts:
             atexit.unregister(self.close)
 
 
-def _postgres_bin() -> Path | None:
-    """The newest Debian PostgreSQL server's bin folder (``/usr/lib/postgresql/<major>/bin``), if any."""
-    found = [p.parent for p in Path("/usr/lib/postgresql").glob("*/bin/postgres")]
-    return max(found, key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0) if found else None
-
-
-def postgres_unavailable_reason() -> str | None:
-    """Why :class:`PostgresOnAddress` cannot run here; None if it can."""
-    if _postgres_bin() is None:
-        return "no PostgreSQL server binaries under /usr/lib/postgresql (Debian's postgresql package)"
-    return None
-
-
 class PostgresOnAddress:
-    """A throw-away PostgreSQL cluster listening on one address only, password (SCRAM) for one subnet only.
+    """A throw-away cluster of the project's embedded PostgreSQL listening on one address only, password (SCRAM)
+    for one subnet only.
 
-    The hosts reach the root namespace only through the bridge, and the project's embedded server listens on
-    127.0.0.1, so the run starts a cluster of its own on the bridge address. As root it runs as ``nobody``
-    (PostgreSQL refuses root) in a temporary folder; ``close`` stops it (fast shutdown) and deletes it.
+    The hosts reach the root namespace only through the bridge, and the project's own cluster listens on
+    127.0.0.1, so the run starts a cluster of its own on the bridge address, in a temporary folder, through
+    :func:`book_assets.db.embedded.up` (as root the server runs as its user, as every embedded cluster does);
+    ``close`` stops it (fast shutdown) and deletes the folder.
     """
 
     def __init__(self, address: str, *, allow: str, database: str = "bookpipeline") -> None:
         self.address = address
         self.allow = allow
         self.database = database
-        self.password = secrets.token_urlsafe(18)
+        self.password = ""
         self.port = 0
         self._root: Path | None = None
-        self._proc: subprocess.Popen[bytes] | None = None
 
     @property
     def admin_url(self) -> str:
@@ -265,7 +254,8 @@ class PostgresOnAddress:
         return self.url_for(self.database)
 
     def url_for(self, database: str) -> str:
-        return f"postgresql://postgres:{self.password}@{self.address}:{self.port}/{database}"
+        # The embedded cluster's password is URL-safe text (secrets.token_urlsafe): no quoting needed.
+        return f"postgresql://{embedded.SUPERUSER}:{self.password}@{self.address}:{self.port}/{database}"
 
     def __enter__(self) -> PostgresOnAddress:
         atexit.register(self.close)
@@ -281,70 +271,15 @@ class PostgresOnAddress:
     ) -> None:
         self.close()
 
-    def _as_server(self) -> dict[str, object]:
-        if os.geteuid() != 0:
-            return {}
-        return {"user": "nobody", "group": "nogroup", "extra_groups": []}
-
-    def _chown(self, path: Path) -> None:
-        if os.geteuid() == 0:
-            shutil.chown(path, "nobody", "nogroup")
-
     def _start(self) -> None:
-        bindir = _postgres_bin()
-        if bindir is None:
-            raise HostsError(postgres_unavailable_reason() or "no PostgreSQL")
         self._root = Path(tempfile.mkdtemp(prefix="book-pipeline-hosts-pg-"))
-        self._root.chmod(0o755)
-        data = self._root / "data"
-        data.mkdir(mode=0o700)
-        self._chown(data)
-        pwfile = self._root / "pw"
-        pwfile.write_text(self.password + "\n")
-        pwfile.chmod(0o600)
-        self._chown(pwfile)
-        done = subprocess.run(
-            [str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "--encoding=utf8", "--no-sync",
-             "--auth-local=scram-sha-256", "--auth-host=scram-sha-256", f"--pwfile={pwfile}"],
-            capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL, cwd=self._root,
-            **self._as_server(),  # type: ignore[arg-type]
-        )  # fmt: skip
-        pwfile.unlink()
-        if done.returncode != 0:
-            raise HostsError(f"initdb failed: {done.stderr.strip().splitlines()[-1:]}")
-        (data / "pg_hba.conf").write_text(
-            "local all all scram-sha-256\n"
-            f"host all all {self.allow} scram-sha-256\n"
-        )  # fmt: skip
-        with socket.create_server((self.address, 0)) as probe:
-            self.port = probe.getsockname()[1]
-        with (data / "postgresql.conf").open("a") as fh:
-            fh.write(
-                f"listen_addresses = '{self.address}'\nport = {self.port}\nunix_socket_directories = '{data}'\n"
-                "max_connections = 200\nshared_buffers = '128MB'\nlog_min_messages = warning\n"
-            )
-        log = (self._root / "server.log").open("wb")
-        self._proc = subprocess.Popen(
-            [str(bindir / "postgres"), "-D", str(data)],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=self._root,
-            start_new_session=True, **self._as_server(),  # type: ignore[arg-type]
-        )  # fmt: skip
-        log.close()
-        self._wait_ready()
+        self._root.chmod(0o755)  # the server's own user (as root) reaches its cluster folder inside
+        pgdata = self._root / "pg"
+        state = embedded.up(pgdata, address=self.address, allow=self.allow)
+        assert state.port is not None
+        self.port = state.port
+        self.password = embedded.password_file(pgdata).read_text().strip()
         self.create_database(self.database)
-
-    def _wait_ready(self, timeout_s: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                psycopg2.connect(self.admin_url, connect_timeout=2).close()
-                return
-            except psycopg2.OperationalError as exc:
-                assert self._proc is not None and self._root is not None
-                if self._proc.poll() is not None or time.monotonic() > deadline:
-                    tail = (self._root / "server.log").read_text(errors="replace").strip().splitlines()[-3:]
-                    raise HostsError(f"PostgreSQL on {self.address} did not start: {exc} {' | '.join(tail)}") from None
-                time.sleep(0.1)
 
     def create_database(self, name: str) -> str:
         """(Re)create database ``name`` empty; its URL."""
@@ -359,17 +294,11 @@ class PostgresOnAddress:
         return self.url_for(name)
 
     def close(self) -> None:
-        """Fast shutdown (SIGINT), SIGKILL after 20 s; the folder is deleted. Idempotent."""
-        proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
-        if self._root is not None:
-            shutil.rmtree(self._root, ignore_errors=True)
-            self._root = None
+        """Fast shutdown, then the folder is deleted. Idempotent."""
+        root, self._root = self._root, None
+        if root is not None:
+            with contextlib.suppress(embedded.EmbeddedError, subprocess.TimeoutExpired):
+                embedded.down(root / "pg", timeout=20)
+            shutil.rmtree(root, ignore_errors=True)
         with contextlib.suppress(Exception):
             atexit.unregister(self.close)

@@ -3,9 +3,9 @@
 The driver (this process, in the root namespace) serves the sandbox on the bridge address, gives each run a
 fresh database on the run's own PostgreSQL, starts one worker per host through ``ip netns exec``, waits
 until every worker is connected and idle, then starts the crawl (its politeness stored, the start page
-seeded: :func:`~book_assets.crawl.pipeline.begin`) and times it until nothing is outstanding. The sandbox records every request's
-start, so the spacing per domain is measured where politeness matters: at the site, across all hosts;
-:class:`HostSandbox` also notes which host (client address) each start came from.
+seeded: :func:`~book_assets.crawl.pipeline.begin`) and times it until nothing is outstanding. The sandbox
+records every request's start, so the spacing per domain is measured where politeness matters: at the site,
+across all hosts; :class:`HostSandbox` also notes which host (client address) each start came from.
 """
 
 from __future__ import annotations

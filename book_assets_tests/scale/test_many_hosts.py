@@ -18,12 +18,7 @@ import pytest
 from book_assets.categories import slugify
 from book_assets.sandbox.catalogue import Catalogue
 from book_assets.sandbox.faults import Faults
-from book_assets_tests.scale.hosts import (
-    NamespaceHosts,
-    PostgresOnAddress,
-    postgres_unavailable_reason,
-    unavailable_reason,
-)
+from book_assets_tests.scale.hosts import NamespaceHosts, PostgresOnAddress, unavailable_reason
 from book_assets_tests.scale.multihost import HostSandbox, run_on_hosts
 
 pytestmark = pytest.mark.slow
@@ -38,7 +33,7 @@ EARLY_S = 0.005
 
 @pytest.fixture(scope="module")
 def two_hosts() -> Iterator[tuple[NamespaceHosts, PostgresOnAddress]]:
-    reason = unavailable_reason() or postgres_unavailable_reason()
+    reason = unavailable_reason()
     if reason:
         pytest.skip(f"namespace hosts unavailable: {reason}")
     with NamespaceHosts(2) as net, PostgresOnAddress(net.gateway, allow=f"{net.gateway}/24") as postgres:

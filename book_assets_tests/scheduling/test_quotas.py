@@ -10,6 +10,8 @@ from book_assets.sandbox.catalogue import CATEGORY_SIZES
 from book_assets.scheduling.quotas import split_budget
 from book_assets.scheduling.weights import CategoryWeights, parse_weights
 
+pytestmark = pytest.mark.unit
+
 PLENTY = {"A": 100, "B": 100, "C": 100}
 SITE = dict(CATEGORY_SIZES)
 

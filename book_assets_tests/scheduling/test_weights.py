@@ -19,6 +19,8 @@ from book_assets.scheduling.weights import (
 )
 from book_assets.settings import ConfigError, load_settings
 
+pytestmark = pytest.mark.unit
+
 SITE_CATEGORIES = [name for name, _ in CATEGORY_SIZES]
 
 

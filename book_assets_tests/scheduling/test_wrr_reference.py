@@ -5,11 +5,14 @@ from __future__ import annotations
 from collections import Counter
 from fractions import Fraction
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from book_assets.scheduling.weights import CategoryWeights
 from book_assets_tests.queue.wrr import SmoothWRR, deviations, max_deviation, sequence
+
+pytestmark = pytest.mark.unit
 
 W321 = {"a": 3, "b": 2, "c": 1}
 

@@ -6,7 +6,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from scraper_site import LocalSite, serve
+
+from book_assets_tests.scraper.scraper_site import LocalSite, serve
 
 REAL_SITE = Path(__file__).resolve().parents[1] / "fixtures" / "real-site"  # vendored copy of shared/fixtures
 SITE = "https://books.toscrape.com/"

@@ -8,6 +8,8 @@ import pytest
 
 from book_assets.scraper.charset import decode_html
 
+pytestmark = pytest.mark.unit
+
 POUND_UTF8 = "<p>£51.77</p>".encode()
 
 

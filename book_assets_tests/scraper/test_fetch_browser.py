@@ -15,12 +15,12 @@ from typing import TypeVar
 
 import psutil
 import pytest
-from scraper_site import POUND_PAGE, LocalSite
 
 from book_assets.scraper.chromium import ENV_VAR, chromium_kind, find_chromium
 from book_assets.scraper.errors import ChromiumNotFound, FetchError
 from book_assets.scraper.fetch_browser import BrowserFetcher, host_resolver_rules
 from book_assets.scraper.fetching import FetchSettings
+from book_assets_tests.scraper.scraper_site import POUND_PAGE, LocalSite
 
 T = TypeVar("T")
 
@@ -189,7 +189,7 @@ def test_rendered_html_has_js_built_dom_while_served_html_does_not(local_site: L
 @pytest.mark.timeout(120)
 def test_browser_status_errors_are_classified(local_site: LocalSite) -> None:
     async def action(fetcher: BrowserFetcher) -> list[tuple[str, bool, float | None]]:
-        out = []
+        out: list[tuple[str, bool, float | None]] = []
         for path in ("/404", "/500", "/429", "/503"):
             with pytest.raises(FetchError) as info:
                 await fetcher.fetch(local_site.url(path))

@@ -9,12 +9,12 @@ from datetime import UTC
 from typing import TypeVar
 
 import pytest
-from scraper_site import POUND_PAGE, LocalSite
 
 from book_assets.sandbox.server import SandboxServer
 from book_assets.scraper.errors import FetchError
 from book_assets.scraper.fetch_http import HttpFetcher
 from book_assets.scraper.fetching import FetchResult, FetchSettings
+from book_assets_tests.scraper.scraper_site import POUND_PAGE, LocalSite
 
 T = TypeVar("T")
 

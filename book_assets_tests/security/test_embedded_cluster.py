@@ -71,6 +71,23 @@ def _tree(root: Path) -> list[Path]:
     return [root, *root.rglob("*")]
 
 
+def test_a_cluster_given_an_address_listens_there_only_and_admits_the_subnet_it_allows(cluster_root: Path) -> None:
+    pgdata = cluster_root / "data" / "pg"
+    state = embedded.up(pgdata, address="127.0.0.2", allow="127.0.0.2/32")
+    assert state.port is not None
+    password = embedded.password_file(pgdata).read_text().strip()
+    login: dict[str, Any] = {"port": state.port, "user": embedded.SUPERUSER, "password": password, "dbname": "postgres"}
+    conn = psycopg2.connect(host="127.0.0.2", connect_timeout=10, **login)
+    with conn, conn.cursor() as cur:
+        cur.execute("SELECT host(inet_server_addr())")
+        assert cur.fetchone() == ("127.0.0.2",)
+    conn.close()
+    with pytest.raises(psycopg2.OperationalError):  # not on the loopback address the default cluster uses
+        psycopg2.connect(host="127.0.0.1", connect_timeout=5, **login)
+    hba = (embedded.status(pgdata).pgdata / "pg_hba.conf").read_text().splitlines()
+    assert "host all all 127.0.0.2/32 scram-sha-256" in hba
+
+
 def test_embedded_cluster_refuses_passwordless_local_login(cluster_root: Path) -> None:
     state = embedded.up(cluster_root / "data" / "pg")
     assert state.port is not None
