@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import Decimal
 
+from book_assets.scraper.contract import FieldSpec, FieldType, RecordContract
+
 
 @dataclass(frozen=True, slots=True)
 class BookCard:
@@ -93,3 +95,25 @@ class BookDetail:
     num_reviews: int
     rating: int | None
     rating_text: str | None
+
+
+#: The book record's field contract (:mod:`book_assets.scraper.contract`): every book page of the site shows
+#: these, but a description (some books have none) and a stock count (a listing's "In stock" shows none).
+BOOK_CONTRACT = RecordContract(
+    "book",
+    (
+        FieldSpec("title", FieldType.TEXT),
+        FieldSpec("category", FieldType.TEXT),
+        FieldSpec("upc", FieldType.TEXT),
+        FieldSpec("product_type", FieldType.TEXT),
+        FieldSpec("price", FieldType.MONEY),
+        FieldSpec("price_excl_tax", FieldType.MONEY),
+        FieldSpec("price_incl_tax", FieldType.MONEY),
+        FieldSpec("tax", FieldType.MONEY),
+        FieldSpec("availability", FieldType.TEXT),
+        FieldSpec("num_reviews", FieldType.COUNT),
+        FieldSpec("rating", FieldType.RATING),
+        FieldSpec("description", FieldType.TEXT, required=False),
+        FieldSpec("stock", FieldType.COUNT, required=False),
+    ),
+)
