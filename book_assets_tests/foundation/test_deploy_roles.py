@@ -13,9 +13,10 @@ import pytest
 
 from book_assets.crawl.config import DETAIL, TASK_TYPES
 from book_assets.db.connection import Database
-from book_assets.db.migrations import current_version, migrate, migration_files
+from book_assets.db.migrations import current_version, migrate
 from book_assets.queue import NewTask, TaskQueue
 from book_assets.settings import PROJECT_ROOT
+from book_assets.sql import migration_files
 from book_assets_tests.conftest import _admin, _admin_and_name, _with_database
 from book_assets_tests.queue.helpers import complete
 
