@@ -69,6 +69,9 @@ def open_database(settings: Settings, *, migrate_schema: bool = True) -> Databas
 @click.version_option(__version__, prog_name="book-pipeline")
 def main() -> None:
     """Crawl books.toscrape.com through a PostgreSQL task queue, orchestrated by Dagster."""
+    from book_assets.logs import configure_from_settings
+
+    configure_from_settings()  # once per process: levels, UTC times, run and trace ids (book_assets/logs.py)
 
 
 @main.result_callback()

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import AliasChoices, Field, ValidationError, field_validator
+from pydantic import AliasChoices, Field, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict, SettingsError
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -255,6 +255,17 @@ class Settings(BaseSettings):
         default=9465, ge=1, le=65535, description="Port of the queue exporter (`book-pipeline metrics`)."
     )
 
+    # --- logs (book_assets/logs.py) ----------------------------------------------------------------
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
+        default="INFO",
+        description="Lowest level of the lines logged to stderr (any case: debug, info, warning, error).",
+    )
+    log_format: Literal["text", "json"] = Field(
+        default="text",
+        description="text: one line per record (UTC time, level, logger, the Dagster run and trace ids when known, "
+        "message); json: one JSON object per line with the same fields, for a log collector.",
+    )
+
     # --- alerts (read by the daemon when a run fails; none set: no alert) -------------------------
     alert_webhook_url: str | None = Field(
         default=None, description='HTTP(S) URL receiving a JSON POST {"text", "run_id"} for every failed run.'
@@ -275,6 +286,13 @@ class Settings(BaseSettings):
                 return json.loads(value)
             return tuple(part.strip() for part in value.split(",") if part.strip())
         return value
+
+    @field_validator("log_level", "log_format", mode="before")
+    @classmethod
+    def _any_case(cls, value: object, info: ValidationInfo) -> object:
+        if not isinstance(value, str):
+            return value
+        return value.upper() if info.field_name == "log_level" else value.lower()
 
     @field_validator("database_url", "database_direct_url")
     @classmethod

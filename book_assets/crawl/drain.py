@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 
+from book_assets import logs
 from book_assets.crawl.config import TASK_TYPES, CrawlConfig
 from book_assets.crawl.lifeline import follow_parent
 from book_assets.crawl.stats import WorkerStats
@@ -119,6 +120,7 @@ def _child(
     crawls that last.
     """
     gc.freeze()
+    logs.configure_from_settings()  # the fork server is a fresh interpreter: nothing configured its logging
     follow_parent()  # a drain that dies without a word leaves no worker crawling on (lifeline.py)
     metrics.join(metrics_dir)  # its figures go to the drain's /metrics (observe/metrics.py)
     tracing.adopt(otel)  # the drain's OTEL_* settings, not the fork server's

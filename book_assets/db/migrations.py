@@ -97,11 +97,16 @@ def migrate(db: Database) -> MigrationReport:
     def _apply(cur: Cursor) -> int:
         applied.clear()  # run() may retry this function after a lost connection
         cur.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
-        cur.execute(
-            """CREATE TABLE IF NOT EXISTS schema_migrations (
-                   version INTEGER PRIMARY KEY, name TEXT NOT NULL, checksum TEXT NOT NULL,
-                   applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"""
-        )
+        # Created only when absent: CREATE ... IF NOT EXISTS still needs the right to create, which a role
+        # without DDL rights (the app's, deploy/postgres/roles.sql) lacks on a schema that is current.
+        cur.execute("SELECT to_regclass('schema_migrations') IS NOT NULL AS present")
+        present = cur.fetchone()
+        if not (present and present["present"]):
+            cur.execute(
+                """CREATE TABLE schema_migrations (
+                       version INTEGER PRIMARY KEY, name TEXT NOT NULL, checksum TEXT NOT NULL,
+                       applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"""
+            )
         cur.execute("SELECT version, name, checksum FROM schema_migrations ORDER BY version")
         records = [(int(r["version"]), r["name"], r["checksum"]) for r in cur.fetchall()]
         if squashed := _squashed_chain(records):

@@ -10,13 +10,21 @@ sandboxes), so we fall back to the distribution's builds. Order: the ``BOOK_PIPE
 environment variable (an explicit choice must not be silently ignored: it is an error if it does not
 exist); a headless shell — Playwright's own, then the system's (Debian ``chromium-headless-shell``); then a
 full Chromium — Playwright's own, then the system's. :func:`chromium_kind` names which one a path is.
+
+Chromium renders pages of the open web, so it gets nothing it does not need: :func:`browser_environment`
+keeps the few variables a headless browser reads (no database URL, no ``BOOK_PIPELINE_*`` setting, no
+proxy credentials), and its sandbox is on wherever the platform allows it (:func:`sandbox_available`).
 """
 
 from __future__ import annotations
 
+import functools
 import glob
 import os
+import re
 import shutil
+import subprocess
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -39,10 +47,10 @@ SYSTEM_CANDIDATES: tuple[str, ...] = (
     "chromium",
     "chromium-browser",
 )
-# Flags for headless Chromium in containers: no sandbox (often unavailable as root/in containers), no GPU,
-# /tmp instead of a small /dev/shm, and none of the background traffic a crawler should not generate.
+# Flags for headless Chromium in containers: no GPU, /tmp instead of a small /dev/shm, and none of the
+# background traffic a crawler should not generate. The sandbox is Playwright's ``chromium_sandbox`` option
+# (:func:`sandbox_available`), not a flag here.
 CHROMIUM_ARGS: tuple[str, ...] = (
-    "--no-sandbox",
     "--disable-gpu",
     "--disable-dev-shm-usage",
     "--disable-background-networking",
@@ -132,3 +140,40 @@ def find_chromium(
     raise ChromiumNotFound(
         f"no Chromium found: set {ENV_VAR}=/path/to/chromium or run `apt-get install -y chromium-headless-shell`"
     )
+
+
+#: What Chromium may see of the parent's environment: where programs and fonts are, its home and temporary
+#: directories, the locale and the time zone. Anything else (DATABASE_URL, the BOOK_PIPELINE_* settings,
+#: cloud credentials, proxies with passwords in them) stays with the crawler.
+BROWSER_ENV: re.Pattern[str] = re.compile(r"PATH|HOME|TMPDIR|TZ|LANG|LANGUAGE|LC_[A-Z]+|FONTCONFIG_[A-Z]+|XDG_[A-Z_]+")
+
+
+def browser_environment(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment to launch Chromium with: the variables of ``env`` (default ``os.environ``) that
+    :data:`BROWSER_ENV` names, nothing else."""
+    env = os.environ if env is None else env
+    return {name: value for name, value in env.items() if BROWSER_ENV.fullmatch(name)}
+
+
+#: unshare(2) flags of the namespaces Chromium's sandbox makes for its renderers (linux/sched.h).
+_CLONE_NEWUSER, _CLONE_NEWPID, _CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
+_PROBE = (
+    "import ctypes, sys; "
+    f"sys.exit(0 if ctypes.CDLL(None, use_errno=True).unshare({_CLONE_NEWUSER | _CLONE_NEWPID | _CLONE_NEWNET}) == 0"
+    " else 1)"
+)
+
+
+@functools.cache
+def sandbox_available() -> bool:
+    """Whether Chromium's sandbox can run here: not as root (Chromium refuses it), and only where an
+    unprivileged process may create the user, PID and network namespaces its renderers run in. A seccomp
+    profile that forbids them (Docker's and Kubernetes' RuntimeDefault without CAP_SYS_ADMIN), a sysctl
+    (``user.max_user_namespaces=0``) or an AppArmor rule (Ubuntu's
+    ``kernel.apparmor_restrict_unprivileged_userns``) all make the probe fail: it tries, in a child process,
+    what Chromium would. Without it the browser runs with ``--no-sandbox``, confined by the process's own
+    limits (an unprivileged user, no capabilities, the container's seccomp profile)."""
+    if os.geteuid() == 0:
+        return False
+    probe = subprocess.run([sys.executable, "-I", "-S", "-c", _PROBE], capture_output=True, timeout=30, check=False)
+    return probe.returncode == 0

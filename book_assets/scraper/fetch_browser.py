@@ -50,7 +50,7 @@ from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
 from book_assets.scraper.blocking import blocked_url_patterns
-from book_assets.scraper.chromium import CHROMIUM_ARGS, find_chromium
+from book_assets.scraper.chromium import CHROMIUM_ARGS, browser_environment, find_chromium, sandbox_available
 from book_assets.scraper.errors import ErrorKind, FetchError
 from book_assets.scraper.fetching import (
     FetchResult,
@@ -267,18 +267,23 @@ class BrowserFetcher:
             self._executable_path = find_chromium(bundled)
         args = list(CHROMIUM_ARGS)
         args.append(f"--host-resolver-rules={host_resolver_rules(self.settings.allowed_domains)}")
-        try:
-            browser = await self._playwright.chromium.launch(
-                executable_path=self._executable_path, headless=True, args=args
+        executable, sandbox = self._executable_path, await asyncio.to_thread(sandbox_available)  # cached: once
+        env: dict[str, str | float | bool] = dict(browser_environment())
+
+        async def launch(playwright: Playwright) -> Browser:
+            # The browser gets no secret (browser_environment) and its sandbox where the platform allows it.
+            return await playwright.chromium.launch(
+                executable_path=executable, headless=True, args=args, env=env, chromium_sandbox=sandbox
             )
+
+        try:
+            browser = await launch(self._playwright)
         except PlaywrightError:
             # The driver itself may have died with the browser: restart it once.
             with contextlib.suppress(Exception):
                 await self._playwright.stop()
             self._playwright = await async_playwright().start()
-            browser = await self._playwright.chromium.launch(
-                executable_path=self._executable_path, headless=True, args=args
-            )
+            browser = await launch(self._playwright)
         self._generation += 1
         generation = self._generation
         browser.on("disconnected", lambda _browser: self._on_disconnected(generation))

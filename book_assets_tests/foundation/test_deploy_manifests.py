@@ -3,8 +3,9 @@
 Kubernetes' own kinds are validated strictly (unknown fields fail) against the schemas kubernetes-validate
 ships. It has none for KEDA's custom resources or for the values of Dagster's Helm chart, so those are checked
 here field by field (the fields KEDA and the chart read, with the types they need), and every Kubernetes
-object inside them (volumes, mounts, resources) is validated by wrapping it in a Pod. KEDA's query is the
-queue's named query, run against a database with tasks in every state.
+object inside them (volumes, mounts, resources) is validated by wrapping it in a Pod. KEDA's query reads a
+series the alert rules record. Every pod is hardened (an unprivileged user, no privilege escalation, no
+capabilities, the runtime's seccomp profile) and only the containers that need a database URL get one.
 """
 
 from __future__ import annotations
@@ -14,19 +15,19 @@ import tomllib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, get_args
+from urllib.parse import urlsplit
 
 import kubernetes_validate
 import pytest
 import yaml
 
 from book_assets import __version__
-from book_assets.crawl.config import DETAIL, LISTING, TASK_TYPES
-from book_assets.db.connection import Database
-from book_assets.queue import NewTask, TaskQueue
 from book_assets.settings import PROJECT_ROOT, Settings
-from book_assets_tests.queue.helpers import complete
+from book_assets_tests.observe.test_dashboard_and_rules import metric_names, recorded_names
 
 K8S = PROJECT_ROOT / "deploy" / "k8s"
+#: The secrets by what they hold: the app role's DATABASE_URL, the migrator's, Dagster's storage password.
+APP_SECRET, MIGRATE_SECRET, DAGSTER_SECRET = "book-pipeline-db", "book-pipeline-migrate", "book-pipeline-dagster-db"
 K8S_VERSION = kubernetes_validate.latest_version()
 NOT_MANIFESTS = {"dagster-values.yaml", "run-config.yaml"}
 KEDA_API = "keda.sh/v1alpha1"
@@ -57,18 +58,31 @@ def worker_deployment() -> dict[str, Any]:
     return manifests()[("Deployment", "book-pipeline-worker")]
 
 
-def validate_in_pod(*, volumes: Sequence[Any] = (), mounts: Sequence[Any] = (), resources: Any = None) -> None:
-    """Validate Kubernetes objects taken from a file kubernetes-validate has no schema for, in a Pod."""
-    container: dict[str, Any] = {"name": "probe", "image": "probe", "volumeMounts": list(mounts)}
+def secret(name: str) -> dict[str, Any]:
+    return manifests()[("Secret", name)]
+
+
+def validate_in_pod(
+    *,
+    volumes: Sequence[Any] = (),
+    mounts: Sequence[Any] = (),
+    resources: Any = None,
+    container: dict[str, Any] | None = None,
+    pod: dict[str, Any] | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> None:
+    """Validate Kubernetes objects taken from a file kubernetes-validate has no schema for, in a Pod:
+    ``container`` and ``pod`` are fields of its container and its spec, ``metadata`` of its metadata."""
+    fields: dict[str, Any] = {"name": "probe", "image": "probe", "volumeMounts": list(mounts), **(container or {})}
     if resources is not None:
-        container["resources"] = resources
-    pod = {
+        fields["resources"] = resources
+    manifest = {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": "probe"},
-        "spec": {"containers": [container], "volumes": list(volumes)},
+        "metadata": {"name": "probe", **(metadata or {})},
+        "spec": {"containers": [fields], "volumes": list(volumes), **(pod or {})},
     }
-    kubernetes_validate.validate(pod, K8S_VERSION, strict=True)
+    kubernetes_validate.validate(manifest, K8S_VERSION, strict=True)
 
 
 def test_every_kubernetes_manifest_validates_strictly_and_only_keda_and_monitors_lack_a_schema() -> None:
@@ -85,19 +99,18 @@ def test_every_kubernetes_manifest_validates_strictly_and_only_keda_and_monitors
 
 def test_strict_validation_refuses_a_misspelt_field() -> None:
     worker = worker_deployment()
-    worker["spec"]["template"]["spec"]["containers"][0]["envFrom"][0]["secretRef"]["nmae"] = "typo"
+    worker["spec"]["template"]["spec"]["containers"][0]["env"][0]["valueFrom"]["secretKeyRef"]["nmae"] = "typo"
     with pytest.raises(kubernetes_validate.ValidationError, match="nmae"):
         kubernetes_validate.validate(worker, K8S_VERSION, strict=True)
 
 
-def test_the_worker_deployment_runs_the_images_worker_with_the_secret() -> None:
+def test_the_worker_deployment_runs_the_images_worker_with_the_app_roles_database_url() -> None:
     worker = worker_deployment()
     (container,) = worker["spec"]["template"]["spec"]["containers"]
     assert container["command"] == ["book-pipeline", "work"]
     assert '["book-pipeline", "work"]' in (PROJECT_ROOT / "Dockerfile").read_text()  # the image's default
-    secret = only("Secret")
-    assert [e["secretRef"]["name"] for e in container["envFrom"]] == [secret["metadata"]["name"]]
-    assert "DATABASE_URL" in secret["stringData"]
+    assert secret_refs(container) == {"DATABASE_URL": (APP_SECRET, "DATABASE_URL")}
+    assert secret(APP_SECRET)["stringData"]["DATABASE_URL"].startswith("postgresql://")
     labels = worker["spec"]["template"]["metadata"]["labels"]
     assert worker["spec"]["selector"]["matchLabels"].items() <= labels.items()
 
@@ -114,27 +127,25 @@ SCALED_OBJECT_SPEC = {
     "advanced",
     "triggers",
 }
-POSTGRESQL_METADATA = {
+#: KEDA's Prometheus scaler's metadata fields.
+PROMETHEUS_METADATA = {
+    "serverAddress",
     "query",
-    "targetQueryValue",
-    "activationTargetQueryValue",
-    "connectionFromEnv",
-    "host",
-    "port",
-    "userName",
-    "dbName",
-    "sslmode",
-    "passwordFromEnv",
-    "metricName",
+    "threshold",
+    "activationThreshold",
+    "namespace",
+    "ignoreNullValues",
+    "unsafeSsl",
+    "authModes",
+    "queryParameters",
+    "customHeaders",
 }
 
 
-def test_keda_scaled_object_scales_the_worker_deployment_with_postgresql_and_the_secret() -> None:
-    scaled, auth = only("ScaledObject"), only("TriggerAuthentication")
-    worker, secret = worker_deployment(), only("Secret")
-    for doc in (scaled, auth):
-        assert doc["apiVersion"] == KEDA_API
-        assert set(doc["metadata"]) <= {"name", "namespace", "labels", "annotations"}
+def test_keda_scales_the_workers_on_the_domains_with_due_work_within_a_cost_cap() -> None:
+    scaled, worker = only("ScaledObject"), worker_deployment()
+    assert scaled["apiVersion"] == KEDA_API
+    assert set(scaled["metadata"]) <= {"name", "namespace", "labels", "annotations"}
     spec = scaled["spec"]
     assert set(spec) <= SCALED_OBJECT_SPEC
     target = spec["scaleTargetRef"]
@@ -145,42 +156,18 @@ def test_keda_scaled_object_scales_the_worker_deployment_with_postgresql_and_the
     )
     for field in ("minReplicaCount", "maxReplicaCount", "pollingInterval", "cooldownPeriod"):
         assert isinstance(spec[field], int) and spec[field] >= 0, field
-    assert 1 <= spec["minReplicaCount"] <= spec["maxReplicaCount"]  # one worker for the listings
+    assert 1 <= spec["minReplicaCount"] <= spec["maxReplicaCount"] <= 4  # one worker for the listings; a cost cap
     (trigger,) = spec["triggers"]
-    assert trigger["type"] == "postgresql" and set(trigger) <= {"type", "metadata", "authenticationRef", "name"}
+    assert trigger["type"] == "prometheus" and set(trigger) <= {"type", "metadata", "name"}
     metadata = trigger["metadata"]
-    assert set(metadata) <= POSTGRESQL_METADATA and {"query", "targetQueryValue"} <= set(metadata)
+    assert set(metadata) <= PROMETHEUS_METADATA and {"serverAddress", "query", "threshold"} <= set(metadata)
     # The CRD types trigger metadata as map[string]string: a bare number is refused by the API server.
     assert all(isinstance(v, str) for v in metadata.values()), metadata
-    assert float(metadata["targetQueryValue"]) > 0
-    assert trigger["authenticationRef"]["name"] == auth["metadata"]["name"]
-    (ref,) = auth["spec"]["secretTargetRef"]
-    assert (ref["parameter"], ref["name"]) == ("connection", secret["metadata"]["name"])
-    assert ref["key"] in secret["stringData"] and secret["stringData"][ref["key"]].startswith("postgresql://")
-
-
-def scaler_query_in_yaml() -> str:
-    (trigger,) = only("ScaledObject")["spec"]["triggers"]
-    return str(trigger["metadata"]["query"])
-
-
-def test_keda_query_is_the_queues_named_query_and_counts_the_detail_work_left(db: Database) -> None:
-    queue = TaskQueue(db, task_types=TASK_TYPES, default_interval_s=0)
-    assert scaler_query_in_yaml() == queue.scaler_query(DETAIL)
-
-    queue.enqueue_many([_task(LISTING, i) for i in range(3)])  # listing pages are not counted
-    queue.enqueue_many([_task(DETAIL, i) for i in range(7)])
-    claimed = queue.claim("scaler-test", 3, task_types=[DETAIL]).tasks
-    assert len(claimed) == 3
-    complete(queue, claimed[0])
-    queue.fail(claimed[1], "http_404: gone", retryable=False)
-    # 7 details: 4 pending, 1 still in progress, 1 completed, 1 failed for good -> 5 left to work on.
-    rows = db.query(scaler_query_in_yaml())
-    assert rows == [{"n": 5}]
-
-
-def _task(task_type: str, i: int) -> NewTask:
-    return NewTask(task_type, {"url": f"http://scaler.test/{task_type}/{i}"})
+    assert float(metadata["threshold"]) == 1  # one replica per domain: politeness gives a domain no more
+    assert metadata["ignoreNullValues"] == "true"  # no figures (exporter down): keep minReplicaCount
+    # It reads what the alert rules record from the exporter's due work, not tasks that are not due yet.
+    assert metric_names(metadata["query"]) == {"book_pipeline:queue_domains_with_due_work:count"} <= recorded_names()
+    assert not [d for (k, _), d in manifests().items() if k == "TriggerAuthentication"]  # no database credential
 
 
 def helm_values() -> dict[str, Any]:
@@ -189,10 +176,12 @@ def helm_values() -> dict[str, Any]:
 
 
 def test_helm_values_use_the_external_postgresql_through_the_secret_with_psycopg2() -> None:
-    values, secret = helm_values(), only("Secret")
+    values, dagster_secret = helm_values(), secret(DAGSTER_SECRET)
     assert values["postgresql"]["enabled"] is False and values["generatePostgresqlPasswordSecret"] is False
-    assert values["global"]["postgresqlSecretName"] == secret["metadata"]["name"]
-    assert "postgresql-password" in secret["stringData"]  # the key the chart reads as DAGSTER_PG_PASSWORD
+    assert values["global"]["postgresqlSecretName"] == dagster_secret["metadata"]["name"]
+    assert set(dagster_secret["stringData"]) == {
+        "postgresql-password"
+    }  # the key the chart reads as DAGSTER_PG_PASSWORD
     pg = values["postgresql"]
     assert pg["postgresqlScheme"] == "postgresql+psycopg2"  # SQLAlchemy 2.1's plain postgresql:// is psycopg 3
     assert all(isinstance(pg[k], str) and pg[k] for k in ("postgresqlHost", "postgresqlUsername", "postgresqlDatabase"))
@@ -213,18 +202,22 @@ def test_helm_values_run_this_projects_code_location_and_launch_runs_as_kubernet
     assert args[args.index("--module-name") + 1] == project["code_location_target_module"]
     env = {e["name"]: e["value"] for e in deployment["env"]}
     assert env["BOOK_PIPELINE_STEP_EXECUTOR"] == "k8s"
-    assert [s["name"] for s in deployment["envSecrets"]] == [only("Secret")["metadata"]["name"]]
+    assert [s["name"] for s in deployment["envSecrets"]] == [APP_SECRET]
     assert deployment["includeConfigInLaunchedRuns"] == {"enabled": True}
     validate_in_pod(resources=deployment["resources"])
 
     launcher = values["runLauncher"]
     assert launcher["type"] == "K8sRunLauncher" and set(launcher["config"]) == {"k8sRunLauncher"}
     k8s = launcher["config"]["k8sRunLauncher"]
-    assert [s["name"] for s in k8s["envSecrets"]] == [only("Secret")["metadata"]["name"]]
+    assert set(k8s) <= K8S_RUN_LAUNCHER_FIELDS and set(k8s["runK8sConfig"]) <= RUN_K8S_CONFIG_FIELDS
+    assert [s["name"] for s in k8s["envSecrets"]] == [APP_SECRET]
+    run = k8s["runK8sConfig"]
     validate_in_pod(
         volumes=k8s["volumes"],
         mounts=k8s["volumeMounts"],
-        resources=k8s["runK8sConfig"]["containerConfig"]["resources"],
+        container={**run["containerConfig"], "securityContext": k8s["securityContext"]},
+        pod=run["podSpecConfig"],
+        metadata=run["podTemplateSpecMetadata"],
     )
     claims = {v["persistentVolumeClaim"]["claimName"] for v in k8s["volumes"] if "persistentVolumeClaim" in v}
     assert claims == set(volume_claims())
@@ -254,7 +247,7 @@ def test_run_pods_and_workers_keep_data_dir_on_a_persistent_volume(monkeypatch: 
     # The workers write the WARC archive there too: the same claim at the same path, the same setting.
     pod = worker_deployment()["spec"]["template"]["spec"]
     (container,) = pod["containers"]
-    assert {e["name"]: e["value"] for e in container["env"]}["BOOK_PIPELINE_DATA_DIR"] == str(data_dir)
+    assert {e["name"]: e.get("value") for e in container["env"]}["BOOK_PIPELINE_DATA_DIR"] == str(data_dir)
     assert claims_mounted_at(pod["volumes"], container["volumeMounts"]).get(str(data_dir)) == claim
 
 
@@ -278,13 +271,16 @@ def test_helm_values_keep_the_instance_rules_of_dagster_yaml() -> None:
 
 def test_k8s_run_config_objects_are_valid_kubernetes() -> None:
     config = yaml.safe_load((K8S / "run-config.yaml").read_text())["execution"]["config"]
+    step = config["step_k8s_config"]
     validate_in_pod(
         volumes=config["volumes"],
         mounts=config["volume_mounts"],
-        resources=config["step_k8s_config"]["container_config"]["resources"],
+        container=step["container_config"],
+        pod=step["pod_spec_config"],
+        metadata=step["pod_template_spec_metadata"],
     )
     assert config["job_namespace"] == only("Namespace")["metadata"]["name"]
-    assert config["env_secrets"] == [only("Secret")["metadata"]["name"]]
+    assert config["env_secrets"] == [APP_SECRET]
 
 
 def test_compose_places_drain_steps_in_containers_on_its_own_network_and_volume() -> None:
@@ -308,15 +304,20 @@ def test_compose_places_drain_steps_in_containers_on_its_own_network_and_volume(
     assert set(config["env_vars"]) >= {"DATABASE_URL", "DAGSTER_HOME", "DAGSTER_PG_PASSWORD", "DAGSTER_ARTIFACT_DIR"}
 
 
-def test_pod_monitors_scrape_a_named_metrics_port_of_the_worker_and_exporter_pods() -> None:
+def test_pod_monitors_scrape_a_named_metrics_port_of_the_worker_exporter_run_and_step_pods() -> None:
     monitors = {name: doc for (kind, name), doc in manifests().items() if kind == "PodMonitor"}
     scraped = set()
     for name, monitor in monitors.items():
         assert monitor["apiVersion"] == MONITORING_API, name
         assert set(monitor["spec"]) <= {"selector", "podMetricsEndpoints", "namespaceSelector", "jobLabel"}
         selector = monitor["spec"]["selector"]["matchLabels"]
-        (pods,) = [d for (k, _), d in manifests().items() if k == "Deployment" and selector.items() <= _labels(d)]
-        (container,) = pods["spec"]["template"]["spec"]["containers"]
+        pods = [d for (k, _), d in manifests().items() if k == "Deployment" and selector.items() <= _labels(d)]
+        if not pods:  # Dagster's run and step pods: labelled by the Helm values and the run config
+            assert name == "book-pipeline-runs", name
+            scraped.add("runs")
+            continue
+        (deployment,) = pods
+        (container,) = deployment["spec"]["template"]["spec"]["containers"]
         ports = {p["name"]: p["containerPort"] for p in container.get("ports", [])}
         env = {e["name"]: e.get("value") for e in container.get("env", [])}
         for endpoint in monitor["spec"]["podMetricsEndpoints"]:
@@ -332,7 +333,149 @@ def test_pod_monitors_scrape_a_named_metrics_port_of_the_worker_and_exporter_pod
             assert env["BOOK_PIPELINE_METRICS_HOST"] == "0.0.0.0"
             assert port_setting.removeprefix("BOOK_PIPELINE_").lower() in Settings.model_fields
         scraped.add(container["command"][-1])
-    assert scraped == {"work", "metrics"}
+    assert scraped == {"work", "metrics", "runs"}
+
+
+def test_run_and_step_pods_serve_metrics_and_traces_and_log_their_run_id() -> None:
+    (runs,) = [d for (k, n), d in manifests().items() if k == "PodMonitor" and n == "book-pipeline-runs"]
+    selector = runs["spec"]["selector"]["matchLabels"]
+    (endpoint,) = runs["spec"]["podMetricsEndpoints"]
+    k8s = helm_values()["runLauncher"]["config"]["k8sRunLauncher"]
+    env = dict(v.split("=", 1) for v in k8s["envVars"])  # run pods, and step pods through includeConfigInLaunchedRuns
+    assert env["BOOK_PIPELINE_METRICS_HOST"] == "0.0.0.0" and env["OTEL_EXPORTER_OTLP_ENDPOINT"].startswith("http")
+    step = yaml.safe_load((K8S / "run-config.yaml").read_text())["execution"]["config"]["step_k8s_config"]
+    run = k8s["runK8sConfig"]
+    for container, labels in (
+        (run["containerConfig"], run["podTemplateSpecMetadata"]["labels"]),
+        (step["container_config"], step["pod_template_spec_metadata"]["labels"]),
+    ):
+        assert selector.items() <= labels.items()
+        assert {p["name"]: p["containerPort"] for p in container["ports"]}[endpoint["port"]] == int(
+            env["BOOK_PIPELINE_METRICS_PORT"]
+        )
+        (run_id,) = [e for e in container["env"] if e["name"] == "DAGSTER_RUN_ID"]
+        assert run_id["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.labels['dagster/run-id']"  # set by dagster-k8s
+    assert selector.items() <= k8s["labels"].items()
+
+
+#: The fields of the chart's dagsterDaemon.runMonitoring (its instance template, Dagster 1.13).
+RUN_MONITORING_FIELDS = {
+    "enabled",
+    "startTimeoutSeconds",
+    "cancelTimeoutSeconds",
+    "maxResumeRunAttempts",
+    "pollIntervalSeconds",
+    "freeSlotsAfterRunEndSeconds",
+}
+#: The fields the chart's schema allows under runLauncher.config.k8sRunLauncher and its runK8sConfig.
+K8S_RUN_LAUNCHER_FIELDS = {
+    "image",
+    "imagePullPolicy",
+    "jobNamespace",
+    "loadInclusterConfig",
+    "kubeconfigFile",
+    "envConfigMaps",
+    "envSecrets",
+    "envVars",
+    "volumeMounts",
+    "volumes",
+    "labels",
+    "failPodOnRunFailure",
+    "resources",
+    "schedulerName",
+    "securityContext",
+    "runK8sConfig",
+}
+RUN_K8S_CONFIG_FIELDS = {"containerConfig", "podSpecConfig", "podTemplateSpecMetadata", "jobSpecConfig", "jobMetadata"}
+
+
+def test_run_monitoring_fails_lost_runs_and_frees_the_slots_they_held() -> None:
+    monitoring = helm_values()["dagsterDaemon"]["runMonitoring"]
+    assert set(monitoring) <= RUN_MONITORING_FIELDS and monitoring["enabled"] is True
+    for field in ("startTimeoutSeconds", "cancelTimeoutSeconds", "pollIntervalSeconds", "freeSlotsAfterRunEndSeconds"):
+        assert isinstance(monitoring[field], int) and monitoring[field] > 0, field
+    # A run that is not resumed is retried once by runRetries, never twice over.
+    assert monitoring["maxResumeRunAttempts"] == 0
+
+
+def _pod_specs() -> dict[str, tuple[dict[str, Any], list[dict[str, Any]]]]:
+    """Every pod of deploy/k8s by name: (its pod securityContext, its containers)."""
+    found = {}
+    for (kind, name), doc in manifests().items():
+        if kind in ("Deployment", "Job"):
+            spec = doc["spec"]["template"]["spec"]
+            found[name] = (spec.get("securityContext", {}), spec["containers"])
+    values = helm_values()
+    (user,) = values["dagster-user-deployments"]["deployments"]
+    found["dagster-user-code"] = (user["podSecurityContext"], [{"name": "user", **user}])
+    for component in ("dagsterDaemon", "dagsterWebserver"):
+        found[component] = (values[component]["podSecurityContext"], [{"name": component, **values[component]}])
+    k8s = values["runLauncher"]["config"]["k8sRunLauncher"]
+    run = {"name": "run", **k8s["runK8sConfig"]["containerConfig"], "securityContext": k8s["securityContext"]}
+    found["dagster-run"] = (k8s["runK8sConfig"]["podSpecConfig"]["securityContext"], [run])
+    step = yaml.safe_load((K8S / "run-config.yaml").read_text())["execution"]["config"]["step_k8s_config"]
+    found["dagster-step"] = (step["pod_spec_config"]["securityContext"], [{"name": "step", **step["container_config"]}])
+    return found
+
+
+def test_every_container_runs_unprivileged_with_no_escalation_no_capabilities_and_the_default_seccomp() -> None:
+    pods = _pod_specs()
+    assert len(pods) == 8
+    for name, (pod, containers) in pods.items():
+        assert pod["runAsNonRoot"] is True and pod["runAsUser"] > 0, name
+        assert pod["seccompProfile"] == {"type": "RuntimeDefault"}, name
+        for container in containers:
+            context = container["securityContext"]
+            assert context["allowPrivilegeEscalation"] is False, (name, container["name"])
+            assert context["capabilities"] == {"drop": ["ALL"]}, (name, container["name"])
+            assert "privileged" not in context and "add" not in context["capabilities"]
+
+
+def test_the_projects_own_pods_have_a_read_only_root_and_write_only_to_their_volumes() -> None:
+    for name in ("book-pipeline-worker", "book-pipeline-metrics", "book-pipeline-migrate"):
+        _pod, containers = _pod_specs()[name]
+        (container,) = containers
+        assert container["securityContext"]["readOnlyRootFilesystem"] is True, name
+        mounts = {m["mountPath"] for m in container["volumeMounts"]}
+        assert "/tmp" in mounts, name  # Playwright's Chromium profile, the fork server's socket, metrics files
+        assert {e["name"]: e.get("value") for e in container["env"]}["HOME"] == "/tmp", name
+
+
+def test_the_worker_has_startup_readiness_and_liveness_probes_on_its_metrics_port() -> None:
+    (container,) = worker_deployment()["spec"]["template"]["spec"]["containers"]
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        assert container[probe]["httpGet"] == {"path": "/metrics", "port": "metrics"}, probe
+    assert container["livenessProbe"]["failureThreshold"] * container["livenessProbe"]["periodSeconds"] >= 60
+
+
+def secret_refs(container: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    """The container's variables that come from a secret: name -> (secret, key); a whole secret is refused."""
+    assert not [e for e in container.get("envFrom", []) if "secretRef" in e], container["name"]
+    return {
+        e["name"]: (e["valueFrom"]["secretKeyRef"]["name"], e["valueFrom"]["secretKeyRef"]["key"])
+        for e in container.get("env", [])
+        if "secretKeyRef" in e.get("valueFrom", {})
+    }
+
+
+def test_a_database_url_reaches_only_the_containers_that_need_it_and_only_the_migration_may_change_the_schema() -> None:
+    app, migrator = (urlsplit(secret(n)["stringData"]["DATABASE_URL"]) for n in (APP_SECRET, MIGRATE_SECRET))
+    assert app.username != migrator.username and (app.hostname, app.path) == (migrator.hostname, migrator.path)
+    assert set(secret(APP_SECRET)["stringData"]) == set(secret(MIGRATE_SECRET)["stringData"]) == {"DATABASE_URL"}
+    roles = (PROJECT_ROOT / "deploy" / "postgres" / "roles.sql").read_text()
+    assert 'GRANT USAGE, CREATE ON SCHEMA public TO :"migrator"' in roles
+    wanted = {
+        "book-pipeline-worker": {"DATABASE_URL": (APP_SECRET, "DATABASE_URL")},
+        "book-pipeline-metrics": {"DATABASE_URL": (APP_SECRET, "DATABASE_URL")},
+        "book-pipeline-migrate": {"DATABASE_URL": (MIGRATE_SECRET, "DATABASE_URL")},
+    }
+    for name, (_pod, containers) in _pod_specs().items():
+        if name in wanted:
+            (container,) = containers
+            assert secret_refs(container) == wanted[name], name
+    values = helm_values()
+    for component in ("dagsterDaemon", "dagsterWebserver"):  # Dagster's own: its storage password only (the chart)
+        assert not values[component].get("envSecrets"), component
 
 
 def _labels(deployment: dict[str, Any]) -> Any:

@@ -16,7 +16,14 @@ from typing import TypeVar
 import psutil
 import pytest
 
-from book_assets.scraper.chromium import ENV_VAR, chromium_kind, find_chromium
+from book_assets.scraper.chromium import (
+    CHROMIUM_ARGS,
+    ENV_VAR,
+    browser_environment,
+    chromium_kind,
+    find_chromium,
+    sandbox_available,
+)
 from book_assets.scraper.errors import ChromiumNotFound, FetchError
 from book_assets.scraper.fetch_browser import BrowserFetcher, host_resolver_rules
 from book_assets.scraper.fetching import FetchSettings
@@ -94,6 +101,80 @@ def our_chromium_main_pids() -> list[int]:
             if cmdline and b"chrom" in cmdline[0] and b"--type=" not in b" ".join(cmdline):
                 found.append(child)
     return found
+
+
+def test_the_browser_environment_keeps_paths_locale_and_time_zone_and_drops_everything_else() -> None:
+    parent = {
+        "PATH": "/usr/bin",
+        "HOME": "/home/crawler",
+        "TMPDIR": "/tmp",
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "TZ": "UTC",
+        "DATABASE_URL": "postgresql://scraper:s3cret@db/books",
+        "BOOK_PIPELINE_BASE_URL": "https://books.example/",
+        "DAGSTER_PG_PASSWORD": "s3cret",
+        "AWS_SECRET_ACCESS_KEY": "s3cret",
+        "HTTPS_PROXY": "http://user:s3cret@proxy:3128",
+        "LD_PRELOAD": "/tmp/evil.so",
+        "PATHEXT": ".EXE",
+    }
+    assert browser_environment(parent) == {
+        "PATH": "/usr/bin",
+        "HOME": "/home/crawler",
+        "TMPDIR": "/tmp",
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "TZ": "UTC",
+    }
+    assert "--no-sandbox" not in CHROMIUM_ARGS  # Playwright's chromium_sandbox decides (sandbox_available)
+
+
+def _browser_tree() -> list[psutil.Process]:
+    """The Chromium processes this test started: each browser and its helpers (zygote, renderers, GPU)."""
+    mains = [psutil.Process(pid) for pid in our_chromium_main_pids()]
+    return mains + [child for main in mains for child in main.children(recursive=True)]
+
+
+@pytest.mark.browser
+@needs_chromium
+@pytest.mark.timeout(120)
+def test_chromium_sees_no_database_url_or_setting_of_the_crawler(
+    local_site: LocalSite, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DATABASE_URL", "postgresql://scraper:s3cret@db.internal/books")
+    monkeypatch.setenv("BOOK_PIPELINE_SECRET_PROBE", "s3cret")
+
+    async def action(fetcher: BrowserFetcher) -> tuple[dict[str, str], dict[int, dict[str, str]]]:
+        await fetcher.fetch(local_site.url("/ok"))  # a renderer is up as well as the browser
+        (main,) = our_chromium_main_pids()
+        environments = {}
+        for process in _browser_tree():
+            with contextlib.suppress(psutil.NoSuchProcess):
+                environments[process.pid] = process.environ()  # /proc/<pid>/environ
+        return environments[main], environments
+
+    browser, environments = run_with(settings(), action)
+    assert len(environments) >= 2, environments  # the browser and at least one helper
+    for pid, env in environments.items():
+        leaked = {k for k, v in env.items() if k == "DATABASE_URL" or k.startswith("BOOK_PIPELINE_") or "s3cret" in v}
+        assert leaked == set(), (pid, leaked)
+    assert browser["PATH"] == os.environ["PATH"]  # what it needs, it has
+
+
+@pytest.mark.browser
+@needs_chromium
+@pytest.mark.timeout(120)
+def test_chromium_runs_sandboxed_unless_root_or_the_platform_forbids_namespaces(local_site: LocalSite) -> None:
+    async def action(fetcher: BrowserFetcher) -> list[str]:
+        await fetcher.fetch(local_site.url("/ok"))
+        (main,) = our_chromium_main_pids()
+        return psutil.Process(main).cmdline()
+
+    cmdline = run_with(settings(), action)
+    assert ("--no-sandbox" in cmdline) is (not sandbox_available())
+    if os.geteuid() == 0:  # Chromium refuses its sandbox as root
+        assert not sandbox_available()
 
 
 def test_host_resolver_rules_exclude_only_allowed_hosts() -> None:
