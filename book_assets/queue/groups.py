@@ -137,9 +137,3 @@ class GroupScheduling:
             return False
         self.db.query(named_queries()["wake_idle_workers"])
         return True
-
-    def scaler_query(self, task_type: str) -> str:
-        """The statement an autoscaler polls for ``task_type``'s work left (pending or in progress), as a
-        text with the task type bound: KEDA's PostgreSQL scaler runs a query without parameters."""
-        query, params = named_queries()["pending_tasks_for_scaler"], {"task_type": self.ctx.check_type(task_type)}
-        return self.db.run(lambda cur: cur.mogrify(query, params).decode())

@@ -182,7 +182,6 @@ class TaskQueue:
     pending_by_group = _by("groups", GroupScheduling.pending_by_group)
     outstanding = _by("groups", GroupScheduling.outstanding)
     drained = _by("groups", GroupScheduling.drained)
-    scaler_query = _by("groups", GroupScheduling.scaler_query)
 
     # --- waiting for work ------------------------------------------------------------------------------------
 

@@ -413,12 +413,6 @@ SELECT task_type, count(*) AS n FROM tasks
 WHERE status = 'completed' AND completed_at >= %(since)s AND worker_id = ANY(%(workers)s::TEXT[])
 GROUP BY task_type;
 
--- pending_tasks_for_scaler --
--- The work left for workers of one task type, as one number: tasks pending (due now or later) or in progress.
--- What an autoscaler polls (KEDA's PostgreSQL scaler in deploy/k8s, which passes no parameters: the queue
--- renders the task type into the text it is given, TaskQueue.scaler_query).
-SELECT count(*) AS n FROM tasks WHERE task_type = %(task_type)s AND status IN ('pending', 'in_progress');
-
 -- clock_now --
 -- The server's clock, for a worker to measure its own clock's offset from it (book_assets/queue/clock.py).
 SELECT extract(epoch FROM clock_timestamp())::DOUBLE PRECISION AS epoch;
