@@ -164,13 +164,6 @@ def sample_ratio(arg: str | None) -> float:
     return ratio
 
 
-def task_sample_ratio(env: Mapping[str, str]) -> float | None:
-    """The task sampler's ratio when ``env`` asks for it (``OTEL_TRACES_SAMPLER``), else None."""
-    if env.get("OTEL_TRACES_SAMPLER", "").strip().lower() != TASK_SAMPLER:
-        return None
-    return sample_ratio(env.get("OTEL_TRACES_SAMPLER_ARG"))
-
-
 def enabled(env: Mapping[str, str] = os.environ) -> bool:
     """Whether ``env`` turns traces on (see the module's doc)."""
     if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
