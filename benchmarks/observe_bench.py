@@ -40,16 +40,13 @@ own CPU and pages; both run at the same moments on the same machine, so what slo
 and their difference is the cost of the ``on`` side with the machine's swings taken out. Per round:
 ``cpu_cost_pct`` = (on's CPU per page - off's) / off's, ``share_cost_pct`` = (off's pages - on's) / off's
 (the pages the ``on`` worker left to the other: what it costs the crawl's pages/s while both are busy); the
-median over rounds. The drain's own part (the endpoint it serves) is in neither worker; ``--shapes-only`` and
-docs/observability.md count it apart.
+median over rounds. The drain's own part (the endpoint it serves) is in neither worker.
 
-``--shapes-only`` prints instead the CPU microseconds per task span of four shapes of a task's stages, made
-and batched by the SDK and OTLP-encoded as the worker's exporter encodes (``book_assets.observe.otlp``): as
-attributes of its one span made as the worker makes it (a finished span handed to the batch processor), the
-same span started and ended through the SDK's tracer, as five events on it, as five child spans; and the CPU
-microseconds per task of the worker's own hooks (``tracing.task_traces``), its spans exported over OTLP/HTTP
-to a receiver process: all kept, sampled at ``--sample-ratio``, all dropped; and the CPU microseconds per task
-span of OTLP-encoding a batch, by the SDK's encoder and by the worker's.
+``--shapes-only`` prints instead the CPU microseconds per task span of three shapes of a task's stages, made
+through the SDK's tracer, batched by its batch span processor and OTLP-encoded by its exporter's encoder
+(without the network): as attributes of its one span (what the worker makes), as five events on it, as five
+child spans; and the CPU microseconds per task of the worker's own hooks (``tracing.task_traces``), its spans
+exported over OTLP/HTTP to a receiver process: all kept, sampled at ``--sample-ratio``, all dropped.
 
 Usage: python benchmarks/observe_bench.py [--books 10000] [--rounds 5] [--workers 2] [--concurrency 8]
        python benchmarks/observe_bench.py --settings off,traces,base --base ../main  # a change against main
@@ -70,6 +67,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -86,7 +84,6 @@ from book_assets.crawl.config import CrawlConfig
 from book_assets.crawl.pipeline import crawl
 from book_assets.crawl.stats import WorkerStats
 from book_assets.db.embedded import free_port
-from book_assets.observe.otlp import encode_spans
 from book_assets.observe.tracing import TASK_SAMPLER
 from book_assets.settings import load_settings
 
@@ -177,7 +174,7 @@ def paired_worker(
     side = os.environ[PAIR_FIRST] if order % 2 == 0 else {"on": "off", "off": "on"}[os.environ[PAIR_FIRST]]
     if side == "off":
         os.environ["OTEL_SDK_DISABLED"] = "true"
-        metrics._directory = None  # joined the drain's folder before this ran: record nothing
+        metrics.join(None)  # joined the drain's folder before this ran: record nothing
     started = time.process_time()
     stats = run_worker(database_url, config, worker_id, task_types)
     cpu_s = time.process_time() - started
@@ -353,71 +350,51 @@ def summary(runs: dict[str, list[dict[str, float]]]) -> dict[str, Any]:
 
 
 def span_shapes(n: int = 20_000) -> dict[str, float]:
-    """CPU microseconds per task span of four shapes of a task's stages, made and batched by the SDK and
-    OTLP-encoded by the worker's exporter's encoder (without the network): as attributes of its one span, made
-    finished and handed to the batch processor (what the worker does) or started and ended through the tracer,
-    as five events on it, as five child spans."""
+    """CPU microseconds per task span of three shapes of a task's stages, made through the SDK's tracer,
+    batched by its batch span processor and OTLP-encoded by its exporter's encoder (without the network): as
+    attributes of its one span (the worker's shape), as five events on it, as five child spans."""
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
     from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
-    from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-    from opentelemetry.trace import SpanContext, SpanKind, TraceFlags
+    from opentelemetry.trace import SpanKind
 
     class Encoded(SpanExporter):
-        def export(self, spans: Any) -> SpanExportResult:
-            encode_spans(spans)
+        def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+            encode_spans(spans).SerializePartialToString()
             return SpanExportResult.SUCCESS
 
     provider = TracerProvider()
-    processor = BatchSpanProcessor(Encoded(), max_queue_size=6 * n)  # none dropped
-    provider.add_span_processor(processor)
+    provider.add_span_processor(BatchSpanProcessor(Encoded(), max_queue_size=6 * n))  # none dropped
     tracer = provider.get_tracer("observe_bench")
     stages = ("claim", "politeness_wait", "fetch", "parse", "store")
-    base: dict[str, Any] = {
+    base: dict[str, str | int | float] = {
         "book_pipeline.task.id": 1,
-        "book_pipeline.task.type": "detail",
-        "book_pipeline.task.domain": "127.0.0.1:8800",
         "book_pipeline.task.attempt": 1,
         "book_pipeline.task.outcome": "completed",
+        "book_pipeline.task.type": "detail",
+        "book_pipeline.task.domain": "127.0.0.1:8800",
         "book_pipeline.task.stage": "store",
         "url.full": "http://127.0.0.1:8800/catalogue/a-light-in-the-attic_1000/index.html",
     }
-
-    timed: dict[str, Any] = {**base, **{f"book_pipeline.task.{stage}_s": 0.01 for stage in stages}}
-
-    scope, sampled = InstrumentationScope("observe_bench"), TraceFlags(TraceFlags.SAMPLED)
-
-    def finished() -> None:
-        ids = provider.id_generator
-        context = SpanContext(ids.generate_trace_id(), ids.generate_span_id(), is_remote=False, trace_flags=sampled)
-        span = ReadableSpan(
-            "task detail",
-            context,
-            resource=provider.resource,
-            attributes=dict(timed),
-            kind=SpanKind.CONSUMER,
-            start_time=time.time_ns(),
-            end_time=time.time_ns(),
-            instrumentation_scope=scope,
-        )
-        processor.on_end(span)
+    timed = {**base, **{f"book_pipeline.task.{stage}_s": 0.01 for stage in stages}}
 
     def attributes() -> None:
-        tracer.start_span("task detail", attributes=timed).end()
+        tracer.start_span("task detail", kind=SpanKind.CONSUMER, attributes=timed).end()
 
     def events() -> None:
-        span = tracer.start_span("task detail", attributes=base)
+        span = tracer.start_span("task detail", kind=SpanKind.CONSUMER, attributes=base)
         for stage in stages:
             span.add_event(stage)
         span.end()
 
     def child_spans() -> None:
-        span = tracer.start_span("task detail", attributes=base)
+        span = tracer.start_span("task detail", kind=SpanKind.CONSUMER, attributes=base)
         for stage in stages:
             tracer.start_span(stage).end()
         span.end()
 
     out = {}
-    for shape in (finished, attributes, events, child_spans):
+    for shape in (attributes, events, child_spans):
         started = time.process_time()
         for _ in range(n):
             shape()
@@ -451,54 +428,6 @@ def _task_spans(endpoint: str, env: dict[str, str], n: int) -> float:
         traces.end(task, tracing.Outcome.COMPLETED)
     traces.flush()
     return round((time.process_time() - started) / n * 1e6, 1)
-
-
-def encoders(batches: int = 40, size: int = 512) -> dict[str, float]:
-    """CPU µs per task span of OTLP-encoding a batch of ``size`` task spans, by the SDK's encoder (what its OTLP
-    exporter does) and by the worker's (``book_assets.observe.otlp``); the best of five runs of ``batches``."""
-    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans as sdk_encode_spans
-    from opentelemetry.sdk.resources import Resource
-    from opentelemetry.sdk.trace import ReadableSpan
-    from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-    from opentelemetry.trace import SpanContext, SpanKind, TraceFlags
-
-    resource, scope, now = Resource.create({"service.instance.id": "bench:1"}), InstrumentationScope("bench"), 1
-    parent = SpanContext(2**100, 7, is_remote=True, trace_flags=TraceFlags(TraceFlags.SAMPLED))
-    stages = ("claim", "politeness_wait", "fetch", "parse", "store")
-    spans = [
-        ReadableSpan(
-            "task detail",
-            SpanContext(2**100, 1000 + i, is_remote=False, trace_flags=TraceFlags(TraceFlags.SAMPLED)),
-            parent=parent,
-            resource=resource,
-            attributes={
-                "book_pipeline.task.id": i,
-                "book_pipeline.task.type": "detail",
-                "book_pipeline.task.domain": "127.0.0.1:8800",
-                "book_pipeline.task.attempt": 1,
-                "book_pipeline.task.outcome": "completed",
-                "book_pipeline.task.stage": "store",
-                "url.full": f"http://127.0.0.1:8800/catalogue/a-light-in-the-attic_{i}/index.html",
-                **{f"book_pipeline.task.{stage}_s": 0.01 for stage in stages},
-            },
-            kind=SpanKind.CONSUMER,
-            start_time=now,
-            end_time=now + 1,
-            instrumentation_scope=scope,
-        )
-        for i in range(size)
-    ]
-
-    def best(encode: Any) -> float:
-        runs = []
-        for _ in range(5):
-            started = time.process_time()
-            for _ in range(batches):
-                encode(spans)
-            runs.append((time.process_time() - started) / batches / size * 1e6)
-        return round(min(runs), 1)
-
-    return {"sdk": best(lambda s: sdk_encode_spans(s).SerializePartialToString()), "worker": best(encode_spans)}
 
 
 def task_spans(sample_ratio: float, n: int = 20_000) -> dict[str, float]:
@@ -535,11 +464,11 @@ def main() -> None:
         choices=PAIRED,
         help="One crawl a round, a worker with these on and one with them off (default both).",
     )
-    parser.add_argument("--shapes-only", action="store_true", help="Only the CPU per span of four span shapes.")
+    parser.add_argument("--shapes-only", action="store_true", help="Only the CPU per span of three span shapes.")
     args = parser.parse_args()
     if args.shapes_only:
         shapes, tasks = span_shapes(), task_spans(args.sample_ratio)
-        print(json.dumps({"span_cpu_us": shapes, "task_cpu_us": tasks, "encode_cpu_us": encoders()}))
+        print(json.dumps({"span_cpu_us": shapes, "task_cpu_us": tasks}))
         return
     settings = args.settings.split(",")
     if settings[0] != "off" or not set(settings) <= set(SETTINGS):

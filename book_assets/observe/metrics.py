@@ -4,8 +4,9 @@ Two endpoints, both bound to ``metrics_host`` (127.0.0.1 unless told otherwise):
 
 * **The workers'** (``metrics_port``, off by default): served by the process that runs a drain (the CLI's
   ``crawl``, ``work``, a Dagster drain step) while it runs. Its worker processes are forked from a fork server,
-  so each writes its figures to memory-mapped files in one folder per drain (prometheus_client's multiprocess
-  mode, ``PROMETHEUS_MULTIPROC_DIR``) and the drain's endpoint sums them at each scrape: one target per drain,
+  so each writes its figures to memory-mapped files in the drain process's folder (prometheus_client's
+  multiprocess mode, ``PROMETHEUS_MULTIPROC_DIR``) and the drain's endpoint sums them at each scrape
+  (``MultiProcessCollector``; ``mark_process_dead`` for a dead worker's live gauges): one target per drain,
   whatever its width, and a worker that dies keeps its counted pages (its live gauges are dropped at the next
   scrape). Every figure comes from an event the worker already handles (a fetch, a politeness wait, a
   completion, a failure) or from the counters it already keeps (``WorkerStats``, the fetchers' stats), so
@@ -24,11 +25,11 @@ list every family; ``deploy/grafana`` and ``deploy/prometheus`` query only those
 from __future__ import annotations
 
 import atexit
-import bisect
 import logging
 import os
 import re
 import shutil
+import sys
 import tempfile
 import threading
 import time
@@ -44,8 +45,8 @@ if TYPE_CHECKING:  # imported where metrics are on: prometheus_client costs a cr
 log = logging.getLogger(__name__)
 
 PREFIX: Final = "book_pipeline"
-#: How often a worker writes what it counted and observed since the last time to the drain's files, and samples
-#: its gauges (pages in flight, memory) and its fetchers' counters; also before it waits for work and at its end.
+#: How often a worker samples its gauges (pages in flight, memory) and the counters kept elsewhere (its stats',
+#: its fetchers'); also before it waits for work and at its end. What it counts and observes is written as it comes.
 SAMPLE_EVERY_S: Final = 1.0
 
 FETCH_BUCKETS: Final = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
@@ -158,140 +159,90 @@ class WorkerMetrics:
 
 
 class _Recording(WorkerMetrics):
-    """A worker's metrics written to the drain's multiprocess folder (prometheus_client's mmap files).
-
-    A page's figures are added to plain numbers of this object, and written to the files at most every
-    :data:`SAMPLE_EVERY_S` (:meth:`sample`): each value prometheus_client writes takes a lock and a write into
-    the mapped file, about ten a page, and written as they come they cost a crawling worker 40 µs a page, three
-    times what they cost in a loop apart from a crawl. A worker killed outright loses what it recorded since
-    its last sample (under a second); one that ends or goes idle writes everything first.
-    """
+    """A worker's metrics: prometheus_client's counters, histograms and gauges, each value written to the
+    drain's multiprocess folder as it comes (prometheus_client's multiprocess mode)."""
 
     def __init__(self, mode: str) -> None:
         import prometheus_client
         import psutil
 
         self.mode = mode
-        self._m: dict[str, Any] = {}
+        self._counters: dict[str, prometheus_client.Counter] = {}
+        self._histograms: dict[str, prometheus_client.Histogram] = {}
+        self._gauges: dict[str, prometheus_client.Gauge] = {}
         for name, (kind, doc, labels) in WORKER_METRICS.items():
             full = f"{PREFIX}_{name}"
             if kind == "counter":
-                self._m[name] = prometheus_client.Counter(full, doc, labels, registry=None)
+                self._counters[name] = prometheus_client.Counter(full, doc, labels, registry=None)
             elif kind == "histogram":
                 buckets = {"fetch": FETCH_BUCKETS, "polit": WAIT_BUCKETS}.get(name[:5], STORE_BUCKETS)
-                self._m[name] = prometheus_client.Histogram(full, doc, labels, buckets=buckets, registry=None)
+                self._histograms[name] = prometheus_client.Histogram(full, doc, labels, buckets=buckets, registry=None)
             else:  # per process: summed over the live workers, or one series each (pid label)
                 per_pid = name.endswith("memory_bytes")
-                self._m[name] = prometheus_client.Gauge(
+                self._gauges[name] = prometheus_client.Gauge(
                     full, doc, labels, registry=None, multiprocess_mode="liveall" if per_pid else "livesum"
                 )
-        self._series: dict[tuple[str, ...], Any] = {}
-        self._counted: dict[tuple[str, ...], float] = {}  # counter series: added since the last sample
-        self._observed: dict[tuple[str, ...], _Observed] = {}  # histogram series: observed since the last sample
-        self._m["workers"].set(1)
+        self._counted: dict[tuple[str, ...], prometheus_client.Counter] = {}
+        self._observed: dict[tuple[str, ...], prometheus_client.Histogram] = {}
+        self._gauges["workers"].set(1)
         self._next_sample = 0.0
         self._synced: dict[str, int] = {}  # counters kept elsewhere: the value already added
         self._process = psutil.Process()
 
-    def _at(self, name: str, *labels: str) -> Any:
-        """The series of family ``name`` with ``labels``, looked up once (``labels()`` takes a lock each call)."""
-        key = (name, *labels)
-        series = self._series.get(key)
+    def _count(self, name: str, *labels: str, amount: float = 1) -> None:
+        """Add ``amount`` to counter ``name``'s series of ``labels`` (looked up once: ``labels()`` takes a lock)."""
+        series = self._counted.get((name, *labels))
         if series is None:
-            series = self._series[key] = self._m[name].labels(*labels)
-        return series
+            series = self._counted[(name, *labels)] = self._counters[name].labels(*labels)
+        series.inc(amount)
+
+    def _observe(self, name: str, *labels: str, value: float) -> None:
+        """Observe ``value`` in histogram ``name``'s series of ``labels``."""
+        series = self._observed.get((name, *labels))
+        if series is None:
+            series = self._observed[(name, *labels)] = self._histograms[name].labels(*labels)
+        series.observe(value)
 
     def fetched(self, task_type: str, status: int | None, seconds: float, body_bytes: int = 0) -> None:
-        self._count(("fetches", self.mode, task_type, status_class(status)))
-        self._observe(("fetch_duration_seconds", self.mode, task_type), seconds)
+        self._count("fetches", self.mode, task_type, status_class(status))
+        self._observe("fetch_duration_seconds", self.mode, task_type, value=seconds)
         if body_bytes:
-            self._count(("response_bytes", self.mode, task_type), body_bytes)
+            self._count("response_bytes", self.mode, task_type, amount=body_bytes)
 
     def waited(self, domain: str, seconds: float) -> None:
-        self._observe(("politeness_wait_seconds", domain), seconds)
+        self._observe("politeness_wait_seconds", domain, value=seconds)
 
     def handled(self, task_type: str, seconds: float) -> None:
-        self._observe(("handle_duration_seconds", self.mode, task_type), seconds)
+        self._observe("handle_duration_seconds", self.mode, task_type, value=seconds)
 
     def completed(self, task_type: str, store_s: float) -> None:
-        self._count(("tasks_completed", self.mode, task_type))
-        self._observe(("store_duration_seconds", task_type), store_s)
+        self._count("tasks_completed", self.mode, task_type)
+        self._observe("store_duration_seconds", task_type, value=store_s)
 
     def failed(self, task_type: str, kind: str, outcome: str) -> None:
-        self._count(("task_failures", self.mode, task_type, str(kind), str(outcome)))
-
-    def _count(self, series: tuple[str, ...], amount: float = 1) -> None:
-        self._counted[series] = self._counted.get(series, 0) + amount
-
-    def _observe(self, series: tuple[str, ...], value: float) -> None:
-        pending = self._observed.get(series)
-        if pending is None:
-            pending = self._observed[series] = _Observed(self._at(*series)._upper_bounds)
-        pending.add(value)
+        self._count("task_failures", self.mode, task_type, str(kind), str(outcome))
 
     def sample(self, in_flight: int, stats: StatsCounters, fetchers: FetcherCounters, *, force: bool = False) -> None:
         now = time.monotonic()
         if now < self._next_sample and not force:
             return
         self._next_sample = now + SAMPLE_EVERY_S
-        self._write_pending()
-        self._m["pages_in_flight"].set(in_flight)
+        self._gauges["pages_in_flight"].set(in_flight)
         counters = fetchers.fetcher_stats()
         self._sync("lease_losses", stats.lost_leases)
         self._sync("tasks_released", stats.released)
         self._sync("browser_starts", fetchers.browsers + counters.get("relaunches", 0))
         self._sync("browser_crashes", counters.get("crashes", 0))
-        self._m["worker_resident_memory_bytes"].set(self._process.memory_info().rss)
+        self._gauges["worker_resident_memory_bytes"].set(self._process.memory_info().rss)
         if fetchers.browsers:
-            self._m["worker_browser_resident_memory_bytes"].set(_children_rss(self._process))
-
-    def forget_pending(self) -> None:
-        """Drop what was counted and observed since the last sample."""
-        self._counted = {}
-        self._observed = {}
-
-    def _write_pending(self) -> None:
-        """Add what was counted and observed since the last sample to the series' values in the drain's files."""
-        counted, self._counted = self._counted, {}
-        for series, amount in counted.items():
-            self._at(*series).inc(amount)
-        for series, pending in self._observed.items():
-            if pending.n:
-                pending.write_to(self._at(*series))
+            self._gauges["worker_browser_resident_memory_bytes"].set(_children_rss(self._process))
 
     def _sync(self, name: str, value: int) -> None:
         """Add what counter ``name``'s source (a count kept by the worker or its fetchers) gained since last time."""
         gained = value - self._synced.get(name, 0)
         if gained > 0:
-            self._m[name].inc(gained)
+            self._counters[name].inc(gained)
             self._synced[name] = value
-
-
-class _Observed:
-    """A histogram series' observations since they were last written: counts per bucket, how many, their sum."""
-
-    __slots__ = ("bounds", "counts", "n", "sum")
-
-    def __init__(self, bounds: list[float]) -> None:
-        self.bounds = bounds
-        self.counts = [0] * len(bounds)
-        self.n, self.sum = 0, 0.0
-
-    def add(self, value: float) -> None:
-        """As ``Histogram.observe``: the first bucket whose upper bound is at least ``value`` (the last is +Inf)."""
-        self.counts[bisect.bisect_left(self.bounds, value)] += 1
-        self.n += 1
-        self.sum += value
-
-    def write_to(self, histogram: Any) -> None:
-        """Add these to ``histogram``'s values (a labelled child of a prometheus_client ``Histogram``: its
-        ``_buckets`` and ``_sum``, what its ``observe`` adds to), then start again from nothing."""
-        for value, count in zip(histogram._buckets, self.counts, strict=True):
-            if count:
-                value.inc(count)
-        histogram._sum.inc(self.sum)
-        self.counts = [0] * len(self.bounds)
-        self.n, self.sum = 0, 0.0
 
 
 def _children_rss(process: psutil.Process) -> int:
@@ -311,50 +262,47 @@ def _children_rss(process: psutil.Process) -> int:
 _ENV: Final = "PROMETHEUS_MULTIPROC_DIR"
 _NOTHING = WorkerMetrics()
 _lock = threading.Lock()
+_folder: str | None = None  # the multiprocess folder this process made for its drains (it serves their metrics)
 _directory: str | None = None  # the multiprocess folder this process writes to (it joined a drain's)
 _recording: _Recording | None = None
 _endpoint: WorkerEndpoint | None = None
-#: This process's id: read at import and again in a forked child. prometheus_client asks for the process id
-#: before every value it writes (a fork means files of the child's own), and ``os.getpid`` is a system call.
-_pid = os.getpid()
 
 
-def _process_id() -> int:
-    return _pid
-
-
-def _forked() -> None:
-    """In a forked child: its own process id for its files, and none of the parent's figures not yet written
-    (the parent writes those)."""
-    global _pid
-    _pid = os.getpid()
-    if _recording is not None:
-        _recording.forget_pending()
-
-
-os.register_at_fork(after_in_child=_forked)
+def _drain_folder() -> str:
+    """This process's multiprocess folder for the drains it runs, made on first use, with
+    ``PROMETHEUS_MULTIPROC_DIR`` naming it from then on: prometheus_client imported after that (in this
+    process, in the fork server started after it) writes each value to the folder, as its multiprocess mode
+    asks of every process that records."""
+    global _folder
+    with _lock:
+        if _folder is None:
+            if "prometheus_client" in sys.modules and _ENV not in os.environ:
+                log.warning(
+                    "prometheus_client was imported before metrics_port was set: this process's own worker "
+                    "records nothing (its forked workers do); set %s before the process starts",
+                    _ENV,
+                )
+            _folder = tempfile.mkdtemp(prefix="book-pipeline-metrics-")
+            os.environ[_ENV] = _folder
+        return _folder
 
 
 def preload(port: int | None) -> tuple[str, ...]:
     """What the drain's fork server imports for its workers' metrics, when they are on (``metrics_port``):
-    prometheus_client and psutil, about 0.08 s that each worker would otherwise spend importing."""
-    return () if port is None else ("prometheus_client", "prometheus_client.multiprocess", "psutil")
+    prometheus_client and psutil, about 0.08 s that each worker would otherwise spend importing. The drain's
+    folder is made first, so the fork server starts with ``PROMETHEUS_MULTIPROC_DIR`` set."""
+    if port is None:
+        return ()
+    _drain_folder()
+    return ("prometheus_client", "prometheus_client.multiprocess", "psutil")
 
 
 def join(directory: str | None) -> None:
-    """Write this process's worker metrics to ``directory`` (a drain's; None: record nothing).
-
-    prometheus_client picks its value store when it is imported, from ``PROMETHEUS_MULTIPROC_DIR``; a worker
-    forked from the fork server imported it before the folder existed, so the choice is made again here,
-    before the first metric is made.
-    """
+    """Write this process's worker metrics to ``directory`` (a drain's folder; None: record nothing), named by
+    ``PROMETHEUS_MULTIPROC_DIR`` before the process makes its first metric."""
     global _directory, _recording
-    if directory is None or directory == _directory:
-        return
-    from prometheus_client import values
-
-    os.environ[_ENV] = directory
-    values.ValueClass = values.MultiProcessValue(_process_id)  # type: ignore[no-untyped-call]
+    if directory is not None:
+        os.environ[_ENV] = directory
     _directory, _recording = directory, None
 
 
@@ -408,19 +356,15 @@ class WorkerEndpoint:
     """The workers' ``/metrics`` of one process (a drain's): started once, kept until the process ends."""
 
     def __init__(self, host: str, port: int, final_scrape_s: float) -> None:
+        self.path = _drain_folder()  # before prometheus_client is imported here
         import prometheus_client
         from prometheus_client.registry import CollectorRegistry
 
-        self.path = tempfile.mkdtemp(prefix="book-pipeline-metrics-")
         self.live = _LiveWorkers(self.path)
         registry = CollectorRegistry()
         registry.register(self.live)
         self.final_scrape_s = final_scrape_s
-        try:
-            self.server, self._thread = prometheus_client.start_http_server(port, addr=host, registry=registry)
-        except OSError:
-            shutil.rmtree(self.path, ignore_errors=True)
-            raise
+        self.server, self._thread = prometheus_client.start_http_server(port, addr=host, registry=registry)
         self.port = int(self.server.server_port)
         join(self.path)
 
@@ -436,7 +380,6 @@ class WorkerEndpoint:
             self.wait_for_scrape(self.live.scrapes, self.final_scrape_s)
         self.server.shutdown()
         self.server.server_close()
-        shutil.rmtree(self.path, ignore_errors=True)
 
 
 def serve_workers(host: str, port: int | None, final_scrape_s: float) -> WorkerEndpoint | None:
@@ -445,29 +388,42 @@ def serve_workers(host: str, port: int | None, final_scrape_s: float) -> WorkerE
     global _endpoint
     if port is None:
         return None
+    if _endpoint is None:
+        try:
+            endpoint = WorkerEndpoint(host, port, final_scrape_s)
+        except OSError as exc:  # metrics are never a reason to stop a crawl
+            log.warning("metrics off: cannot serve on %s:%s (metrics_port): %s", host, port, exc.strerror or exc)
+            _drop_folder()
+            return None
+        with _lock:
+            _endpoint = endpoint
+        atexit.register(stop_serving)
+    return _endpoint
+
+
+def _drop_folder() -> None:
+    """Remove this process's drain folder; the process records nothing from here on."""
+    global _folder, _directory, _recording
     with _lock:
-        if _endpoint is None:
-            try:
-                _endpoint = WorkerEndpoint(host, port, final_scrape_s)
-            except OSError as exc:  # metrics are never a reason to stop a crawl
-                log.warning("metrics off: cannot serve on %s:%s (metrics_port): %s", host, port, exc.strerror or exc)
-                return None
-            atexit.register(stop_serving)
-        return _endpoint
+        folder, _folder = _folder, None
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
+        if os.environ.get(_ENV) == folder:
+            del os.environ[_ENV]
+    _directory, _recording = None, None
 
 
 def stop_serving(*, final_scrape: bool = True) -> None:
-    """Close this process's workers' endpoint, if it serves one (at exit; tests)."""
-    global _endpoint, _directory, _recording
+    """Close this process's workers' endpoint, if it serves one, and remove its folder (at exit; tests).
+
+    A process writes its own values to one folder in its life (prometheus_client opens a process's files
+    once), so after it serves again only the workers it starts from then on reach the new endpoint."""
+    global _endpoint
     with _lock:
         endpoint, _endpoint = _endpoint, None
     if endpoint is not None:
-        from prometheus_client import values
-
         endpoint.close(final_scrape=final_scrape)
-        os.environ.pop(_ENV, None)
-        values.ValueClass = values.get_value_class()  # type: ignore[no-untyped-call]
-        _directory, _recording = None, None
+    _drop_folder()
 
 
 # --------------------------------------------------------------------------- the queue's exporter

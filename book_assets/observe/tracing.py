@@ -28,32 +28,33 @@ attempt and URL, its :class:`Outcome`, the stage it ended in and, when it failed
 (``service.instance.id``, ``host:pid``, the worker's id) and the crawl its trace (the root carries the crawl's
 id): what every span of a process or of a crawl shares is not repeated on each.
 
-**Sampling.** Every task span is kept by default. ``OTEL_TRACES_SAMPLER=book_pipeline_tasks`` with
-``OTEL_TRACES_SAMPLER_ARG=<ratio>`` keeps the crawl's root, every attempt that did not complete (a retry, a
-failure, a lost lease) and every later attempt of a task, and that ratio of the tasks that completed at their
-first attempt, chosen by a hash of the task id (:func:`keeps_task`), so every process and host keeps the same
-tasks. The SDK's ratio samplers decide by trace id, and a crawl is one trace: they keep all of it or none. A
-span the sampler drops costs a dictionary and one call (about 6 µs a task with the stage hooks); a kept one
-about 30 µs made, OTLP-encoded (:mod:`book_assets.observe.otlp`) and sent, apart from a crawl; in a crawling
-worker, every span kept, traces cost 84 µs a page against about 2 ms (figures in ``docs/observability.md``).
+**Sampling** is the lever for what traces cost. Every task span is kept by default; the SDK's samplers
+(``OTEL_TRACES_SAMPLER``) apply as to any span, and ``OTEL_TRACES_SAMPLER=book_pipeline_tasks`` with
+``OTEL_TRACES_SAMPLER_ARG=<ratio>`` keeps the crawl's root, every attempt that did not complete and every later
+attempt of a task, and that ratio of the tasks that completed at their first attempt (:func:`keeps_task`,
+:mod:`book_assets.observe.sampling`). A span the sampler drops is never built; ``docs/observability.md``
+("Cost") has what a kept and a dropped one cost a crawl.
+
+**Through the SDK's public API.** Task spans are started and ended through the SDK's tracer and exported by its
+batch span processor and OTLP exporter, so a span processor anyone adds to :func:`tracer_provider` sees every
+task span, as it sees any other.
 
 Why attributes and not a child span or an event per stage: the SDK's cost is per span and per event, not per
-attribute. Made, batched and OTLP-encoded (``benchmarks/observe_bench.py --shapes-only``), one span with its
-stages as attributes cost 15 µs of CPU made as the worker makes it (:class:`_Recording`), 37–43 µs started
-and ended through the tracer, with five events instead 59 µs, as five child spans 143 µs. Attributes are also
-what a backend's queries filter and aggregate on (``{ span.book_pipeline.task.politeness_wait_s > 1 }``).
+attribute (``benchmarks/observe_bench.py --shapes-only`` measures the shapes); attributes are also what a
+backend's queries filter and aggregate on (``{ span.book_pipeline.task.politeness_wait_s > 1 }``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib
 import logging
 import os
 import socket
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
@@ -67,7 +68,8 @@ from book_assets.store.lifecycle import OpenCrawl, running_crawl
 if TYPE_CHECKING:
     from opentelemetry.context import Context
     from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.trace import SpanContext, Tracer
+    from opentelemetry.sdk.trace.sampling import Sampler
+    from opentelemetry.trace import Tracer
 
     from book_assets.db.connection import Database
 
@@ -77,15 +79,24 @@ log = logging.getLogger(__name__)
 ENDPOINTS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
 #: The SDK's entry-point group of span exporters: ``OTEL_TRACES_EXPORTER`` names are looked up there.
 EXPORTER_GROUP = "opentelemetry_traces_exporter"
+#: The SDK's entry-point group of samplers: an ``OTEL_TRACES_SAMPLER`` name the SDK does not know is looked up there.
+SAMPLER_GROUP = "opentelemetry_traces_sampler"
+#: The samplers the SDK's tracer provider makes from ``OTEL_TRACES_SAMPLER`` itself.
+SDK_SAMPLERS = frozenset(
+    {
+        "always_on",
+        "always_off",
+        "traceidratio",
+        "parentbased_always_on",
+        "parentbased_always_off",
+        "parentbased_traceidratio",
+    }
+)
 #: ``otlp`` by its protocol (``OTEL_EXPORTER_OTLP_TRACES_PROTOCOL`` / ``OTEL_EXPORTER_OTLP_PROTOCOL``).
 OTLP_EXPORTERS = {"http/protobuf": "otlp_proto_http", "grpc": "otlp_proto_grpc"}
 #: How often (seconds) a worker reads which crawl is running: a crawl's tasks claimed within this long of its
 #: opening by a worker that saw none running are traces of their own.
 CRAWL_REFRESH_S = 5.0
-#: A worker makes its task spans in batches of this many ended tasks (:meth:`TaskTraces.tick` makes a smaller
-#: batch once its first task ended :data:`SPAN_DELAY_NS` ago, or when the worker goes idle).
-SPAN_BATCH = 256
-SPAN_DELAY_NS = 1_000_000_000
 #: The service name when neither ``OTEL_SERVICE_NAME`` nor ``OTEL_RESOURCE_ATTRIBUTES`` names one.
 SERVICE_NAME = "book-pipeline"
 #: The prefix of this pipeline's own span attributes.
@@ -96,6 +107,13 @@ CRAWL_ID = f"{NS}.crawl.id"
 SCOPE = "book_pipeline"
 #: ``OTEL_TRACES_SAMPLER`` naming the task sampler (:func:`keeps_task`); its ratio is ``OTEL_TRACES_SAMPLER_ARG``.
 TASK_SAMPLER = "book_pipeline_tasks"
+#: A task span's attributes (the ones the task sampler reads first).
+TASK_ID = f"{NS}.task.id"
+TASK_ATTEMPT = f"{NS}.task.attempt"
+TASK_OUTCOME = f"{NS}.task.outcome"
+TASK_TYPE = f"{NS}.task.type"
+TASK_DOMAIN = f"{NS}.task.domain"
+TASK_STAGE = f"{NS}.task.stage"
 #: Fibonacci hashing's multiplier: consecutive task ids land far apart in [0, 2**64).
 _SPREAD = 0x9E3779B97F4A7C15
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -133,12 +151,10 @@ def keeps_task(task_id: int, attempt: int, outcome: str, ratio: float) -> bool:
     return (task_id * _SPREAD) % 2**64 < ratio * 2**64
 
 
-def task_sample_ratio(env: Mapping[str, str]) -> float | None:
-    """The task sampler's ratio when ``env`` asks for it (``OTEL_TRACES_SAMPLER``), else None; a ratio that is
-    not a number from 0 to 1 is a one-line :class:`ConfigError`."""
-    if env.get("OTEL_TRACES_SAMPLER", "").strip().lower() != TASK_SAMPLER:
-        return None
-    raw = env.get("OTEL_TRACES_SAMPLER_ARG", "1")
+def sample_ratio(arg: str | None) -> float:
+    """The task sampler's ratio from ``OTEL_TRACES_SAMPLER_ARG`` (unset or empty: 1); a ratio that is not a
+    number from 0 to 1 is a one-line :class:`ConfigError`."""
+    raw = arg if arg else "1"
     try:
         ratio = float(raw)
     except ValueError:
@@ -176,28 +192,46 @@ def exporter_names(env: Mapping[str, str]) -> list[str]:
     return names
 
 
-#: The exporters this project installs, found without reading every installed package's entry points (about
-#: 60 ms a process); any other name is looked up among the entry points. OTLP over HTTP is the SDK's exporter
-#: with this project's encoder (:mod:`book_assets.observe.otlp`).
+#: The exporters and the sampler this project installs, found without reading every installed package's entry
+#: points (about 60 ms a process); any other name is looked up among the entry points, as the SDK looks it up.
 KNOWN_EXPORTERS = {
-    "otlp_proto_http": ("book_assets.observe.otlp", "OTLPSpanExporter"),
+    "otlp_proto_http": ("opentelemetry.exporter.otlp.proto.http.trace_exporter", "OTLPSpanExporter"),
     "console": ("opentelemetry.sdk.trace.export", "ConsoleSpanExporter"),
 }
+KNOWN_SAMPLERS = {TASK_SAMPLER: ("book_assets.observe.sampling", "task_sampler")}
+
+
+def _installed(group: str, names: list[str], known: Mapping[str, tuple[str, str]], variable: str) -> list[Any]:
+    """What the entry points ``names`` of ``group`` load (``known`` ones imported directly); a name nothing is
+    installed for is a one-line :class:`ConfigError` naming ``variable``."""
+    from importlib.metadata import entry_points
+
+    if all(name in known for name in names):
+        return [getattr(importlib.import_module(known[n][0]), known[n][1]) for n in names]
+    installed = {ep.name: ep for ep in entry_points(group=group)}
+    for name in names:
+        if name not in installed:
+            found = ", ".join(sorted(installed))
+            what = "span exporter" if group == EXPORTER_GROUP else "sampler"
+            raise ConfigError(f"{variable}: no {what} {name!r} is installed (installed: {found})")
+    return [installed[name].load() for name in names]
 
 
 def _exporter_classes(names: list[str]) -> list[Any]:
-    """The installed exporters of ``names``; a name none is installed for is a one-line :class:`ConfigError`."""
-    import importlib
-    from importlib.metadata import entry_points
+    """The installed span exporters of ``names``."""
+    return _installed(EXPORTER_GROUP, names, KNOWN_EXPORTERS, "OTEL_TRACES_EXPORTER")
 
-    if all(name in KNOWN_EXPORTERS for name in names):
-        return [getattr(importlib.import_module(KNOWN_EXPORTERS[n][0]), KNOWN_EXPORTERS[n][1]) for n in names]
-    installed = {ep.name: ep for ep in entry_points(group=EXPORTER_GROUP)}
-    for name in names:
-        if name not in installed:
-            known = ", ".join(sorted(installed))
-            raise ConfigError(f"OTEL_TRACES_EXPORTER: no span exporter {name!r} is installed (installed: {known})")
-    return [installed[name].load() for name in names]
+
+def sampler(env: Mapping[str, str]) -> Sampler | None:
+    """The sampler ``OTEL_TRACES_SAMPLER`` names, made by its entry point's factory with
+    ``OTEL_TRACES_SAMPLER_ARG`` as the SDK documents; None when it names none or one of the SDK's own (the
+    tracer provider makes those itself)."""
+    name = env.get("OTEL_TRACES_SAMPLER", "").strip().lower()
+    if not name or name in SDK_SAMPLERS:
+        return None
+    [factory] = _installed(SAMPLER_GROUP, [name], KNOWN_SAMPLERS, "OTEL_TRACES_SAMPLER")
+    made: Sampler = factory(env.get("OTEL_TRACES_SAMPLER_ARG"))
+    return made
 
 
 def environment() -> dict[str, str]:
@@ -205,12 +239,12 @@ def environment() -> dict[str, str]:
 
     A worker forked from the drain's fork server has the environment the fork server started with, which is
     not the drain's when the drain's changed since (a test, an embedding program). Checked here when traces
-    are on, so an exporter that cannot be made is one error line before any worker starts.
+    are on, so an exporter or a sampler that cannot be made is one error line before any worker starts.
     """
     env = {name: value for name, value in os.environ.items() if name.startswith("OTEL_")}
     if enabled(env):
         _exporter_classes(exporter_names(env))
-        task_sample_ratio(env)
+        sampler(env)
     return env
 
 
@@ -219,15 +253,7 @@ def preload() -> tuple[str, ...]:
     0.2 s a worker would otherwise spend importing before its first claim)."""
     if not enabled():
         return ()
-    return ("opentelemetry.sdk.trace", "opentelemetry.sdk.trace.export", *_EXPORTER_MODULES)
-
-
-#: The OTLP exporter's modules (the default exporter, and the HTTP client it makes), imported by the fork server.
-_EXPORTER_MODULES = (
-    "book_assets.observe.otlp",
-    "opentelemetry.exporter.http.transport._requests",
-    "requests",
-)
+    return ("opentelemetry.sdk.trace", "opentelemetry.sdk.trace.export", KNOWN_EXPORTERS["otlp_proto_http"][0])
 
 
 def adopt(env: Mapping[str, str]) -> None:
@@ -259,12 +285,14 @@ def record_crawl(crawl: OpenCrawl, attributes: Mapping[str, str | int | float | 
     at once. ``failure``: why the run failed (an error status), or None."""
     if not enabled():
         return
+    from opentelemetry.context import Context
     from opentelemetry.trace import Status, StatusCode
 
     sdk = _current_sdk()
     with sdk.pinned_ids(crawl_span_ids(crawl)):
         span = sdk.tracer.start_span(
             "crawl",
+            context=Context(),  # a root, whatever span is current
             start_time=(crawl.started_at - _EPOCH) // timedelta(microseconds=1) * 1000,
             attributes={CRAWL_ID: crawl.id, **attributes},
         )
@@ -274,22 +302,22 @@ def record_crawl(crawl: OpenCrawl, attributes: Mapping[str, str | int | float | 
     sdk.provider.force_flush()
 
 
-def _crawl_context(crawl: OpenCrawl) -> tuple[Context, SpanContext]:
-    """A context whose span is the crawl's root (remote: recorded by the process that reports the crawl), and
-    the root's span context."""
+def _crawl_context(crawl: OpenCrawl) -> Context:
+    """A context whose span is the crawl's root (remote: recorded by the process that reports the crawl)."""
     from opentelemetry import trace
 
     trace_id, span_id = crawl_span_ids(crawl)
     root = trace.SpanContext(trace_id, span_id, is_remote=True, trace_flags=trace.TraceFlags(trace.TraceFlags.SAMPLED))
-    return trace.set_span_in_context(trace.NonRecordingSpan(root)), root
+    return trace.set_span_in_context(trace.NonRecordingSpan(root))
 
 
 # --------------------------------------------------------------------------- the SDK of this process
 
 
 class _Sdk:
-    """This process's tracer provider, made from ``OTEL_*`` on first use, with an id generator that gives a
-    crawl's root span the ids every worker derived (:meth:`pinned_ids`)."""
+    """This process's tracer provider, made from ``OTEL_*`` on first use: the sampler they name, a batch span
+    processor per exporter they name, and an id generator that gives a crawl's root span the ids every worker
+    derived (:meth:`pinned_ids`)."""
 
     def __init__(self, env: dict[str, str]) -> None:
         from opentelemetry import trace
@@ -317,54 +345,25 @@ class _Sdk:
             "process.pid": os.getpid(),
             "service.instance.id": f"{host}:{os.getpid()}",
         }
-        ratio = task_sample_ratio(env)
         self.provider: TracerProvider = TracerProvider(
             resource=Resource.create(resource if named else {**resource, "service.name": SERVICE_NAME}),
             id_generator=CrawlIds(),
-            **({} if ratio is None else {"sampler": _task_sampler(ratio)}),
+            sampler=sampler(env),
         )
-        self.processors = [BatchSpanProcessor(exporter()) for exporter in _exporter_classes(exporter_names(env))]
-        for processor in self.processors:
-            self.provider.add_span_processor(processor)
+        for exporter in _exporter_classes(exporter_names(env)):
+            self.provider.add_span_processor(BatchSpanProcessor(exporter()))
         if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):  # nobody set one: instrumentations join
             trace.set_tracer_provider(self.provider)
         self.tracer: Tracer = self.provider.get_tracer(SCOPE)
 
     @contextlib.contextmanager
-    def pinned_ids(self, ids: tuple[int, int]) -> Any:
+    def pinned_ids(self, ids: tuple[int, int]) -> Iterator[None]:
         """The next root span started in this thread gets trace id ``ids[0]`` and span id ``ids[1]``."""
         self._pinned.ids = ids
         try:
             yield
         finally:
             self._pinned.ids = None
-
-
-def _task_sampler(ratio: float) -> Any:
-    """The SDK sampler of ``OTEL_TRACES_SAMPLER=book_pipeline_tasks``: a task span by :func:`keeps_task`
-    (read from the attributes it is made with), any other span kept."""
-    from opentelemetry.sdk.trace.sampling import Decision, Sampler, SamplingResult
-
-    class TaskSampler(Sampler):
-        def should_sample(
-            self,
-            parent_context: Any,
-            trace_id: int,
-            name: str,
-            kind: Any = None,
-            attributes: Any = None,
-            links: Any = None,
-            trace_state: Any = None,
-        ) -> SamplingResult:
-            task_id = attributes.get(_TASK_ID) if attributes else None
-            if task_id is None or keeps_task(task_id, attributes[_TASK_ATTEMPT], attributes[_TASK_OUTCOME], ratio):
-                return SamplingResult(Decision.RECORD_AND_SAMPLE, attributes)
-            return SamplingResult(Decision.DROP)
-
-        def get_description(self) -> str:
-            return f"{TASK_SAMPLER}{{{ratio}}}"
-
-    return TaskSampler()
 
 
 _sdk_lock = threading.Lock()
@@ -381,6 +380,13 @@ def _current_sdk() -> _Sdk:
                 _sdk.provider.shutdown()
             _sdk = _Sdk(env)
         return _sdk
+
+
+def tracer_provider() -> TracerProvider:
+    """This process's tracer provider, made from the current ``OTEL_*`` variables (traces on): a span processor
+    added to it (``add_span_processor``) sees every task span and the crawl's root. It is also the process's
+    global provider unless one was set before."""
+    return _current_sdk().provider
 
 
 # --------------------------------------------------------------------------- a worker's task spans
@@ -406,8 +412,9 @@ class TaskTraces:
         call counts; later ones do nothing)."""
 
     def tick(self, *, idle: bool = False) -> None:
-        """From the worker's loop: make the spans of the tasks ended :data:`SPAN_DELAY_NS` ago or more (all of
-        them when ``idle``: the worker is about to wait for work)."""
+        """From the worker's loop (``idle``: it is about to wait for work). Nothing waits on it: a task's span
+        goes to the SDK when the task ends, and the batch span processor exports on its own schedule
+        (``OTEL_BSP_SCHEDULE_DELAY``)."""
 
     def flush(self) -> None:
         """Export what is pending (a worker process is about to exit, without the SDK's exit hook)."""
@@ -416,72 +423,41 @@ class TaskTraces:
 def task_traces() -> TaskTraces:
     """The worker's task spans: recorded when traces are on (:func:`enabled`), otherwise hooks that do nothing.
     The worker is the process (resource attribute ``service.instance.id``, ``host:pid`` as its worker id)."""
-    return _Recording() if enabled() else TaskTraces()
+    return _Spans() if enabled() else TaskTraces()
 
 
-#: A task span's attribute names, made once (a span is made per page).
-_TASK_ID = f"{NS}.task.id"
-_TASK_TYPE = f"{NS}.task.type"
-_TASK_DOMAIN = f"{NS}.task.domain"
-_TASK_ATTEMPT = f"{NS}.task.attempt"
-_TASK_OUTCOME = f"{NS}.task.outcome"
-_TASK_STAGE = f"{NS}.task.stage"
 _URL, _ERROR_TYPE = "url.full", "error.type"
 _STAGE_KEYS = {stage: f"{NS}.task.{stage}_s" for stage in Stage}
 
 
-@dataclass(frozen=True, slots=True)
-class _Parent:
-    """The crawl a task span belongs to: the context its sampler is asked with, and its root span."""
-
-    context: Context
-    span: SpanContext
-
-
 @dataclass(slots=True)
 class _Open:
-    """A task the worker is on: its crawl, when each stage began (ns), how it failed."""
+    """A task the worker is on: the crawl it belongs to (None: a trace of its own), when each stage began (ns),
+    how it failed."""
 
-    parent: _Parent | None
+    parent: Context | None
     stages: list[tuple[Stage, int]]
     kind: ErrorKind | None = None
     outcome: Outcome | None = None
 
 
-class _Recording(TaskTraces):
-    """Task spans made after their tasks ended, as finished spans handed straight to the span processors.
-
-    A task that ends is put aside (its task, stages and outcome); the spans of those put aside are made in one
-    go once :data:`SPAN_BATCH` have ended, or from the worker's loop (:meth:`tick`) once the first of them
-    ended :data:`SPAN_DELAY_NS` ago or the worker goes idle. Made one by one between the pages, the same spans
-    cost a crawling worker 37 µs a task; made 256 at a time, 20 µs (the thread's CPU around each call, in a
-    crawl of ``observe_bench.py --paired traces``).
-
-    Everything a task span holds is known when the task ends, so the span is not started and ended through
-    the SDK's tracer, which builds a live span for it (a lock, each attribute checked and copied into a
-    bounded mapping, the processors called at its start and at its end): the worker asks the provider's
-    sampler, and when it samples, makes the SDK's :class:`~opentelemetry.sdk.trace.ReadableSpan` (what the
-    span processors and exporters take) with the provider's ids, resource and this pipeline's scope, and gives
-    it to the batch processors. A span the sampler drops costs its attributes' dictionary and the sampler's
-    call. The attributes are this module's own, of the types OTLP carries, well under the SDK's limit of 128.
-    """
+class _Spans(TaskTraces):
+    """Task spans through the SDK's tracer: a task's stages are clock readings while it runs, and its span is
+    started (at its claim, with every attribute, so the sampler sees its outcome) and ended (at its end) once
+    the task has left the worker."""
 
     def __init__(self) -> None:
-        from opentelemetry.sdk.trace import ReadableSpan
-        from opentelemetry.sdk.trace.sampling import Decision
-        from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-        from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
+        from opentelemetry.context import Context
+        from opentelemetry.trace import SpanKind, Status, StatusCode
 
         self._sdk = _current_sdk()
         self._open: dict[int, _Open] = {}
-        self._ended: list[tuple[Task, _Open, Outcome, int]] = []  # tasks ended whose spans are not made yet
-        self._crawl: _Parent | None = None
+        self._crawl: Context | None = None
         self._read_at = float("-inf")
         self._wall_minus_monotonic_ns = time.time_ns() - time.monotonic_ns()
-        self._kind, self._span_context, self._readable = SpanKind.CONSUMER, SpanContext, ReadableSpan
-        self._status, self._error, self._unset = Status, StatusCode.ERROR, Status(StatusCode.UNSET)
-        self._sample, self._sampled = Decision.RECORD_AND_SAMPLE, TraceFlags(TraceFlags.SAMPLED)
-        self._scope = InstrumentationScope(SCOPE)
+        self._root: Callable[[], Context] = Context
+        self._kind = SpanKind.CONSUMER
+        self._error: Callable[[str], Status] = lambda kind: Status(StatusCode.ERROR, kind)
 
     def watch(self, db: Database) -> None:
         now = time.monotonic()
@@ -493,7 +469,7 @@ class _Recording(TaskTraces):
         except Exception:  # traces never stop a claim; the claim that follows meets the same database
             log.warning("could not read the running crawl for traces", exc_info=True)
             return
-        self._crawl = None if crawl is None else _Parent(*_crawl_context(crawl))
+        self._crawl = None if crawl is None else _crawl_context(crawl)
 
     def begin(self, task: Task, claimed_at: float | None) -> None:
         now = time.time_ns()
@@ -513,65 +489,32 @@ class _Recording(TaskTraces):
         open_ = self._open.pop(task.id, None)
         if open_ is None:
             return
-        self._ended.append((task, open_, outcome, time.time_ns()))
-        if len(self._ended) >= SPAN_BATCH:
-            self._make_spans()
-
-    def tick(self, *, idle: bool = False) -> None:
-        if self._ended and (idle or time.time_ns() - self._ended[0][3] >= SPAN_DELAY_NS):
-            self._make_spans()
-
-    def _make_spans(self) -> None:
-        """The spans of the tasks ended since the last call, made and handed to the span processors in one go."""
-        ended, self._ended = self._ended, []
-        for task, open_, outcome, at in ended:
-            self._span(task, open_, outcome, at)
-
-    def _span(self, task: Task, open_: _Open, outcome: Outcome, ended: int) -> None:
-        stages = open_.stages
-        attributes: dict[str, Any] = {
-            _TASK_ID: task.id,
-            _TASK_TYPE: task.task_type,
-            _TASK_DOMAIN: task.domain,
-            _TASK_ATTEMPT: task.attempt,
-            _TASK_OUTCOME: (open_.outcome or outcome).value,
-            _TASK_STAGE: stages[-1][0].value,
+        ended, stages = time.time_ns(), open_.stages
+        attributes: dict[str, str | int | float] = {
+            TASK_ID: task.id,
+            TASK_ATTEMPT: task.attempt,
+            TASK_OUTCOME: (open_.outcome or outcome).value,
+            TASK_TYPE: task.task_type,
+            TASK_DOMAIN: task.domain,
+            TASK_STAGE: stages[-1][0].value,
             _URL: str(task.payload.get("url", "")),
         }
         ends = [began for _stage, began in stages[1:]] + [ended]  # a stage lasts until the next begins
         for (stage, began), until in zip(stages, ends, strict=True):
             key = _STAGE_KEYS[stage]
-            attributes[key] = attributes.get(key, 0.0) + (until - began) / 1e9
+            attributes[key] = float(attributes.get(key, 0.0)) + (until - began) / 1e9
         if open_.kind is not None:
             attributes[_ERROR_TYPE] = str(open_.kind)
-        sdk, name, parent = self._sdk, f"task {task.task_type}", open_.parent
-        trace_id = sdk.provider.id_generator.generate_trace_id() if parent is None else parent.span.trace_id
-        sampling = sdk.provider.sampler.should_sample(
-            None if parent is None else parent.context, trace_id, name, self._kind, attributes
-        )
-        if sampling.decision is not self._sample:
-            return
-        span = self._readable(
-            name,
-            self._span_context(
-                trace_id,
-                sdk.provider.id_generator.generate_span_id(),
-                is_remote=False,
-                trace_flags=self._sampled,
-                trace_state=sampling.trace_state,
-            ),
-            parent=None if parent is None else parent.span,
-            resource=sdk.provider.resource,
-            attributes={**attributes, **sampling.attributes},
+        span = self._sdk.tracer.start_span(
+            f"task {task.task_type}",
+            context=self._root() if open_.parent is None else open_.parent,
             kind=self._kind,
-            status=self._unset if open_.kind is None else self._status(self._error, str(open_.kind)),
+            attributes=attributes,
             start_time=stages[0][1],
-            end_time=ended,
-            instrumentation_scope=self._scope,
         )
-        for processor in sdk.processors:
-            processor.on_end(span)
+        if open_.kind is not None and span.is_recording():
+            span.set_status(self._error(str(open_.kind)))
+        span.end(end_time=ended)
 
     def flush(self) -> None:
-        self._make_spans()
         self._sdk.provider.force_flush()

@@ -13,18 +13,24 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from importlib.metadata import entry_points
 from typing import Any
 
 import pytest
+from opentelemetry.context import Context
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
+from opentelemetry.sdk.trace.sampling import Decision, Sampler
+from opentelemetry.trace import SpanKind, StatusCode
 
 from book_assets.crawl.pipeline import begin, finish, work
 from book_assets.db.connection import Database
@@ -243,33 +249,88 @@ def test_a_task_span_is_kept_or_dropped_by_the_sampler_the_sdk_is_told_to_use(
         assert stages == pytest.approx(span.duration_ns / 1e9, abs=1e-6)
 
 
-def test_a_workers_task_spans_are_exported_a_batch_at_a_time_and_none_waits_past_its_delay_or_an_idle_worker(
+class _Seen(SpanProcessor):
+    """A span processor of a user's own: what it was handed at each span's start and end."""
+
+    def __init__(self) -> None:
+        self.started: list[str] = []
+        self.ended: list[ReadableSpan] = []
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        self.started.append(span.name)
+
+    def on_end(self, span: ReadableSpan) -> None:
+        self.ended.append(span)
+
+
+def test_a_span_processor_added_to_the_tracer_provider_sees_each_task_span_from_its_claim_to_its_end(
+    receiver: OtlpReceiver,
+) -> None:
+    seen = _Seen()
+    tracing.tracer_provider().add_span_processor(seen)
+    traces = tracing.task_traces()
+    done, retried = _task(1), _task(2)
+    claimed = time.monotonic()
+    for task in (done, retried):
+        traces.begin(task, claimed)
+        traces.stage(task, tracing.Stage.FETCH)
+    traces.failed(retried, ErrorKind.HTTP_5XX, FailOutcome.DEAD)
+    traces.end(retried, tracing.Outcome.ABANDONED)
+    traces.stage(done, tracing.Stage.STORE)
+    traces.end(done, tracing.Outcome.COMPLETED)
+    traces.flush()
+
+    assert seen.started == ["task detail", "task detail"]
+    spans = {span.attributes["book_pipeline.task.id"]: span for span in seen.ended if span.attributes}
+    assert set(spans) == {1, 2}
+    for span in spans.values():
+        assert span.kind is SpanKind.CONSUMER and span.instrumentation_scope is not None
+        assert span.instrumentation_scope.name == tracing.SCOPE and span.parent is None
+        assert span.start_time is not None and span.end_time is not None and span.attributes is not None
+        stages = sum(float(v) for k, v in span.attributes.items() if k.endswith("_s") and isinstance(v, float))
+        assert stages == pytest.approx((span.end_time - span.start_time) / 1e9, abs=1e-6)
+    assert spans[1].status.status_code is StatusCode.UNSET
+    assert (spans[2].status.status_code, spans[2].status.description) == (StatusCode.ERROR, "http_5xx")
+    assert spans[2].attributes is not None and spans[2].attributes["book_pipeline.task.outcome"] == "failed"
+    assert sorted(s.attributes["book_pipeline.task.id"] for s in receiver.spans) == [1, 2]  # and the exporter's
+
+
+def test_the_task_sampler_is_the_sdks_public_sampler_found_by_its_entry_point(
     receiver: OtlpReceiver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    traces = tracing.task_traces()
-    exported = tracing._current_sdk().provider.force_flush  # what the batch processors hold, sent now
+    [entry] = entry_points(group="opentelemetry_traces_sampler", name=tracing.TASK_SAMPLER)
+    made = entry.load()("0.25")
+    assert isinstance(made, Sampler) and made.get_description() == "book_pipeline_tasks{0.25}"
 
-    def run(ids: range) -> None:
-        for task in map(_task, ids):
-            traces.begin(task, None)
-            traces.end(task, tracing.Outcome.COMPLETED)
+    monkeypatch.setenv("OTEL_TRACES_SAMPLER", tracing.TASK_SAMPLER)
+    monkeypatch.setenv("OTEL_TRACES_SAMPLER_ARG", "0.25")
+    sampler = tracing.tracer_provider().sampler
+    assert isinstance(sampler, Sampler) and sampler.get_description() == "book_pipeline_tasks{0.25}"
+    kept = next(i for i in range(1, 100) if tracing.keeps_task(i, 1, "completed", 0.25))
+    dropped = next(i for i in range(1, 100) if not tracing.keeps_task(i, 1, "completed", 0.25))
 
-    def received() -> list[int]:
-        exported()
-        return sorted(s.attributes["book_pipeline.task.id"] for s in receiver.spans)
+    def decision(task_id: int, outcome: str) -> Decision:
+        attributes: dict[str, int | str] = {
+            "book_pipeline.task.id": task_id,
+            "book_pipeline.task.attempt": 1,
+            "book_pipeline.task.outcome": outcome,
+        }
+        return sampler.should_sample(None, 1, "task detail", SpanKind.CONSUMER, attributes).decision
 
-    monkeypatch.setattr(tracing, "SPAN_DELAY_NS", 3600 * 10**9)  # however slow the machine, none waited that long
-    run(range(1, tracing.SPAN_BATCH))
-    traces.tick()  # the first ended under the delay ago: the batch waits
-    assert received() == []
-    run(range(tracing.SPAN_BATCH, tracing.SPAN_BATCH + 3))  # the batch is full: made at once
-    assert received() == list(range(1, tracing.SPAN_BATCH + 1))
-    traces.tick(idle=True)  # the worker goes idle: what ended is made
-    assert received() == list(range(1, tracing.SPAN_BATCH + 3))
-    run(range(1000, 1002))
-    monkeypatch.setattr(tracing, "SPAN_DELAY_NS", 0)  # the first of these ended a delay ago
-    traces.tick()
-    assert received()[-2:] == [1000, 1001]
+    assert decision(kept, "completed") is Decision.RECORD_AND_SAMPLE
+    assert decision(dropped, "completed") is Decision.DROP
+    assert decision(dropped, "retried") is Decision.RECORD_AND_SAMPLE
+    crawl = sampler.should_sample(None, 1, "crawl", attributes={"book_pipeline.crawl.id": 1})
+    assert crawl.decision is Decision.RECORD_AND_SAMPLE
+
+
+def test_a_sampler_that_is_not_installed_is_one_error_line_before_any_worker_starts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
+    monkeypatch.setenv("OTEL_TRACES_SAMPLER", "jaeger_remote")
+    with pytest.raises(ConfigError, match=r"^OTEL_TRACES_SAMPLER: no sampler 'jaeger_remote' is installed"):
+        tracing.environment()
 
 
 def test_the_task_samplers_choice_depends_on_the_task_alone() -> None:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,15 +35,32 @@ def test_metrics_are_off_by_default_and_a_worker_then_records_nothing() -> None:
     assert type(recorder) is metrics.WorkerMetrics and metrics.directory() is None
 
 
-def test_the_endpoint_serves_a_workers_figures_on_loopback() -> None:
-    port = free_port()
-    endpoint = metrics.serve_workers("127.0.0.1", port, 0)
-    assert endpoint is not None and endpoint.server.server_address[0] == "127.0.0.1"
-    recorder = metrics.worker_metrics("http")
-    recorder.completed("detail", 0.01)
-    recorder.failed("detail", "http_5xx", "retry")
-    recorder.sample(0, _Stats(), _Fetchers(), force=True)
-    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+def _in_a_fresh_process(scenario: Callable[[int], str]) -> str:
+    """What ``scenario(port)`` returns, run in a fresh interpreter as a drain's process: a process writes its
+    own values to one multiprocess folder in its life (its first endpoint's), as a CLI or Dagster step does."""
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        text: str = pool.apply(scenario, (free_port(),))
+    return text
+
+
+def _scrape(port: int) -> str:
+    return httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+
+
+def _serves_a_completion_and_a_failure(port: int) -> str:
+    try:
+        endpoint = metrics.serve_workers("127.0.0.1", port, 0)
+        assert endpoint is not None and endpoint.server.server_address[0] == "127.0.0.1"
+        recorder = metrics.worker_metrics("http")
+        recorder.completed("detail", 0.01)
+        recorder.failed("detail", "http_5xx", "retry")
+        return _scrape(port)
+    finally:
+        metrics.stop_serving(final_scrape=False)
+
+
+def test_the_endpoint_serves_a_workers_figures_on_loopback_as_they_are_recorded() -> None:
+    text = _in_a_fresh_process(_serves_a_completion_and_a_failure)
     assert 'book_pipeline_tasks_completed_total{mode="http",task_type="detail"} 1.0' in text
     assert 'error_kind="http_5xx",mode="http",outcome="retry",task_type="detail"} 1.0' in text
 
@@ -89,16 +107,22 @@ class _Fetchers:
         return dict(self.counters)
 
 
+def _samples_counts_kept_elsewhere(port: int) -> str:
+    try:
+        metrics.serve_workers("127.0.0.1", port, 0)
+        recorder = metrics.worker_metrics("browser")
+        stats, fetchers = _Stats(lost_leases=1), _Fetchers({"relaunches": 1, "crashes": 1}, browsers=1)
+        recorder.sample(3, stats, fetchers, force=True)
+        recorder.sample(3, stats, fetchers, force=True)  # nothing new: nothing added
+        stats.released, fetchers.counters["crashes"] = 2, 2
+        recorder.sample(0, stats, fetchers, force=True)
+        return _scrape(port)
+    finally:
+        metrics.stop_serving(final_scrape=False)
+
+
 def test_counts_kept_by_the_worker_and_its_fetchers_reach_the_counters_once() -> None:
-    port = free_port()
-    metrics.serve_workers("127.0.0.1", port, 0)
-    recorder = metrics.worker_metrics("browser")
-    stats, fetchers = _Stats(lost_leases=1), _Fetchers({"relaunches": 1, "crashes": 1}, browsers=1)
-    recorder.sample(3, stats, fetchers, force=True)
-    recorder.sample(3, stats, fetchers, force=True)  # nothing new: nothing added
-    stats.released, fetchers.counters["crashes"] = 2, 2
-    recorder.sample(0, stats, fetchers, force=True)
-    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+    lines = _in_a_fresh_process(_samples_counts_kept_elsewhere).splitlines()
     for line in (
         "book_pipeline_browser_starts_total 2.0",
         "book_pipeline_browser_crashes_total 2.0",
@@ -107,48 +131,49 @@ def test_counts_kept_by_the_worker_and_its_fetchers_reach_the_counters_once() ->
         "book_pipeline_pages_in_flight 0.0",
         "book_pipeline_workers 1.0",
     ):
-        assert line in text.splitlines()
+        assert line in lines
+
+
+def _forks_after_recording(port: int) -> str:
+    try:
+        endpoint = metrics.serve_workers("127.0.0.1", port, 0)
+        assert endpoint is not None
+        recorder = metrics.worker_metrics("http")
+        recorder.completed("detail", 0.01)
+        child = os.fork()
+        if child == 0:  # the child: one completion of its own, then gone without running the parent's exit hooks
+            try:
+                recorder.completed("detail", 0.01)
+            finally:
+                os._exit(0)
+        _pid, status = os.waitpid(child, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        recorder.completed("detail", 0.01)
+        assert f"counter_{child}.db" in os.listdir(endpoint.path)  # the child's own file
+        return _scrape(port)
+    finally:
+        metrics.stop_serving(final_scrape=False)
 
 
 def test_a_process_forked_after_recording_writes_its_own_figures_and_the_endpoint_sums_both() -> None:
-    port = free_port()
-    endpoint = metrics.serve_workers("127.0.0.1", port, 0)
-    assert endpoint is not None
-    recorder = metrics.worker_metrics("http")
-    recorder.completed("detail", 0.01)  # not written yet when the child is forked: the parent writes it
-    child = os.fork()
-    if child == 0:  # the child: one completion of its own, then gone without running the parent's exit hooks
-        try:
-            recorder.completed("detail", 0.01)
-            recorder.sample(0, _Stats(), _Fetchers(), force=True)
-        finally:
-            os._exit(0)
-    _pid, status = os.waitpid(child, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
-    recorder.completed("detail", 0.01)
-    recorder.sample(0, _Stats(), _Fetchers(), force=True)
-    assert f"counter_{child}.db" in os.listdir(endpoint.path)
-    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
-    assert 'book_pipeline_tasks_completed_total{mode="http",task_type="detail"} 3.0' in text.splitlines()
+    lines = _in_a_fresh_process(_forks_after_recording).splitlines()
+    assert 'book_pipeline_tasks_completed_total{mode="http",task_type="detail"} 3.0' in lines
 
 
-def test_a_workers_figures_reach_the_endpoint_at_its_next_sample_as_observe_would_have_counted_them() -> None:
-    port = free_port()
-    metrics.serve_workers("127.0.0.1", port, 0)
-    recorder = metrics.worker_metrics("http")
+def _records_store_durations(port: int) -> str:
+    try:
+        metrics.serve_workers("127.0.0.1", port, 0)
+        recorder = metrics.worker_metrics("http")
+        for seconds in (0.003, 0.01, 7.0, 0.001):  # STORE_BUCKETS: <= 0.005, <= 0.01 (its bound), over 5.0, 0.001
+            recorder.completed("detail", seconds)
+        return _scrape(port)
+    finally:
+        metrics.stop_serving(final_scrape=False)
 
-    def scraped() -> list[str]:
-        text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
-        return [line for line in text.splitlines() if line.startswith("book_pipeline_store_duration_seconds")]
 
-    for seconds in (0.003, 0.01, 7.0):  # STORE_BUCKETS: <= 0.005, <= 0.01 (its bound), over 5.0
-        recorder.completed("detail", seconds)
-    assert not [line for line in scraped() if line.endswith(" 1.0") or line.endswith(" 3.0")]
-    recorder.sample(0, _Stats(), _Fetchers(), force=True)
-    recorder.sample(0, _Stats(), _Fetchers(), force=True)  # nothing new: nothing added
-    recorder.completed("detail", 0.001)  # its bound: the first bucket
-    recorder.sample(0, _Stats(), _Fetchers(), force=True)
-    lines = scraped()
+def test_a_workers_store_durations_fall_in_the_store_buckets_by_their_upper_bounds() -> None:
+    text = _in_a_fresh_process(_records_store_durations)
+    lines = [line for line in text.splitlines() if line.startswith("book_pipeline_store_duration_seconds")]
     for line in (
         'book_pipeline_store_duration_seconds_bucket{le="0.001",task_type="detail"} 1.0',
         'book_pipeline_store_duration_seconds_bucket{le="0.005",task_type="detail"} 2.0',
