@@ -3,6 +3,10 @@
 Every command reads :class:`~book_assets.settings.Settings` (defaults, ``.env``, environment) and lets
 options override them. Expected failures — bad settings, an unreachable database, a schema from the
 future — end with one line on stderr naming the problem and a non-zero exit, never a traceback.
+
+Exit statuses: 0 done; 1 a run that failed (every page failed, workers lost, archive damage); 2 a user's error
+(a bad setting, no database); 3 (``DRIFT_EXIT``) a crawl that ran but whose fields drifted: the books keep their
+last good values until ``book-pipeline drift accept`` confirms the change.
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ if TYPE_CHECKING:
 P = ParamSpec("P")
 R = TypeVar("R")
 
+#: The exit status of a crawl whose fields drifted (:mod:`book_assets.store.drift`).
+DRIFT_EXIT = 3
 #: Errors a user can fix; shown as one line, exit status 2.
 USER_ERRORS: tuple[type[Exception], ...] = (
     ConfigError,
@@ -220,6 +226,57 @@ def crawl_cmd(progress: bool, show_config: bool, **overrides: Any) -> None:
     if report.failure:
         click.echo(f"error: {report.failure}", err=True)
         sys.exit(1)
+    if report.fields is not None and report.drift:
+        for drifted in report.fields.drifts:
+            click.echo(f"drift: {drifted.line()}", err=True)
+        sys.exit(DRIFT_EXIT)
+
+
+@main.group("drift")
+def drift_group() -> None:
+    """Field drift: the fields whose fill rate fell in a crawl, held at their last good values until accepted."""
+
+
+@drift_group.command("status")
+@user_errors
+def drift_status() -> None:
+    """Every drift no one accepted (crawl, field, figures), the losses it holds, and the acceptances recorded."""
+    from book_assets.store.drift import acceptances, held_losses, unaccepted_drift
+
+    with open_database(load_settings()) as database:
+        drifts = unaccepted_drift(database)
+        held = held_losses(database)
+        accepted = acceptances(database)
+    if not drifts:
+        click.echo("no field drift held")
+    for row in drifts:
+        assert row.crawl_id is not None  # read from crawl_fields, whose rows name their crawl
+        losses = held.get((row.crawl_id, row.field), 0)
+        click.echo(f"crawl {row.crawl_id}: {row.line()}; {losses} losses held")
+    for acceptance in accepted[:20]:
+        click.echo(acceptance.line())
+
+
+@drift_group.command("accept")
+@click.option("--crawl", "crawl_id", type=int, required=True, help="The crawl whose drift is accepted (its id).")
+@click.option("--field", "field_name", required=True, help="The field whose change is the site's real one.")
+@click.option("--by", "by", help="Who accepts it (recorded).  [default: $USER]")
+@user_errors
+def drift_accept(crawl_id: int, field_name: str, by: str | None) -> None:
+    """Accept a field's drift in a crawl as the site's real change: recorded with who and when, its held losses
+    applied (a version each, in the change feed), and the Dagster check no_field_drift passes on a re-run."""
+    import getpass
+
+    from book_assets.store.drift import NoSuchDrift, accept
+
+    who = by or getpass.getuser()
+    with open_database(load_settings()) as database:
+        try:
+            acceptance = accept(database, crawl_id, field_name, who)
+        except NoSuchDrift as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(2)
+    click.echo(acceptance.line())
 
 
 @main.command("work")

@@ -100,7 +100,8 @@ class FieldJudgement:
 
     @property
     def drifts(self) -> tuple[Coverage, ...]:
-        return tuple(c for c in self.coverage if c.drifted)
+        """One row per drifted field (:func:`headline`)."""
+        return headline(self.coverage)
 
     @property
     def drifted_fields(self) -> tuple[str, ...]:
@@ -119,6 +120,14 @@ class FieldJudgement:
             f"--crawl {self.crawl_id} --field <field>",
             *(f"  {c.line()}" for c in self.drifts),
         ]
+
+
+def headline(rows: Iterable[Coverage]) -> tuple[Coverage, ...]:
+    """The drifted rows a reader is shown: a field's whole-crawl row when it drifted there (its categories
+    drifted with it), else each category where it drifted."""
+    drifted = [c for c in rows if c.drifted]
+    whole = {(c.crawl_id, c.field) for c in drifted if c.category == WHOLE_CRAWL}
+    return tuple(c for c in drifted if c.category == WHOLE_CRAWL or (c.crawl_id, c.field) not in whole)
 
 
 def coverage_of(
@@ -228,8 +237,9 @@ def crawl_coverage(db: Database, crawl_id: int) -> list[Coverage]:
 
 
 def unaccepted_drift(db: Database, crawl_id: int | None = None) -> list[Coverage]:
-    """The drifted rows of crawl ``crawl_id`` (of every crawl when None) that no acceptance covers."""
-    return [Coverage(**row) for row in db.query(Q["unaccepted_drift"], {"crawl_id": crawl_id})]
+    """The drifted rows of crawl ``crawl_id`` (of every crawl when None) that no acceptance covers, one per
+    drifted field of a crawl (:func:`headline`)."""
+    return list(headline(Coverage(**row) for row in db.query(Q["unaccepted_drift"], {"crawl_id": crawl_id})))
 
 
 def held_losses(db: Database) -> dict[tuple[int, str], int]:
