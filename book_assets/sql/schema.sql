@@ -1315,7 +1315,7 @@ CREATE TABLE public.drift_acceptances (
 
 COMMENT ON TABLE public.drift_acceptances IS 'An operator confirmed that the drift of a field in a crawl is the site''s real change (book-pipeline
 drift accept): who (accepted_by), when (accepted_at) and how many held losses that applied. The crawl then
-counts as good for that field, the Dagster drift check passes and later crawls are judged against it.';
+counts as good for that field, the Dagster check no_field_drift passes and later crawls are judged against it.';
 
 CREATE TABLE public.held_losses (
     book_id bigint NOT NULL,

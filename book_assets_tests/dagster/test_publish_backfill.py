@@ -106,7 +106,14 @@ def test_a_daily_asset_materialized_without_a_partition_key_fails_naming_the_key
     assert db.query("SELECT count(*)::int AS n FROM category_balanced_snapshot")[0]["n"] == 0
 
 
-BLOCKING_CHECKS = ("no_error_pages", "raw_html_present", "required_fields_present", "unique_urls", "crawl_complete")
+BLOCKING_CHECKS = (
+    "no_error_pages",
+    "raw_html_present",
+    "required_fields_present",
+    "unique_urls",
+    "crawl_complete",
+    "no_field_drift",
+)
 
 
 def _crawl_recorded(instance: dg.DagsterInstance, *, failed_check: str | None = None) -> None:
@@ -124,8 +131,8 @@ def _crawl_recorded(instance: dg.DagsterInstance, *, failed_check: str | None = 
 
 @pytest.mark.parametrize(
     "failed_check",
-    [None, "unique_urls", "crawl_complete"],
-    ids=["checks-passed", "blocking-check-failed", "partial-crawl"],
+    [None, "unique_urls", "crawl_complete", "no_field_drift"],
+    ids=["checks-passed", "blocking-check-failed", "partial-crawl", "field-drift"],
 )
 def test_publishing_follows_a_crawl_for_today_only_once_its_blocking_checks_passed(
     failed_check: str | None, database_url: str, tmp_path: Path
