@@ -454,6 +454,40 @@ def _reextract_from_warc(settings: Settings, day: Any, *, write: bool) -> None:
         sys.exit(1)
 
 
+@main.command("replay")
+@click.option(
+    "--day",
+    type=click.DateTime(formats=["%Y-%m-%d"]),
+    help="The archived day (UTC) to replay, as YYYY-MM-DD.  [default: today]",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the diff as one JSON object.")
+@user_errors
+def replay_cmd(day: Any, as_json: bool) -> None:
+    """Run the current parsers over a day's WARC archive and diff every field against what was stored by that
+    day's end: per field the values new, lost and changed, with samples; a parser change shows its effect
+    before it ships. Nothing is written, nothing is fetched."""
+    import json
+    from datetime import UTC, datetime
+
+    from book_assets.archive import archive_files, day_folder
+    from book_assets.archive.rebuild import replay
+
+    settings = load_settings()
+    when = day.date() if day is not None else datetime.now(UTC).date()
+    files = archive_files(day_folder(settings.archive_dir, when))
+    if not files:
+        raise ConfigError(f"no WARC files of {when} under {settings.archive_dir} (see the warc and warc_dir settings)")
+    with open_database(settings) as database:
+        result = replay(database, files, when)
+    if as_json:
+        click.echo(json.dumps(result.as_json(), sort_keys=True))
+    else:
+        for line in result.lines():
+            click.echo(line)
+    for damage in result.damaged:
+        click.echo(f"warning: {damage.line()}", err=True)
+
+
 def _dagster_env(settings: Settings) -> dict[str, str]:
     import os
 

@@ -290,3 +290,9 @@ def accept(db: Database, crawl_id: int, name: str, by: str) -> Acceptance:
 def acceptances(db: Database) -> list[Acceptance]:
     """Every acceptance recorded, newest first."""
     return [Acceptance(**row) for row in db.query(Q["acceptances"])]
+
+
+def stored_fields_as_of(db: Database, until: datetime) -> dict[str, dict[str, Any]]:
+    """Each book's fields (as its versions record them, by URL) in its latest version recorded before ``until``:
+    what an archived day is replayed against."""
+    return {row["url"]: row["fields"] for row in db.query(Q["stored_as_of"], {"until": until})}
