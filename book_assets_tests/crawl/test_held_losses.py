@@ -93,3 +93,18 @@ def test_a_genuine_loss_without_drift_is_applied_at_the_judgement_with_a_version
     feed = changes_of_day(db, datetime.now(UTC).date())
     assert [(c["change"], sorted(c["fields"])) for c in feed] == [("new", ["description", "stock"])]
     assert db.query("SELECT count(*) AS n FROM held_losses")[0]["n"] == 0
+
+
+def test_pages_failed_on_a_required_field_make_its_drift_line(db: Database) -> None:
+    """Pages that fail the contract (``missing_field``, Part A's door of one page) count against the fields their
+    error names: a crawl whose every page lacked the rating drifts from the last good crawl's 100 %."""
+    first = open_crawl(db)
+    fetched = _fetch((REAL / BOOK).read_bytes())
+    store_book(db, parse_book(fetched.html, URL), fetched)
+    good = [("Poetry", "missing_field: missing stock (http://x.test/rating_1/index.html)")] * 24
+    assert judge(db, first.id, first.started_at, good, threshold=0.2, min_pages=20).drifts == ()
+    second = open_crawl(db)
+    failed = [("Poetry", "missing_field: missing rating (http://x.test/a_1/index.html)")] * 25
+    judgement = judge(db, second.id, second.started_at, failed, threshold=0.2, min_pages=20)
+    assert [d.line() for d in judgement.drifts] == ["rating: 100 % -> 0 % of pages (25 of 25 in crawl 1 -> 0 of 25)"]
+    assert judgement.drifted_fields == ("rating",)
