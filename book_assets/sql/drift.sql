@@ -76,10 +76,15 @@ ORDER BY d.crawl_id, d.field, d.category;
 SELECT crawl_id, field, count(*)::int AS books FROM held_losses GROUP BY crawl_id, field ORDER BY crawl_id, field;
 
 -- accept_drift --
--- An operator accepts a field's drift in a crawl: who and when (a second acceptance keeps the first).
+-- An operator accepts a field's drift in a crawl: who and when (a second acceptance keeps the first); and in
+-- every later crawl where the field drifted against a crawl before it (the same change, judged against the same
+-- stale baseline). Returns the crawls whose acceptance was recorded now.
 INSERT INTO drift_acceptances (crawl_id, field, accepted_by)
-VALUES (%(crawl_id)s, %(field)s, %(accepted_by)s)
-ON CONFLICT (crawl_id, field) DO NOTHING;
+SELECT DISTINCT d.crawl_id, d.field, %(accepted_by)s FROM crawl_fields d
+WHERE d.field = %(field)s AND d.drifted
+  AND (d.crawl_id = %(crawl_id)s OR (d.crawl_id > %(crawl_id)s AND d.base_crawl_id < %(crawl_id)s))
+ON CONFLICT (crawl_id, field) DO NOTHING
+RETURNING crawl_id;
 
 -- record_applied --
 -- How many held losses an acceptance applied; returns the acceptance.

@@ -260,17 +260,22 @@ class Acceptance:
     accepted_by: str
     accepted_at: datetime
     applied: int
+    #: Later crawls whose drift of the field (against a crawl before this one) the acceptance covered too.
+    later: tuple[int, ...] = ()
 
     def line(self) -> str:
+        also = f", and in crawl(s) {', '.join(map(str, self.later))} after it" if self.later else ""
         return (
-            f"accepted the drift of {self.field} in crawl {self.crawl_id} (by {self.accepted_by} at "
+            f"accepted the drift of {self.field} in crawl {self.crawl_id}{also} (by {self.accepted_by} at "
             f"{self.accepted_at:%Y-%m-%d %H:%M:%S %Z}): {self.applied} held losses applied"
         )
 
 
 def accept(db: Database, crawl_id: int, name: str, by: str) -> Acceptance:
     """Record that ``by`` accepts the drift of field ``name`` in crawl ``crawl_id`` as the site's real change, and
-    apply its held losses (in every category). Raises :class:`NoSuchDrift` when that field did not drift there."""
+    apply its held losses (in every category). Later crawls that drifted the same way (judged against a crawl
+    before this one, as the daily runs are until someone accepts) are accepted with it, and their held losses
+    applied. Raises :class:`NoSuchDrift` when that field did not drift there."""
     drifted = {c.field for c in crawl_coverage(db, crawl_id) if c.drifted}
     if name not in drifted:
         found = ", ".join(sorted(drifted)) or "none"
@@ -278,11 +283,13 @@ def accept(db: Database, crawl_id: int, name: str, by: str) -> Acceptance:
 
     def _accept(cur: Cursor) -> Acceptance:
         cur.execute(Q["accept_drift"], {"crawl_id": crawl_id, "field": name, "accepted_by": by})
-        applied = apply_losses(cur, crawl_id, name) if name in OPTIONAL_COLUMNS else 0
+        later = tuple(sorted(r["crawl_id"] for r in cur.fetchall() if r["crawl_id"] != crawl_id))
+        up_to = max((crawl_id, *later))
+        applied = apply_losses(cur, up_to, name) if name in OPTIONAL_COLUMNS else 0
         cur.execute(Q["record_applied"], {"crawl_id": crawl_id, "field": name, "applied": applied})
         row = cur.fetchone()
         assert row is not None  # the acceptance was just inserted (or kept)
-        return Acceptance(**row)
+        return Acceptance(**row, later=later)
 
     return db.run(_accept)
 

@@ -77,10 +77,16 @@ def test_a_renamed_description_is_drift_held_at_the_door_until_accepted(
     crawl_id = int(db.query("SELECT max(id) AS id FROM crawls")[0]["id"])
     assert db.query("SELECT count(*) AS n FROM held_losses WHERE crawl_id = %s", (crawl_id,))[0]["n"] == described
 
+    # The next day's crawl, nobody having looked yet, drifts against the same last good crawl.
+    third = _cli_crawl(database_url, site.url, tmp_path)
+    assert third.returncode == DRIFT_EXIT, third.stderr[-2000:]
+    assert _descriptions(db) == good and _versions(db) == versions
+
     monkeypatch.setenv("DATABASE_URL", database_url)
     status = CliRunner().invoke(main, ["drift", "status"], catch_exceptions=False)
     assert status.exit_code == 0, status.output
     assert f"crawl {crawl_id}: description: {before} % -> 0 % of pages" in status.output
+    assert f"crawl {crawl_id + 1}: description: {before} % -> 0 % of pages" in status.output
     assert f"{described} losses held" in status.output
 
     wrong = CliRunner().invoke(main, ["drift", "accept", "--crawl", str(crawl_id), "--field", "rating"])
@@ -91,19 +97,24 @@ def test_a_renamed_description_is_drift_held_at_the_door_until_accepted(
     )
     assert accepted.exit_code == 0, accepted.output
     assert f"{described} held losses applied" in accepted.output and "by ops-on-call" in accepted.output
+    assert f"and in crawl(s) {crawl_id + 1} after it" in accepted.output
     assert set(_descriptions(db).values()) == {None}
     assert _versions(db) == versions + described
     feed = changes_of_day(db, _today())
     assert len(feed) == described and all(row["fields"] == ["description"] for row in feed)
-    who = db.query("SELECT accepted_by, accepted_at, applied FROM drift_acceptances")
-    assert [(r["accepted_by"], r["applied"]) for r in who] == [("ops-on-call", described)]
+    who = db.query("SELECT crawl_id, accepted_by, applied FROM drift_acceptances ORDER BY crawl_id")
+    assert [(r["crawl_id"], r["accepted_by"]) for r in who] == [
+        (crawl_id, "ops-on-call"),
+        (crawl_id + 1, "ops-on-call"),
+    ]
+    assert who[0]["applied"] == described
     status = CliRunner().invoke(main, ["drift", "status"], catch_exceptions=False)
     assert "no field drift held" in status.output and "by ops-on-call" in status.output
 
-    # The accepted crawl is the next one's last good crawl: the redesigned site is the site now.
-    third = _cli_crawl(database_url, site.url, tmp_path)
-    assert third.returncode == 0, third.stderr[-2000:]
-    assert "fields: no drift against crawl" in third.stdout
+    # The accepted crawls are the next one's last good crawl: the redesigned site is the site now.
+    fourth = _cli_crawl(database_url, site.url, tmp_path)
+    assert fourth.returncode == 0, fourth.stderr[-2000:]
+    assert f"fields: no drift against crawl {crawl_id + 1}" in fourth.stdout
 
 
 def test_a_field_dropped_from_one_category_is_drift_of_that_category_only(
