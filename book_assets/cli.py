@@ -178,6 +178,7 @@ CRAWL_OPTIONS: tuple[str | tuple[str, str], ...] = (
     "deep_budget",
     "interleave",
     "conditional_requests",
+    "drift_threshold",
     "metrics_port",
     "metrics_host",
 )
