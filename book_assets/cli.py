@@ -3,6 +3,10 @@
 Every command reads :class:`~book_assets.settings.Settings` (defaults, ``.env``, environment) and lets
 options override them. Expected failures — bad settings, an unreachable database, a schema from the
 future — end with one line on stderr naming the problem and a non-zero exit, never a traceback.
+
+Exit statuses: 0 done; 1 a run that failed (every page failed, workers lost, archive damage); 2 a user's error
+(a bad setting, no database); 3 (``DRIFT_EXIT``) a crawl that ran but whose fields drifted: the books keep their
+last good values until ``book-pipeline drift accept`` confirms the change.
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ if TYPE_CHECKING:
 P = ParamSpec("P")
 R = TypeVar("R")
 
+#: The exit status of a crawl whose fields drifted (:mod:`book_assets.store.drift`).
+DRIFT_EXIT = 3
 #: Errors a user can fix; shown as one line, exit status 2.
 USER_ERRORS: tuple[type[Exception], ...] = (
     ConfigError,
@@ -175,6 +181,7 @@ CRAWL_OPTIONS: tuple[str | tuple[str, str], ...] = (
     "deep_budget",
     "interleave",
     "conditional_requests",
+    "drift_threshold",
     "metrics_port",
     "metrics_host",
 )
@@ -223,6 +230,57 @@ def crawl_cmd(progress: bool, show_config: bool, **overrides: Any) -> None:
     if report.failure:
         click.echo(f"error: {report.failure}", err=True)
         sys.exit(1)
+    if report.fields is not None and report.drift:
+        for drifted in report.fields.drifts:
+            click.echo(f"drift: {drifted.line()}", err=True)
+        sys.exit(DRIFT_EXIT)
+
+
+@main.group("drift")
+def drift_group() -> None:
+    """Field drift: the fields whose fill rate fell in a crawl, held at their last good values until accepted."""
+
+
+@drift_group.command("status")
+@user_errors
+def drift_status() -> None:
+    """Every drift no one accepted (crawl, field, figures), the losses it holds, and the acceptances recorded."""
+    from book_assets.store.drift import acceptances, held_losses, unaccepted_drift
+
+    with open_database(load_settings()) as database:
+        drifts = unaccepted_drift(database)
+        held = held_losses(database)
+        accepted = acceptances(database)
+    if not drifts:
+        click.echo("no field drift held")
+    for row in drifts:
+        assert row.crawl_id is not None  # read from crawl_fields, whose rows name their crawl
+        losses = held.get((row.crawl_id, row.field), 0)
+        click.echo(f"crawl {row.crawl_id}: {row.line()}; {losses} losses held")
+    for acceptance in accepted[:20]:
+        click.echo(acceptance.line())
+
+
+@drift_group.command("accept")
+@click.option("--crawl", "crawl_id", type=int, required=True, help="The crawl whose drift is accepted (its id).")
+@click.option("--field", "field_name", required=True, help="The field whose change is the site's real one.")
+@click.option("--by", "by", help="Who accepts it (recorded).  [default: $USER]")
+@user_errors
+def drift_accept(crawl_id: int, field_name: str, by: str | None) -> None:
+    """Accept a field's drift in a crawl as the site's real change: recorded with who and when, its held losses
+    applied (a version each, in the change feed), and the Dagster check no_field_drift passes on a re-run."""
+    import getpass
+
+    from book_assets.store.drift import NoSuchDrift, accept
+
+    who = by or getpass.getuser()
+    with open_database(load_settings()) as database:
+        try:
+            acceptance = accept(database, crawl_id, field_name, who)
+        except NoSuchDrift as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(2)
+    click.echo(acceptance.line())
 
 
 @main.command("work")
@@ -398,6 +456,40 @@ def _reextract_from_warc(settings: Settings, day: Any, *, write: bool) -> None:
         click.echo(f"error: {damage.line()}", err=True)
     if failed:
         sys.exit(1)
+
+
+@main.command("replay")
+@click.option(
+    "--day",
+    type=click.DateTime(formats=["%Y-%m-%d"]),
+    help="The archived day (UTC) to replay, as YYYY-MM-DD.  [default: today]",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the diff as one JSON object.")
+@user_errors
+def replay_cmd(day: Any, as_json: bool) -> None:
+    """Run the current parsers over a day's WARC archive and diff every field against what was stored by that
+    day's end: per field the values new, lost and changed, with samples; a parser change shows its effect
+    before it ships. Nothing is written, nothing is fetched."""
+    import json
+    from datetime import UTC, datetime
+
+    from book_assets.archive import archive_files, day_folder
+    from book_assets.archive.rebuild import replay
+
+    settings = load_settings()
+    when = day.date() if day is not None else datetime.now(UTC).date()
+    files = archive_files(day_folder(settings.archive_dir, when))
+    if not files:
+        raise ConfigError(f"no WARC files of {when} under {settings.archive_dir} (see the warc and warc_dir settings)")
+    with open_database(settings) as database:
+        result = replay(database, files, when)
+    if as_json:
+        click.echo(json.dumps(result.as_json(), sort_keys=True))
+    else:
+        for line in result.lines():
+            click.echo(line)
+    for damage in result.damaged:
+        click.echo(f"warning: {damage.line()}", err=True)
 
 
 def _dagster_env(settings: Settings) -> dict[str, str]:

@@ -230,6 +230,20 @@ class Settings(BaseSettings):
     task_retention_days: float = Field(
         default=14.0, ge=0, description="Finished tasks older than this are pruned when a crawl reports; 0: keep all."
     )
+    drift_threshold: float = Field(
+        default=0.2,
+        gt=0,
+        le=1,
+        description="A field drifts when its fill rate in a crawl falls by more than this (0.2: 20 points) below "
+        "the last good crawl's, in the whole crawl or in a category: the crawl exits non-zero, its losses of "
+        "the field stay held and the Dagster check no_field_drift fails until the drift is accepted.",
+    )
+    drift_min_pages: int = Field(
+        default=20,
+        ge=1,
+        description="Book pages a crawl (and a category in it) needs, in the crawl and in the last good one, for "
+        "its fill rates to be judged.",
+    )
     snapshot_start_date: str = Field(
         default="2026-01-01", pattern=r"^\d{4}-\d{2}-\d{2}$", description="First day of the daily snapshot (UTC)."
     )

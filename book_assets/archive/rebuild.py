@@ -6,17 +6,20 @@ conversion record when only scripts build the data). A page that parses as a boo
 such response per canonical URL is the book's latest state, as in the ``books`` table. Listing pages are
 counted, anything else is unparseable (an error page the crawl refused too).
 
-Two uses: :func:`compare` checks the rebuilt books against the ``books`` table (fields, served HTML, content
-hash, status and fetch time) and lists every difference; :func:`write` stores them through the crawl's
-storage (:func:`~book_assets.store.books.write_book`, change detection and versions included), oldest
-fetch first, so an empty database gets the books back; a stored book fetched later than the archived page
-is left alone, so replaying an old day never rolls a book back.
+Three uses: :func:`replay` runs the current parsers over an archived day and diffs every field against what
+was stored by the day's end (new, lost and changed values per field), so a parser change shows its effect
+before it ships (``book-pipeline replay``); :func:`compare` checks the rebuilt books against the ``books``
+table (fields, served HTML, content hash, status and fetch time) and lists every difference; :func:`write`
+stores them through the crawl's storage (:func:`~book_assets.store.books.write_book`, change detection and
+versions included), oldest fetch first, so an empty database gets the books back; a stored book fetched later
+than the archived page is left alone, so replaying an old day never rolls a book back.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -28,7 +31,8 @@ from book_assets.scraper.fetching import NOT_MODIFIED, FetchResult, build_result
 from book_assets.scraper.models import BookDetail
 from book_assets.scraper.parsers import parse_listing
 from book_assets.sql import load_queries
-from book_assets.store.books import book_fields, parse_served_or_rendered, write_book
+from book_assets.store.books import CONTRACT_COLUMNS, TRACKED_FIELDS, book_fields, parse_served_or_rendered, write_book
+from book_assets.store.drift import fields_named, stored_fields_as_of
 from book_assets.urls import canonical_url
 
 Q = load_queries("books")
@@ -201,3 +205,132 @@ def write(db: Database, rebuilt: Rebuilt) -> Written:
 
         counts[db.run(_store)] += 1
     return Written(**counts)
+
+
+#: How many sample values :func:`replay` keeps per field.
+REPLAY_SAMPLES = 3
+
+
+@dataclass
+class FieldDiff:
+    """One field over a replayed day: values the current parser finds that were not stored (new), stored
+    values it no longer finds (lost, a page it refuses for that field included), and values it reads otherwise."""
+
+    new: int = 0
+    lost: int = 0
+    changed: int = 0
+    samples: list[str] = field(default_factory=list)
+
+    def add(self, kind: str, sample: str) -> None:
+        setattr(self, kind, getattr(self, kind) + 1)
+        if len(self.samples) < REPLAY_SAMPLES:
+            self.samples.append(sample)
+
+    @property
+    def total(self) -> int:
+        return self.new + self.lost + self.changed
+
+
+@dataclass
+class Replay:
+    """The current parsers over one archived day, against the books as stored by that day's end."""
+
+    day: date
+    #: Book pages replayed: the newest archived page of each book URL that day.
+    pages: int = 0
+    #: Of those, books stored by the day's end (the rest are not compared).
+    compared: int = 0
+    #: Pages the current parser refuses (a contract failure, or no longer a book page).
+    refused: int = 0
+    fields: dict[str, FieldDiff] = field(default_factory=dict)
+    damaged: list[ArchiveDamage] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        head = (
+            f"replayed {self.pages} book pages of {self.day}: {self.compared} compared with the stored books, "
+            f"{self.refused} refused by the current parser"
+        )
+        diffs = {name: d for name, d in sorted(self.fields.items()) if d.total}
+        if not diffs:
+            return [head, "no field differs from what was stored"]
+        lines = [head]
+        for name, diff in diffs.items():
+            lines.append(f"  {name}: {diff.new} new, {diff.lost} lost, {diff.changed} changed")
+            lines += [f"    {sample}" for sample in diff.samples]
+        return lines
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "day": self.day.isoformat(),
+            "pages": self.pages,
+            "compared": self.compared,
+            "refused": self.refused,
+            "fields": {
+                name: {"new": d.new, "lost": d.lost, "changed": d.changed, "samples": d.samples}
+                for name, d in sorted(self.fields.items())
+            },
+            "damaged": [damage.line() for damage in self.damaged],
+        }
+
+
+Parser = Callable[[str, str | None, str], BookDetail]
+
+
+def replay(db: Database, paths: list[Path], day: date, *, parse: Parser = parse_served_or_rendered) -> Replay:
+    """Parse the book pages of ``paths`` (one day's archive) with ``parse`` (the crawl's, by default) and diff
+    each field of the newest page per book against the book's latest version recorded by the day's end."""
+    result = Replay(day=day, fields={name: FieldDiff() for name in TRACKED_FIELDS})
+    newest: dict[str, tuple[datetime, BookDetail | ParseError]] = {}
+    for archived in responses(paths, result.damaged):
+        if not 200 <= archived.status < 300:
+            continue
+        fetch = as_fetch(archived)
+        url = canonical_url(fetch.final_url)
+        outcome: BookDetail | ParseError
+        try:
+            outcome = parse(fetch.html, fetch.rendered_html, url)
+        except ParseError as exc:
+            if _is_listing(fetch):
+                continue
+            outcome = exc
+        if url not in newest or newest[url][0] <= fetch.fetched_at:
+            newest[url] = (fetch.fetched_at, outcome)
+    end = datetime.combine(day + timedelta(days=1), time(), tzinfo=UTC)
+    stored = stored_fields_as_of(db, end)
+    for url, (_, outcome) in sorted(newest.items()):
+        before = stored.get(url)
+        if isinstance(outcome, ParseError):
+            result.refused += 1
+        if before is None:
+            continue
+        result.compared += 1
+        _diff(result, url, before, outcome)
+    result.pages = len(newest)
+    return result
+
+
+def _diff(result: Replay, url: str, before: dict[str, Any], outcome: BookDetail | ParseError) -> None:
+    """Add one book's differences: every field of a page parsed, the fields a refusal names."""
+    if isinstance(outcome, ParseError):
+        named = fields_named(str(outcome))
+        for name in TRACKED_FIELDS:
+            if (name in named or _contract_name(name) in named) and before.get(name) is not None:
+                result.fields[name].add("lost", f"{url}: {_shown(before.get(name))} -> refused ({outcome})")
+        return
+    after = book_fields(outcome)
+    for name in TRACKED_FIELDS:
+        old, new = _as_stored(before.get(name)), _as_stored(after[name])
+        if old == new:
+            continue
+        kind = "new" if old is None else "lost" if new is None else "changed"
+        result.fields[name].add(kind, f"{url}: {_shown(old)} -> {_shown(new)}")
+
+
+def _contract_name(column: str) -> str:
+    """The contract's name of a ``books`` column (``rating_value`` is ``rating``)."""
+    return next((name for name, col in CONTRACT_COLUMNS.items() if col == column), column)
+
+
+def _as_stored(value: Any) -> str | None:
+    """A value as a version's JSON holds it, as text (a Decimal and its JSON string compare equal)."""
+    return None if value is None else str(value)

@@ -87,6 +87,8 @@ class CrawlConfig:
     requeue_max: int
     requeue_backoff_s: float
     task_retention_days: float
+    drift_threshold: float
+    drift_min_pages: int
     #: The workers' /metrics endpoint (:mod:`book_assets.observe.metrics`); None: off.
     metrics_port: int | None
     metrics_host: str

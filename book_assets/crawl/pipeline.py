@@ -4,10 +4,10 @@ A run begins (:func:`begin`: its politeness and weights stored where every worke
 opened, the start page seeded) and is from then on one value, :class:`CrawlRun`, handed to each step after
 beside the database's URL (the run holds no credentials).
 It works (W worker processes drain the queue, discovery and details interleaved by the queue's scheduler)
-and finishes (:func:`finish`: the archive indexed, the figures read from the database, the removals
-settled, the finished tasks pruned, the crawl's trace closed). A budgeted crawl (``deep_budget``) discovers
-first, then splits the budget across the discovered categories by weight and hands each category exactly
-its quota through the queue's per-group budgets (:func:`split_before_details`).
+and finishes (:func:`finish`: the archive indexed, the fields judged for drift, the figures read from the
+database, the removals settled, the finished tasks pruned, the crawl's trace closed). A budgeted crawl
+(``deep_budget``) discovers first, then splits the budget across the discovered categories by weight and hands
+each category exactly its quota through the queue's per-group budgets (:func:`split_before_details`).
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from book_assets.queue import AutoThrottle, GroupBudget, TaskQueue, domain_of
 from book_assets.queue.failures import requeue_due
 from book_assets.scraper.errors import ErrorKind
 from book_assets.store.books import book_counts, versions_since
+from book_assets.store.drift import CONTRACT_FAILURES, FieldJudgement, judge
 from book_assets.store.lifecycle import OpenCrawl, open_crawl
 from book_assets.store.pages import revalidated_since
 from book_assets.store.removals import Removals, books_listed_since, settle
@@ -123,6 +124,10 @@ class CrawlReport:
     politeness: list[dict[str, Any]] = field(default_factory=list)
     #: Finished tasks older than ``task_retention_days`` deleted when the crawl reported.
     tasks_pruned: int = 0
+    #: The crawl the run opened (or settles); None: a drain-only run or a retry of the failures.
+    crawl_id: int | None = None
+    #: The crawl's fields judged against the last good crawl's (:mod:`book_assets.store.drift`); None: not judged.
+    fields: FieldJudgement | None = None
 
     @property
     def failure(self) -> str | None:
@@ -134,6 +139,11 @@ class CrawlReport:
         if run.failed_details and not run.detail_pages:
             return f"every book page this run worked on failed ({run.failed_details}): no book was stored"
         return None
+
+    @property
+    def drift(self) -> tuple[str, ...]:
+        """The fields that drifted in this crawl (the books keep their last good values): empty when none did."""
+        return self.fields.drifted_fields if self.fields is not None else ()
 
     def span_attributes(self) -> dict[str, str | int | float | bool]:
         """The crawl span's attributes (:func:`~book_assets.observe.tracing.record_crawl`): its settings and figures."""
@@ -190,6 +200,8 @@ class CrawlReport:
             lines.append(
                 f"queue: {self.tasks_pruned} finished tasks older than {self.config.task_retention_days:g} days pruned"
             )
+        if self.fields is not None:
+            lines += self.fields.lines()
         if self.failure:
             lines.append(f"RUN FAILED: {self.failure}")
         if show_config:
@@ -425,12 +437,14 @@ def work(
 
 
 def finish(database_url: str, run: CrawlRun, stats: WorkerStats) -> CrawlReport:
-    """The crawl's end, in this order for the CLI and Dagster alike: the days' archive indexed, the figures
-    read, the removals settled, the finished tasks pruned, the crawl's trace closed; what the run did."""
+    """The crawl's end, in this order for the CLI and Dagster alike: the days' archive indexed, the fields
+    judged, the figures read, the removals settled, the finished tasks pruned, the crawl's trace closed; what
+    the run did."""
     archive = index_archive(run)
     with Database(database_url) as db:
         queue = make_queue(db, run.config)
-        report = read_report(db, queue, run, stats, archive)
+        fields = judge_fields(db, queue, run)
+        report = replace(read_report(db, queue, run, stats, archive), fields=fields)
         report = replace(
             report, removals=settle_removals(db, queue, run), tasks_pruned=prune_finished(queue, run.config)
         )
@@ -443,6 +457,25 @@ def index_archive(run: CrawlRun) -> list[ArchiveSummary]:
     if not run.config.archive_dir:
         return []
     return index_days(run.config.archive_dir, crawl_days(run.started_on))
+
+
+def judge_fields(db: Database, queue: TaskQueue, run: CrawlRun) -> FieldJudgement | None:
+    """Judge the fill rate of each field of the run's crawl against the last good crawl's, and apply the held
+    losses of the fields that did not drift (:func:`book_assets.store.drift.judge`); before the figures are
+    read, so they count the versions that recorded them. Only the run that opened (or settles) a crawl judges
+    it; a retry of the failures sees only the pages it retried and judges nothing."""
+    if run.opened is None or run.retrying:
+        return None
+    failures = queue.failures_since(run.opened.started_at, DETAIL, CONTRACT_FAILURES)
+    config = run.config
+    return judge(
+        db,
+        run.opened.id,
+        run.opened.started_at,
+        failures,
+        threshold=config.drift_threshold,
+        min_pages=config.drift_min_pages,
+    )
 
 
 def read_report(
@@ -465,6 +498,7 @@ def read_report(
         archive=archive,
         robots=list_robots(db, sorted(config.allowed_domains)),
         politeness=[p for d in politeness_domains(config) if (p := queue.domain_policy(d))],
+        crawl_id=run.opened.id if run.opened is not None else None,
     )
 
 

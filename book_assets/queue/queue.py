@@ -194,6 +194,7 @@ class TaskQueue:
     gauges = _by("admin", QueueAdmin.gauges)
     now = _by("admin", QueueAdmin.now)
     activity_since = _by("admin", QueueAdmin.activity_since)
+    failures_since = _by("admin", QueueAdmin.failures_since)
     completed_by = _by("admin", QueueAdmin.completed_by)
     requeue = _by("admin", QueueAdmin.requeue)
     prune = _by("admin", QueueAdmin.prune)

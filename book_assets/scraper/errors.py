@@ -42,6 +42,8 @@ class ErrorKind(StrEnum):
     NOT_MODIFIED_UNASKED = "not_modified_unasked"  # a 304 to a request that sent no validators
     NOT_A_BOOK_PAGE = "not_a_book_page"
     NOT_A_LISTING_PAGE = "not_a_listing_page"
+    MISSING_FIELD = "missing_field"  # a product page without a required field of its contract
+    BAD_VALUE = "bad_value"  # a product page whose field's value is not of its type
     ROBOTS_DISALLOWED = "robots_disallowed"  # the site's robots.txt disallows the URL: it is never requested
     UNKNOWN = "unknown"  # a name no member has: a bug in the code that raised it, so retrying cannot help
 

@@ -1,8 +1,10 @@
 -- lock_book --
--- The stored state of one book, locked for the rest of the transaction (NULL row: not stored yet).
+-- The stored state of one book, locked for the rest of the transaction (NULL row: not stored yet), with the
+-- fields whose loss is held (drift.sql).
 SELECT id, version, title, price, price_amount, price_excl_tax, price_incl_tax, tax, rating, rating_value,
-       category, availability, stock, num_reviews, upc, product_type, description
-FROM books WHERE url = %(url)s FOR UPDATE;
+       category, availability, stock, num_reviews, upc, product_type, description,
+       ARRAY(SELECT h.field FROM held_losses h WHERE h.book_id = books.id) AS held
+FROM books WHERE url = %(url)s FOR UPDATE OF books;
 
 -- insert_book --
 -- First sight of a book; a concurrent insert of the same URL wins and this one returns nothing.

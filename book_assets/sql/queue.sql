@@ -406,6 +406,12 @@ FROM tasks
 WHERE created_at >= %(since)s OR started_at >= %(since)s OR completed_at >= %(since)s
 GROUP BY task_type, task_group;
 
+-- failures_since --
+-- Tasks of one type claimed since a moment and now failed for good as one of the kinds: group and error each.
+SELECT task_group AS grp, error_kind, coalesce(error, '') AS error FROM tasks
+WHERE status = 'failed' AND started_at >= %(since)s AND task_type = %(task_type)s
+  AND error_kind = ANY (%(kinds)s::text[]);
+
 -- completed_by_workers --
 -- Tasks completed since a moment by the named workers, by type: a completed task keeps the id of the worker
 -- whose lease completed it (a claim sets it; release and fail clear it).

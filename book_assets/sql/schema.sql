@@ -98,6 +98,41 @@ returned: marked removed at the start, listed again by the end; changed: any oth
 that day. fields: the changed field names of the day''s versions (book_versions.changed); title/category/price
 and version: the book''s latest version recorded by the day''s end.';
 
+CREATE FUNCTION public.drift_apply_losses_v1(p_crawl bigint, p_field text, p_hold text[]) RETURNS integer
+    LANGUAGE plpgsql
+    AS $_$
+DECLARE
+    v_ids bigint[];
+BEGIN
+    WITH released AS (
+        DELETE FROM held_losses h USING books b
+        WHERE h.book_id = b.id AND h.field = p_field AND h.crawl_id <= p_crawl
+          AND NOT (coalesce(b.category, '') = ANY (p_hold))
+        RETURNING h.book_id
+    )
+    SELECT coalesce(array_agg(book_id), '{}') INTO v_ids FROM released;
+    EXECUTE format(
+        'WITH lost AS (UPDATE books SET %1$I = NULL, version = version + 1, updated_at = now()
+                       WHERE id = ANY ($1) AND %1$I IS NOT NULL RETURNING id)
+         SELECT coalesce(array_agg(id), ''{}'') FROM lost', p_field)
+    INTO v_ids USING v_ids;
+    INSERT INTO book_versions (book_id, version, url, fields, changed, content_hash, fetched_at)
+    SELECT b.id, b.version, b.url, last.fields || jsonb_build_object(p_field, NULL), ARRAY[p_field],
+           b.content_hash, b.fetched_at
+    FROM books b
+    CROSS JOIN LATERAL (
+        SELECT v.fields FROM book_versions v WHERE v.book_id = b.id ORDER BY v.version DESC LIMIT 1
+    ) last
+    WHERE b.id = ANY (v_ids);
+    RETURN coalesce(array_length(v_ids, 1), 0);
+END
+$_$;
+
+COMMENT ON FUNCTION public.drift_apply_losses_v1(p_crawl bigint, p_field text, p_hold text[]) IS 'Apply the held losses of field p_field staged by crawl p_crawl or before (held_losses), except in the
+categories p_hold (where the field drifted): each book loses the value (NULL), its version moves on and a
+book_versions row records it (the latest version''s fields with p_field NULL, changed = {p_field}), so the
+change feed reports a book that really lost its description. Returns the books changed.';
+
 CREATE FUNCTION public.queue_budget_left_v1(p_scopes text[]) RETURNS TABLE(scope text, member text, budget_left bigint)
     LANGUAGE sql STABLE
     AS $$
@@ -1210,6 +1245,28 @@ CREATE TABLE public.category_balanced_snapshot (
     snapshot_day date NOT NULL
 );
 
+CREATE TABLE public.crawl_fields (
+    crawl_id bigint NOT NULL,
+    category text NOT NULL,
+    field text NOT NULL,
+    pages integer NOT NULL,
+    filled integer NOT NULL,
+    base_crawl_id bigint,
+    base_pages integer,
+    base_filled integer,
+    drifted boolean DEFAULT false NOT NULL,
+    CONSTRAINT crawl_fields_check CHECK (((filled >= 0) AND (filled <= pages))),
+    CONSTRAINT crawl_fields_pages_check CHECK ((pages >= 0))
+);
+
+COMMENT ON TABLE public.crawl_fields IS 'The coverage of each contract field (BOOK_CONTRACT) in one crawl: of the book pages the crawl
+stored or failed as missing_field / bad_value (pages), those that showed the field with a value of its type
+(filled); category is empty for the whole crawl, else a category with at least drift_min_pages pages. A crawl''s
+rows are written when it ends (judge_fields in book_assets/crawl/pipeline.py), with the last good crawl it was
+judged against (base_crawl_id, base_pages, base_filled) and whether the fill rate fell by more than
+drift_threshold (drifted). The last good crawl is the latest earlier one whose every drifted field was
+accepted (drift_acceptances).';
+
 CREATE TABLE public.crawls (
     id bigint NOT NULL,
     started_at timestamp with time zone DEFAULT now() NOT NULL,
@@ -1247,6 +1304,33 @@ CREATE TABLE public.domains (
     CONSTRAINT domains_min_interval_s_check CHECK ((min_interval_s >= (0)::double precision)),
     CONSTRAINT domains_target_concurrency_check CHECK ((target_concurrency > (0)::double precision))
 );
+
+CREATE TABLE public.drift_acceptances (
+    crawl_id bigint NOT NULL,
+    field text NOT NULL,
+    accepted_by text NOT NULL,
+    accepted_at timestamp with time zone DEFAULT now() NOT NULL,
+    applied integer DEFAULT 0 NOT NULL
+);
+
+COMMENT ON TABLE public.drift_acceptances IS 'An operator confirmed that the drift of a field in a crawl is the site''s real change (book-pipeline
+drift accept): who (accepted_by), when (accepted_at) and how many held losses that applied. The crawl then
+counts as good for that field, the Dagster check no_field_drift passes and later crawls are judged against it.';
+
+CREATE TABLE public.held_losses (
+    book_id bigint NOT NULL,
+    field text NOT NULL,
+    crawl_id bigint NOT NULL,
+    held_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT held_losses_field_check CHECK ((field = ANY (ARRAY['description'::text, 'stock'::text])))
+);
+
+COMMENT ON TABLE public.held_losses IS 'A stored value of an optional field (description, stock) that a page of the running crawl no longer
+showed: the book keeps the value and no version records its loss (write_book in book_assets/store/books.py)
+until the crawl is judged. No drift of the field: the loss is applied (drift_apply_losses_v1), a version records
+it and the change feed reports it. Drift: it stays held until an operator accepts the drift (book-pipeline
+drift accept) or a page shows the field again (the row is deleted). One row per book and field: a later crawl
+that again misses it takes the row over.';
 
 CREATE TABLE public.listing_pages (
     url text NOT NULL,
@@ -1384,11 +1468,20 @@ ALTER TABLE ONLY public.books
 ALTER TABLE ONLY public.category_balanced_snapshot
     ADD CONSTRAINT category_balanced_snapshot_pkey PRIMARY KEY (snapshot_day, url);
 
+ALTER TABLE ONLY public.crawl_fields
+    ADD CONSTRAINT crawl_fields_pkey PRIMARY KEY (crawl_id, category, field);
+
 ALTER TABLE ONLY public.crawls
     ADD CONSTRAINT crawls_pkey PRIMARY KEY (id);
 
 ALTER TABLE ONLY public.domains
     ADD CONSTRAINT domains_pkey PRIMARY KEY (domain);
+
+ALTER TABLE ONLY public.drift_acceptances
+    ADD CONSTRAINT drift_acceptances_pkey PRIMARY KEY (crawl_id, field);
+
+ALTER TABLE ONLY public.held_losses
+    ADD CONSTRAINT held_losses_pkey PRIMARY KEY (book_id, field);
 
 ALTER TABLE ONLY public.listing_pages
     ADD CONSTRAINT listing_pages_pkey PRIMARY KEY (url);
@@ -1418,6 +1511,8 @@ CREATE INDEX idx_book_versions_recorded_at ON public.book_versions USING btree (
 CREATE INDEX idx_books_category ON public.books USING btree (category);
 
 CREATE INDEX idx_category_balanced_snapshot_day_category ON public.category_balanced_snapshot USING btree (snapshot_day, category);
+
+CREATE INDEX idx_held_losses_crawl ON public.held_losses USING btree (crawl_id, field);
 
 CREATE INDEX idx_listing_pages_listed_at ON public.listing_pages USING btree (listed_at);
 
@@ -1459,3 +1554,15 @@ ALTER TABLE ONLY public.book_presence
 
 ALTER TABLE ONLY public.book_versions
     ADD CONSTRAINT book_versions_book_id_fkey FOREIGN KEY (book_id) REFERENCES public.books(id) ON DELETE CASCADE;
+
+ALTER TABLE ONLY public.crawl_fields
+    ADD CONSTRAINT crawl_fields_crawl_id_fkey FOREIGN KEY (crawl_id) REFERENCES public.crawls(id) ON DELETE CASCADE;
+
+ALTER TABLE ONLY public.drift_acceptances
+    ADD CONSTRAINT drift_acceptances_crawl_id_fkey FOREIGN KEY (crawl_id) REFERENCES public.crawls(id) ON DELETE CASCADE;
+
+ALTER TABLE ONLY public.held_losses
+    ADD CONSTRAINT held_losses_book_id_fkey FOREIGN KEY (book_id) REFERENCES public.books(id) ON DELETE CASCADE;
+
+ALTER TABLE ONLY public.held_losses
+    ADD CONSTRAINT held_losses_crawl_id_fkey FOREIGN KEY (crawl_id) REFERENCES public.crawls(id) ON DELETE CASCADE;

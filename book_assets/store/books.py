@@ -18,11 +18,12 @@ import psycopg2.extras
 from book_assets.db.connection import Cursor, Database
 from book_assets.scraper.errors import ParseError
 from book_assets.scraper.fetching import FetchResult
-from book_assets.scraper.models import BookDetail
+from book_assets.scraper.models import BOOK_CONTRACT, BookDetail
 from book_assets.scraper.parsers import parse_book
 from book_assets.sql import load_queries
 
 Q = load_queries("books")
+DRIFT = load_queries("drift")
 StoreOutcome = Literal["new", "changed", "unchanged"]
 
 #: Extracted fields compared between crawls; a difference in any of them makes a new version.
@@ -41,6 +42,13 @@ TRACKED_FIELDS = (
     "num_reviews",
     "rating_value",
 )
+
+
+#: The ``books`` column of each contract field (:data:`~book_assets.scraper.models.BOOK_CONTRACT`) stored under
+#: another name: the typed price and rating (``price`` and ``rating`` are the text the site shows).
+CONTRACT_COLUMNS = {"price": "price_amount", "rating": "rating_value"}
+#: The optional fields, as columns: a page that no longer shows one never clears it silently (:func:`write_book`).
+OPTIONAL_COLUMNS = tuple(CONTRACT_COLUMNS.get(name, name) for name in BOOK_CONTRACT.optional)
 
 
 def parse_served_or_rendered(served: str, rendered: str | None, url: str) -> BookDetail:
@@ -115,6 +123,11 @@ def write_book(cur: Cursor, detail: BookDetail, fetch: FetchResult, *, requested
     The book is keyed by ``detail.url``, the canonical URL of the page that was served (after redirects);
     ``requested_url`` records the URL asked for when it differs. Runs inside the caller's transaction,
     so a worker can store and complete its task atomically under its lease.
+
+    A page that no longer shows an optional field the book has (a description, a stock count) may be a book
+    that lost it or a redesign the parser missed; only the crawl's fill rate can tell (:mod:`book_assets.store.drift`).
+    So while a crawl runs the loss is held (``held_losses``): the book keeps its value and no version records
+    the NULL until the crawl's end judges the field. Outside a crawl nothing would judge it, and it is written.
     """
     fields = book_fields(detail)
     rendered = fetch.rendered_html if fetch.rendered_html and fetch.rendered_html != fetch.html else None
@@ -139,6 +152,10 @@ def write_book(cur: Cursor, detail: BookDetail, fetch: FetchResult, *, requested
         cur.execute(Q["lock_book"], {"url": detail.url})
         current = cur.fetchone()
         assert current is not None  # the insert conflicted, so the row exists
+        kept = _hold_losses(cur, current, fields)
+        if kept:
+            fields.update(kept)
+            params.update(kept)
         changed = tuple(f for f in TRACKED_FIELDS if _normalise(current[f]) != _normalise(fields[f]))
         if not changed:
             cur.execute(Q["touch_book"], {**params, "id": current["id"]})
@@ -151,6 +168,19 @@ def write_book(cur: Cursor, detail: BookDetail, fetch: FetchResult, *, requested
         return StoredBook(current["id"], version, "changed", changed)
 
     return _store(cur)
+
+
+def _hold_losses(cur: Cursor, current: dict[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
+    """The stored values of the optional fields the page lost whose loss the running crawl holds; a held loss
+    of a field the page shows again is void."""
+    lost = [f for f in OPTIONAL_COLUMNS if current[f] is not None and fields[f] is None]
+    shown = [f for f in current["held"] if fields.get(f) is not None]
+    if shown:
+        cur.execute(DRIFT["release_held"], {"book_id": current["id"], "fields": shown})
+    if not lost:
+        return {}
+    cur.execute(DRIFT["hold_losses"], {"book_id": current["id"], "fields": lost})
+    return {row["field"]: current[row["field"]] for row in cur.fetchall()}
 
 
 def _record_version(

@@ -100,6 +100,7 @@ def test_full_materialization_stores_the_whole_catalogue_and_passes_every_check(
         "no_error_pages",
         "required_fields_present",
         "crawl_complete",
+        "no_field_drift",
         "shares_within_tolerance",
     }
     failed = {name: e.description for name, e in evaluations.items() if not e.passed}

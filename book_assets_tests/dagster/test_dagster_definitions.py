@@ -128,6 +128,7 @@ def test_definitions_snapshot(repo: dg.RepositoryDefinition) -> None:
         ("book_details", "required_fields_present"): True,
         ("book_details", "unique_urls"): True,
         ("book_details", "crawl_complete"): True,
+        ("book_details", "no_field_drift"): True,
         ("category_balanced_snapshot", "shares_within_tolerance"): False,
     }
     # Every job that drains the queue materializes the one crawl asset: one graph, whichever job ran.

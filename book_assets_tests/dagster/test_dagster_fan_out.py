@@ -177,6 +177,7 @@ def test_a_deep_budget_is_split_once_after_discovery_and_met_by_the_drain_steps(
         ("book_details", "no_error_pages"): True,
         ("book_details", "required_fields_present"): True,
         ("book_details", "crawl_complete"): True,
+        ("book_details", "no_field_drift"): True,
     }
 
 

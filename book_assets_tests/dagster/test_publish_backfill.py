@@ -106,7 +106,14 @@ def test_a_daily_asset_materialized_without_a_partition_key_fails_naming_the_key
     assert db.query("SELECT count(*)::int AS n FROM category_balanced_snapshot")[0]["n"] == 0
 
 
-BLOCKING_CHECKS = ("no_error_pages", "raw_html_present", "required_fields_present", "unique_urls", "crawl_complete")
+BLOCKING_CHECKS = (
+    "no_error_pages",
+    "raw_html_present",
+    "required_fields_present",
+    "unique_urls",
+    "crawl_complete",
+    "no_field_drift",
+)
 
 
 def _crawl_recorded(instance: dg.DagsterInstance, *, failed_check: str | None = None) -> None:
@@ -124,8 +131,8 @@ def _crawl_recorded(instance: dg.DagsterInstance, *, failed_check: str | None = 
 
 @pytest.mark.parametrize(
     "failed_check",
-    [None, "unique_urls", "crawl_complete"],
-    ids=["checks-passed", "blocking-check-failed", "partial-crawl"],
+    [None, "unique_urls", "crawl_complete", "no_field_drift"],
+    ids=["checks-passed", "blocking-check-failed", "partial-crawl", "field-drift"],
 )
 def test_publishing_follows_a_crawl_for_today_only_once_its_blocking_checks_passed(
     failed_check: str | None, database_url: str, tmp_path: Path
@@ -141,3 +148,25 @@ def test_publishing_follows_a_crawl_for_today_only_once_its_blocking_checks_pass
     expected = set() if failed_check else {today}
     for key in ("category_balanced_snapshot", "book_changes", "raw_archive"):
         assert after.get_requested_partitions(dg.AssetKey(key)) == expected, key
+
+
+def test_a_drifted_crawl_is_published_once_its_accepted_drift_passes_the_check_run_again(
+    database_url: str, tmp_path: Path
+) -> None:
+    """Drift holds publishing; after ``drift accept`` the check run alone passes and the day proceeds."""
+    definitions = publishing_definitions(database_url, tmp_path)
+    publish = dg.AssetSelection.assets("category_balanced_snapshot", "book_changes", "raw_archive")
+    details = dg.AssetKey("book_details")
+    with dg.DagsterInstance.ephemeral() as instance:
+        first = dg.evaluate_automation_conditions(definitions, instance, asset_selection=publish)
+        _crawl_recorded(instance, failed_check="no_field_drift")
+        held = dg.evaluate_automation_conditions(definitions, instance, asset_selection=publish, cursor=first.cursor)
+        assert held.total_requested == 0
+        instance.report_runless_asset_event(
+            dg.AssetCheckEvaluation(
+                asset_key=details, check_name="no_field_drift", passed=True, severity=dg.AssetCheckSeverity.ERROR
+            )
+        )
+        after = dg.evaluate_automation_conditions(definitions, instance, asset_selection=publish, cursor=held.cursor)
+    today = datetime.now(UTC).date().isoformat()
+    assert after.get_requested_partitions(dg.AssetKey("category_balanced_snapshot")) == {today}

@@ -15,6 +15,12 @@ listing tasks, by error kind.
 ``crawl_complete`` (blocking) reads the latest materialization of ``book_details``: a run whose drain step
 failed records what it wrote marked partial (:mod:`book_assets.defs.crawl.steps`), and this check fails it.
 
+``no_field_drift`` (blocking) reads the crawl of this run's materialization of ``book_details`` (its
+``crawl_id``; a run of the check alone reads the latest materialization's) and fails while a field of that
+crawl drifted and no operator accepted it (:mod:`book_assets.store.drift`): the run fails, which alerts
+(``run_failure_alert`` names the check), nothing downstream publishes and the last good snapshot stays the
+current one. ``book-pipeline drift accept`` records the acceptance; the check run again then passes.
+
 Every job that materializes the crawl asset (the full refresh, the retry of the failures, the queue jobs) runs
 these checks as steps after the crawl's report.
 """
@@ -24,6 +30,7 @@ import dagster as dg
 from book_assets.crawl.config import DETAIL, LISTING, make_queue
 from book_assets.defs.resources import DatabaseResource
 from book_assets.sql import load_queries
+from book_assets.store.drift import unaccepted_drift
 
 Q = load_queries("checks")
 LISTING_DISCOVERY = dg.AssetKey("listing_discovery")
@@ -110,6 +117,59 @@ def crawl_complete(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResul
     )
 
 
+def crawl_of_the_run(context: dg.AssetCheckExecutionContext) -> tuple[int | None, str]:
+    """The crawl whose books the check judges, and where its id was read: this run's materialization of
+    ``book_details`` (never another run's, which may be a later crawl's), else the latest one (a run of the
+    checks alone, after an acceptance)."""
+    records = context.instance.get_records_for_run(
+        context.run.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION
+    ).records
+    ours = [r.asset_materialization for r in records if r.asset_materialization is not None]
+    materializations = [m for m in ours if m.asset_key == BOOK_DETAILS]
+    source = "this run's materialization"
+    if not materializations:
+        event = context.instance.get_latest_materialization_event(BOOK_DETAILS)
+        latest = event.asset_materialization if event is not None else None
+        materializations = [latest] if latest is not None else []
+        source = "the latest materialization"
+    found = materializations[-1].metadata.get("crawl_id") if materializations else None
+    return (int(str(found.value)) if found is not None else None), source
+
+
+@dg.asset_check(
+    asset=BOOK_DETAILS,
+    blocking=True,
+    description="No field of the crawl drifted (its fill rate fell past drift_threshold against the last good "
+    "crawl) unless an operator accepted it: the books keep their last good values until then.",
+)
+def no_field_drift(context: dg.AssetCheckExecutionContext, database: DatabaseResource) -> dg.AssetCheckResult:
+    crawl_id, source = crawl_of_the_run(context)
+    if crawl_id is None:
+        return dg.AssetCheckResult(
+            passed=True,
+            severity=dg.AssetCheckSeverity.ERROR,
+            description=f"no crawl to judge ({source} names none: a drain-only run or a retry of the failures)",
+        )
+    with database.open(application_name="book-pipeline checks") as db:
+        drifts = unaccepted_drift(db, crawl_id)
+    lines = [row.line() for row in drifts]
+    return dg.AssetCheckResult(
+        passed=not drifts,
+        severity=dg.AssetCheckSeverity.ERROR,
+        description=(
+            f"field drift in crawl {crawl_id}: " + "; ".join(lines)
+            if drifts
+            else f"no field drifted in crawl {crawl_id} (or every drift was accepted)"
+        ),
+        metadata={
+            "crawl_id": crawl_id,
+            "source": source,
+            "drifted_fields": len({row.field for row in drifts}),
+            "drift": dg.MetadataValue.md("\n".join(f"- {line}" for line in lines) or "(none)"),
+        },
+    )
+
+
 def books_found_by_discovery(context: dg.AssetCheckExecutionContext, database: DatabaseResource) -> tuple[int, str]:
     """Books the latest discovery found (its ``books_found`` metadata), else the detail tasks the queue holds."""
     event = context.instance.get_latest_materialization_event(LISTING_DISCOVERY)
@@ -180,5 +240,5 @@ def failed_listing_pages_result(database: DatabaseResource) -> dg.AssetCheckResu
     )
 
 
-BOOK_CHECKS = [unique_urls, raw_html_present, no_error_pages, required_fields_present, crawl_complete]
+BOOK_CHECKS = [unique_urls, raw_html_present, no_error_pages, required_fields_present, crawl_complete, no_field_drift]
 LISTING_CHECKS = [found_books, no_failed_listing_pages]

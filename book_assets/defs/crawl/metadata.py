@@ -80,6 +80,11 @@ def details_metadata(report: CrawlReport) -> AssetMetadata:
         "tasks_pruned": report.tasks_pruned,
         **_run_metadata(report),
     }
+    if report.crawl_id is not None:  # the crawl the check no_field_drift judges, this run's own
+        metadata["crawl_id"] = report.crawl_id
+    if report.fields is not None:
+        metadata["drifted_fields"] = len(report.drift)
+        metadata["field_drift"] = dg.MetadataValue.md("\n".join(f"- {line.strip()}" for line in report.fields.lines()))
     if report.removals is not None:
         metadata["books_removed"] = report.removals.removed
         metadata["books_returned"] = report.removals.returned

@@ -1,0 +1,305 @@
+"""Field drift held at the door of the day: a crawl's fill rate per field, judged against the last good crawl's.
+
+A redesign rarely fails a page: every URL still answers 200 with a product page, only a field the parser keys
+on is gone. A required field's absence fails the page (``missing_field``, the contract's door of one page); an
+optional field's cannot, since a book may have no description. So the day judges it: when a crawl ends, each
+contract field's fill rate among the book pages it stored or failed on the contract (``missing_field``,
+``bad_value``), in the whole crawl and in each category with at least ``drift_min_pages`` pages, is compared with
+the last good crawl's. A fall of more than ``drift_threshold`` is drift (Spidermon's field-coverage monitors do
+this for Scrapy; alltheplaces keeps the last good output when a run degrades).
+
+What that costs nothing good: while a crawl runs, a page that no longer shows an optional field the book had
+does not clear it (:func:`~book_assets.store.books.write_book` holds the loss in ``held_losses``). At the end,
+a field that did not drift has its losses applied (a book that really lost its description gets a version
+saying so, and the change feed reports it); a drifted field's stay held, the books keep their last good values,
+the crawl says so (its report's drift lines, a non-zero exit, the Dagster check ``no_field_drift``) until an
+operator accepts the drift as the site's real change (:func:`accept`), which applies them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from book_assets.db.connection import Cursor, Database
+from book_assets.scraper.errors import ErrorKind
+from book_assets.scraper.models import BOOK_CONTRACT
+from book_assets.sql import load_queries
+from book_assets.store.books import OPTIONAL_COLUMNS
+
+Q = load_queries("drift")
+#: The failures of a page that count against its fields: the page was a product page, but the fields its
+#: error names were missing or out of type.
+CONTRACT_FAILURES = (ErrorKind.MISSING_FIELD, ErrorKind.BAD_VALUE)
+#: The whole crawl, as the category of a coverage row.
+WHOLE_CRAWL = ""
+_URL = re.compile(r"\bhttps?://\S+")
+_FIELD_NAMES = {name: re.compile(rf"\b{name}\b") for name in (f.name for f in BOOK_CONTRACT.fields)}
+
+
+def fields_named(error: str) -> frozenset[str]:
+    """The contract fields a contract failure's message names (its URL left out)."""
+    text = _URL.sub("", error)
+    return frozenset(name for name, pattern in _FIELD_NAMES.items() if pattern.search(text))
+
+
+def percent(rate: float) -> str:
+    """``0.995`` as ``99.5 %``, ``1.0`` as ``100 %``."""
+    shown = f"{rate * 100:.1f}".removesuffix(".0")
+    return f"{shown} %"
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """One field's coverage in one crawl (``category`` empty: the whole crawl), and how it was judged."""
+
+    category: str
+    field: str
+    pages: int
+    filled: int
+    base_crawl_id: int | None = None
+    base_pages: int | None = None
+    base_filled: int | None = None
+    drifted: bool = False
+    crawl_id: int | None = None
+
+    @property
+    def rate(self) -> float:
+        return self.filled / self.pages if self.pages else 0.0
+
+    @property
+    def base_rate(self) -> float | None:
+        return self.base_filled / self.base_pages if self.base_pages and self.base_filled is not None else None
+
+    def line(self) -> str:
+        """``description: 100 % -> 0 % of pages (...)``: the field (in its category), its fill rates, its counts."""
+        where = f" in {self.category}" if self.category else ""
+        base = self.base_rate
+        before = f"{percent(base)} -> " if base is not None else ""
+        counts = f"{self.filled} of {self.pages}"
+        if base is not None:
+            counts = f"{self.base_filled} of {self.base_pages} in crawl {self.base_crawl_id} -> {counts}"
+        return f"{self.field}{where}: {before}{percent(self.rate)} of pages ({counts})"
+
+
+@dataclass(frozen=True)
+class FieldJudgement:
+    """What the end of crawl ``crawl_id`` judged: its coverage, its drift, the held losses applied and kept."""
+
+    crawl_id: int
+    base_crawl_id: int | None
+    coverage: tuple[Coverage, ...]
+    #: Field -> held losses applied (no drift of the field where the book is).
+    applied: dict[str, int] = field(default_factory=dict)
+    #: Field -> losses still held (the field drifted).
+    held: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def drifts(self) -> tuple[Coverage, ...]:
+        """One row per drifted field (:func:`headline`)."""
+        return headline(self.coverage)
+
+    @property
+    def drifted_fields(self) -> tuple[str, ...]:
+        return tuple(sorted({c.field for c in self.drifts}))
+
+    def lines(self) -> list[str]:
+        """The report's lines: one per drifted field (and category), else one saying the fields held."""
+        if not self.drifts:
+            against = f"crawl {self.base_crawl_id}" if self.base_crawl_id else "no earlier crawl"
+            applied = sum(self.applied.values())
+            return [f"fields: no drift against {against}; {applied} lost optional values applied"]
+        held = ", ".join(f"{n} {f}" for f, n in sorted(self.held.items())) or "none"
+        return [
+            f"FIELD DRIFT in crawl {self.crawl_id}: {len(self.drifted_fields)} field(s); the books keep their last "
+            f"good values (losses held: {held}); accept a real change with: book-pipeline drift accept "
+            f"--crawl {self.crawl_id} --field <field>",
+            *(f"  {c.line()}" for c in self.drifts),
+        ]
+
+
+def headline(rows: Iterable[Coverage]) -> tuple[Coverage, ...]:
+    """The drifted rows a reader is shown: a field's whole-crawl row when it drifted there (its categories
+    drifted with it), else each category where it drifted."""
+    drifted = [c for c in rows if c.drifted]
+    whole = {(c.crawl_id, c.field) for c in drifted if c.category == WHOLE_CRAWL}
+    return tuple(c for c in drifted if c.category == WHOLE_CRAWL or (c.crawl_id, c.field) not in whole)
+
+
+def coverage_of(
+    db: Database, since: datetime, failures: Iterable[tuple[str, str]], *, min_pages: int
+) -> list[Coverage]:
+    """The coverage of the book pages fetched since ``since`` and the contract failures ``(category, error)``:
+    per field, in the whole crawl and in each category with at least ``min_pages`` pages."""
+    counts: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
+    for row in db.query(Q["stored_coverage"], {"since": since}):
+        for category in {WHOLE_CRAWL, row["category"]}:
+            counts[category, row["field"]][0] += row["pages"]
+            counts[category, row["field"]][1] += row["filled"]
+    for category, error in failures:
+        named = fields_named(error)
+        for spec in BOOK_CONTRACT.fields:
+            for where in {WHOLE_CRAWL, category}:
+                counts[where, spec.name][0] += 1
+                counts[where, spec.name][1] += spec.name not in named
+    return [
+        Coverage(category, name, pages, filled)
+        for (category, name), (pages, filled) in sorted(counts.items())
+        if category == WHOLE_CRAWL or pages >= min_pages
+    ]
+
+
+def judged(
+    current: Sequence[Coverage],
+    base: dict[tuple[str, str], Coverage],
+    *,
+    threshold: float,
+    min_pages: int,
+    base_crawl_id: int | None,
+) -> list[Coverage]:
+    """``current`` judged against the last good crawl's rows ``base``: drifted where both have ``min_pages``
+    pages and the fill rate fell by more than ``threshold``."""
+    out = []
+    for row in current:
+        before = base.get((row.category, row.field))
+        if before is None:
+            out.append(row)
+            continue
+        drifted = row.pages >= min_pages and before.pages >= min_pages and before.rate - row.rate > threshold
+        out.append(
+            Coverage(
+                row.category, row.field, row.pages, row.filled, base_crawl_id, before.pages, before.filled, drifted
+            )
+        )
+    return out
+
+
+def judge(
+    db: Database,
+    crawl_id: int,
+    since: datetime,
+    failures: Iterable[tuple[str, str]],
+    *,
+    threshold: float,
+    min_pages: int,
+) -> FieldJudgement:
+    """Judge crawl ``crawl_id`` (its book pages since ``since``, its contract failures) against the last good
+    crawl, record the judgement, and apply the held losses of the fields that did not drift."""
+    current = coverage_of(db, since, failures, min_pages=min_pages)
+    base_id = db.query(Q["last_good_crawl"], {"crawl_id": crawl_id})[0]["crawl_id"]
+    base = {(c.category, c.field): c for c in crawl_coverage(db, base_id)} if base_id is not None else {}
+    rows = judged(current, base, threshold=threshold, min_pages=min_pages, base_crawl_id=base_id)
+
+    def _record(cur: Cursor) -> dict[str, int]:
+        cur.execute(Q["forget_coverage"], {"crawl_id": crawl_id})
+        for row in rows:
+            cur.execute(Q["record_coverage"], {**_columns(row), "crawl_id": crawl_id})
+        applied = {}
+        for name in OPTIONAL_COLUMNS:
+            drifted = {c.category for c in rows if c.field == name and c.drifted}
+            if WHOLE_CRAWL not in drifted:
+                applied[name] = apply_losses(cur, crawl_id, name, hold=sorted(drifted))
+        return applied
+
+    applied = db.run(_record)
+    held = {r["field"]: r["books"] for r in db.query(Q["held_by_crawl"]) if r["crawl_id"] == crawl_id}
+    return FieldJudgement(crawl_id, base_id, tuple(rows), applied=applied, held=held)
+
+
+def _columns(row: Coverage) -> dict[str, Any]:
+    return {
+        "category": row.category,
+        "field": row.field,
+        "pages": row.pages,
+        "filled": row.filled,
+        "base_crawl_id": row.base_crawl_id,
+        "base_pages": row.base_pages,
+        "base_filled": row.base_filled,
+        "drifted": row.drifted,
+    }
+
+
+def apply_losses(cur: Cursor, crawl_id: int, name: str, *, hold: Sequence[str] = ()) -> int:
+    """Apply the held losses of field ``name`` of crawl ``crawl_id`` and before, but in the categories ``hold``:
+    each book loses the value and a version records it; returns the books changed."""
+    cur.execute(Q["apply_losses"], {"crawl_id": crawl_id, "field": name, "hold": list(hold)})
+    row = cur.fetchone()
+    return int(row["applied"]) if row is not None else 0
+
+
+def crawl_coverage(db: Database, crawl_id: int) -> list[Coverage]:
+    """Crawl ``crawl_id``'s coverage rows, as its judgement recorded them."""
+    return [Coverage(**row) for row in db.query(Q["crawl_coverage"], {"crawl_id": crawl_id})]
+
+
+def unaccepted_drift(db: Database, crawl_id: int | None = None) -> list[Coverage]:
+    """The drifted rows of crawl ``crawl_id`` (of every crawl when None) that no acceptance covers, one per
+    drifted field of a crawl (:func:`headline`)."""
+    return list(headline(Coverage(**row) for row in db.query(Q["unaccepted_drift"], {"crawl_id": crawl_id})))
+
+
+def held_losses(db: Database) -> dict[tuple[int, str], int]:
+    """``(crawl, field)`` -> losses held."""
+    return {(r["crawl_id"], r["field"]): r["books"] for r in db.query(Q["held_by_crawl"])}
+
+
+class NoSuchDrift(ValueError):
+    """An acceptance names a crawl and field that did not drift; the message says what did."""
+
+
+@dataclass(frozen=True)
+class Acceptance:
+    """An operator's acceptance of a field's drift in a crawl."""
+
+    crawl_id: int
+    field: str
+    accepted_by: str
+    accepted_at: datetime
+    applied: int
+    #: Later crawls whose drift of the field (against a crawl before this one) the acceptance covered too.
+    later: tuple[int, ...] = ()
+
+    def line(self) -> str:
+        also = f", and in crawl(s) {', '.join(map(str, self.later))} after it" if self.later else ""
+        return (
+            f"accepted the drift of {self.field} in crawl {self.crawl_id}{also} (by {self.accepted_by} at "
+            f"{self.accepted_at:%Y-%m-%d %H:%M:%S %Z}): {self.applied} held losses applied"
+        )
+
+
+def accept(db: Database, crawl_id: int, name: str, by: str) -> Acceptance:
+    """Record that ``by`` accepts the drift of field ``name`` in crawl ``crawl_id`` as the site's real change, and
+    apply its held losses (in every category). Later crawls that drifted the same way (judged against a crawl
+    before this one, as the daily runs are until someone accepts) are accepted with it, and their held losses
+    applied. Raises :class:`NoSuchDrift` when that field did not drift there."""
+    drifted = {c.field for c in crawl_coverage(db, crawl_id) if c.drifted}
+    if name not in drifted:
+        found = ", ".join(sorted(drifted)) or "none"
+        raise NoSuchDrift(f"crawl {crawl_id} has no drift of {name!r} (its drifted fields: {found})")
+
+    def _accept(cur: Cursor) -> Acceptance:
+        cur.execute(Q["accept_drift"], {"crawl_id": crawl_id, "field": name, "accepted_by": by})
+        later = tuple(sorted(r["crawl_id"] for r in cur.fetchall() if r["crawl_id"] != crawl_id))
+        up_to = max((crawl_id, *later))
+        applied = apply_losses(cur, up_to, name) if name in OPTIONAL_COLUMNS else 0
+        cur.execute(Q["record_applied"], {"crawl_id": crawl_id, "field": name, "applied": applied})
+        row = cur.fetchone()
+        assert row is not None  # the acceptance was just inserted (or kept)
+        return Acceptance(**row, later=later)
+
+    return db.run(_accept)
+
+
+def acceptances(db: Database) -> list[Acceptance]:
+    """Every acceptance recorded, newest first."""
+    return [Acceptance(**row) for row in db.query(Q["acceptances"])]
+
+
+def stored_fields_as_of(db: Database, until: datetime) -> dict[str, dict[str, Any]]:
+    """Each book's fields (as its versions record them, by URL) in its latest version recorded before ``until``:
+    what an archived day is replayed against."""
+    return {row["url"]: row["fields"] for row in db.query(Q["stored_as_of"], {"until": until})}

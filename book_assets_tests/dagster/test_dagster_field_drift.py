@@ -1,0 +1,75 @@
+"""In Dagster a drifted crawl is stopped at the door: its blocking check fails the run (which alerts), nothing
+downstream publishes, the last good snapshot stays the current one; once the drift is accepted the check passes."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import pytest
+
+from book_assets.db.connection import Database
+from book_assets.definitions import ASSET_CHECKS, ASSETS
+from book_assets.defs.crawl.checks import no_field_drift
+from book_assets.defs.crawl.sensors import failure_of
+from book_assets.sandbox.redesign import Change, Redesign
+from book_assets.store.drift import accept
+from book_assets_tests.dagster.test_dagster_assets import metadata_of, sandbox_resources
+from book_assets_tests.dagster.test_dagster_sensors import failure_context
+
+pytestmark = pytest.mark.slow
+
+SNAPSHOT = dg.AssetKey("category_balanced_snapshot")
+
+
+def _evaluation(result: dg.ExecuteInProcessResult, name: str) -> Any:
+    return {e.check_name: e for e in result.get_asset_check_evaluations()}[name]
+
+
+def test_a_drifted_crawl_fails_its_blocking_check_publishes_nothing_and_passes_once_accepted(
+    db: Database, database_url: str, sandbox_factory: Any, tmp_path: Path
+) -> None:
+    site = sandbox_factory(books=100, categories=4)
+    resources = sandbox_resources(database_url, site, tmp_path, workers=1)
+    today = datetime.now(UTC).date().isoformat()
+    with dg.instance_for_test() as instance:
+        good = dg.materialize([*ASSETS, *ASSET_CHECKS], instance=instance, resources=resources, partition_key=today)
+        assert good.success and _evaluation(good, "no_field_drift").passed
+
+        site.set_redesign(Redesign(day=0, changes=frozenset({Change.DESCRIPTION_ID})))
+        drifted = dg.materialize(
+            [*ASSETS, *ASSET_CHECKS], instance=instance, resources=resources, partition_key=today, raise_on_error=False
+        )
+        assert not drifted.success
+        details = metadata_of(drifted, "book_details")
+        crawl_id = details["crawl_id"]
+        assert crawl_id == good_crawl(good) + 1 and details["drifted_fields"] == 1
+        check = _evaluation(drifted, "no_field_drift")
+        assert not check.passed and check.severity == dg.AssetCheckSeverity.ERROR
+        assert f"field drift in crawl {crawl_id}: description: " in str(check.description)
+        assert "-> 0 % of pages" in str(check.description)
+        # Nothing downstream published: the snapshot of the good run stays the current one.
+        published = [e.asset_key for e in drifted.get_asset_materialization_events()]
+        assert SNAPSHOT not in published
+        latest = instance.get_latest_materialization_event(SNAPSHOT)
+        assert latest is not None and latest.run_id == good.run_id
+        # The failed run is what run_failure_alert posts, naming the check.
+        alert = failure_of(failure_context(instance, drifted, "run_failure_alert"))
+        assert "no_field_drift" in alert.text
+
+        accept(db, crawl_id, "description", "ops-on-call")
+        again = dg.materialize(
+            [*ASSETS, no_field_drift],
+            selection=dg.AssetSelection.checks(no_field_drift),
+            instance=instance,
+            resources=resources,
+        )
+        assert again.success
+        passed = _evaluation(again, "no_field_drift")
+        assert passed.passed and passed.metadata["crawl_id"].value == crawl_id
+
+
+def good_crawl(result: dg.ExecuteInProcessResult) -> int:
+    return int(metadata_of(result, "book_details")["crawl_id"])
