@@ -74,6 +74,9 @@ from book_assets.urls import canonical_url
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+#: Failures of pages that are what they claim to be but whose data breaks its contract: their response is kept
+#: (``pages.body``), so ``reextract`` can rebuild them without the network once the parser reads them again.
+KEPT_FAILURES = frozenset({ErrorKind.MISSING_FIELD, ErrorKind.BAD_VALUE})
 #: Responses by which a server asks for fewer requests: AutoThrottle backs off on them.
 THROTTLED_STATUSES = frozenset({429, 503})
 
@@ -370,7 +373,7 @@ class Worker:
             await self._fail(task, exc.kind, str(exc), retry_after_s=exc.retry_after)
         except ParseError as exc:
             kind = ErrorKind.NOT_A_LISTING_PAGE if task.task_type == LISTING else exc.kind
-            await self._fail(task, kind, f"{kind}: {exc}")
+            await self._fail(task, kind, f"{kind}: {exc}", kept=fetched.page if kind in KEPT_FAILURES else None)
 
     async def _handle_or_render(self, task: Task, fetched: Fetched) -> None:
         """Handle the page; served HTML that does not parse but may once rendered is rendered before it fails,
@@ -435,10 +438,34 @@ class Worker:
             await self._handle_detail(task, fetched)
         self._emit(Handled(task, time.monotonic() - started))
 
-    async def _fail(self, task: Task, kind: ErrorKind, error: str, *, retry_after_s: float | None = None) -> None:
-        """Fail ``task`` as ``kind``: retried later when the kind is retryable, failed for good otherwise."""
+    async def _fail(
+        self,
+        task: Task,
+        kind: ErrorKind,
+        error: str,
+        *,
+        retry_after_s: float | None = None,
+        kept: FetchResult | None = None,
+    ) -> None:
+        """Fail ``task`` as ``kind``: retried later when the kind is retryable, failed for good otherwise.
+
+        ``kept`` is the response that failed, stored with its body as the task's page in the failure's
+        transaction (under its lease), for ``reextract`` to parse again once the parser is fixed.
+        """
+        url = str(task.payload["url"])
+
+        def _keep(cur: Any) -> None:
+            if kept is not None:
+                write_page(cur, url, kept, keep_body=True)
+
         outcome = await self._db(
-            self.queue.fail, task, error[:2000], kind=kind, retryable=kind.retryable, retry_after_s=retry_after_s
+            self.queue.fail,
+            task,
+            error[:2000],
+            kind=kind,
+            retryable=kind.retryable,
+            retry_after_s=retry_after_s,
+            work=_keep if kept is not None else None,
         )
         self._emit(Failed(task, kind, outcome))
 

@@ -3,6 +3,7 @@ naming the field, and never reaches the books it would have overwritten."""
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import pytest
@@ -48,5 +49,10 @@ def test_redesign_that_hides_a_required_field_fails_every_book_page_and_keeps_th
     # Nothing of the redesigned pages reached the books: same rows, same versions, no version 2.
     assert {r["url"]: r for r in books_rows()} == before
     assert db.query("SELECT count(*) AS n FROM book_versions WHERE version > 1")[0]["n"] == 0
+    # Each failed page's response is kept whole, as served (the redesigned markup), for reextract.
+    kept = db.query("SELECT url, body, content_hash FROM pages WHERE url = ANY(%s)", (list(failed),))
+    assert len(kept) == 30
+    assert all(marker in bytes(r["body"]) for r in kept)
+    assert all(hashlib.sha256(bytes(r["body"])).hexdigest() == r["content_hash"] for r in kept)
     truth = {p: b for p, b in sandbox.catalogue.ground_truth().items() if b.category in CATEGORIES}
     assert stored_vs_truth(books_rows(), truth, sandbox.url) == []
