@@ -249,6 +249,7 @@ def status_cmd() -> None:
     """Queue and book counts."""
     from book_assets.crawl.config import DETAIL, CrawlConfig, make_queue
     from book_assets.crawl.pipeline import budget_line
+    from book_assets.scraper.errors import ErrorKind
     from book_assets.store.books import book_counts
 
     settings = load_settings()
@@ -265,6 +266,9 @@ def status_cmd() -> None:
             click.echo(f"failed  {count:>5}  {task_type:<8} {kind}")
     for error, count in stats.top_failures:
         click.echo(f"example {count:>5}  {error[:100]}")
+    for domain, by_kind in sorted(stats.last_failure_by_domain.items()):
+        if soft := by_kind.get(ErrorKind.SOFT_BLOCK):
+            click.echo(f"soft    {soft:>5}  {domain}: pages a soft block turned away (retried)")
     budgets = queue.budget_report(DETAIL)
     if budgets:
         click.echo(budget_line(budgets))

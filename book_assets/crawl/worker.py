@@ -67,6 +67,7 @@ from book_assets.queue import ClaimResult, GroupCommit, LeaseLost, Task
 from book_assets.scraper.errors import ErrorKind, FetchError, ParseError
 from book_assets.scraper.fetching import FetchResult, Validators
 from book_assets.scraper.parsers import parse_listing
+from book_assets.scraper.softblock import soft_block
 from book_assets.store.books import StoredBook, parse_served_or_rendered, write_book
 from book_assets.store.pages import StaleCopy, forget_page, page_validators, revalidate_book, stored_copy, write_page
 from book_assets.store.removals import record_listing
@@ -79,6 +80,16 @@ T = TypeVar("T")
 KEPT_FAILURES = frozenset({ErrorKind.MISSING_FIELD, ErrorKind.BAD_VALUE})
 #: Responses by which a server asks for fewer requests: AutoThrottle backs off on them.
 THROTTLED_STATUSES = frozenset({429, 503})
+
+
+def refuse_soft_block(task: Task, page: FetchResult) -> None:
+    """Raise a ``soft_block`` :class:`FetchError` when ``page`` is a 200 that is not the page ``task`` asked
+    for (a challenge, a login wall, an empty body: :func:`~book_assets.scraper.softblock.soft_block`)."""
+    if page.not_modified:
+        return
+    reason = soft_block(page.status, page.headers, page.body, task.task_type)
+    if reason is not None:
+        raise FetchError(ErrorKind.SOFT_BLOCK, reason, url=page.final_url, status=page.status)
 
 
 def refill_batch(capacity: int) -> int:
@@ -359,6 +370,8 @@ class Worker:
             fetched = await self._fetch_paced(task, validators)
         except FetchError as exc:
             self._emit(FetchEnded(task, exc.status, time.monotonic() - sent))
+            if exc.kind is ErrorKind.SOFT_BLOCK:
+                await self._back_off(task)
             await self._fail(task, exc.kind, str(exc), retry_after_s=exc.retry_after)
             return
         self._emit(FetchEnded(task, fetched.page.status, fetched.page.elapsed_s, len(fetched.page.body)))
@@ -405,23 +418,33 @@ class Worker:
         return await self._db(self.queue.reslot, task) if check.reslot else task
 
     async def _fetch_paced(self, task: Task, validators: Validators | None) -> Fetched:
-        """The strategy's fetch, reporting each response's latency to the domain's AutoThrottle when it is on.
+        """The strategy's fetch, refused as a soft block when its 200 is not the page (:func:`soft_block`),
+        reporting each response's latency to the domain's AutoThrottle when it is on.
 
         Only responses are reported (a timeout or a reset says nothing about the server's pace): a 2xx or a
-        304 as ok, a 429 or 503 as throttled, any other status as not ok (it may raise the interval, not lower it).
+        304 as ok, a 429 or 503 as throttled, any other status (and a soft block) as not ok: it may raise the
+        interval, not lower it. A soft block backs its domain off in :meth:`_attempt`, throttled or not.
         """
-        if not self.config.autothrottle:
-            return await self._strategy.fetch(task, validators)
         started = time.monotonic()
         try:
             fetched = await self._strategy.fetch(task, validators)
+            refuse_soft_block(task, fetched.page)
         except FetchError as exc:
-            if exc.status is not None:
+            if self.config.autothrottle and exc.status is not None:
                 throttled = exc.status in THROTTLED_STATUSES
                 await self._observe(task, time.monotonic() - started, throttled=throttled, ok=False)
             raise
-        await self._observe(task, fetched.page.elapsed_s, throttled=False, ok=True)
+        if self.config.autothrottle:
+            await self._observe(task, fetched.page.elapsed_s, throttled=False, ok=True)
         return fetched
+
+    async def _back_off(self, task: Task) -> None:
+        """A soft block from ``task``'s domain: its interval widens for every worker (:meth:`TaskQueue.back_off`)."""
+        interval = await self._db(
+            self.queue.back_off, task.domain, max_interval_s=self.config.autothrottle_max_interval_s
+        )
+        if interval is not None:
+            self._emit(IntervalSet(task.domain, interval))
 
     async def _observe(self, task: Task, latency_s: float, *, throttled: bool, ok: bool) -> None:
         interval = await self._db(self.queue.observe, task.domain, latency_s, throttled=throttled, ok=ok)

@@ -29,7 +29,8 @@ class QueueAdmin:
     def stats(self, *, top_failures: int = 5) -> QueueStats:
         """Counts by type and status, oldest pending age, throughput over the last minute, failures by kind.
 
-        ``failed_by_kind`` counts every failed task; ``top_failures`` shows the most frequent messages.
+        ``failed_by_kind`` counts every failed task; ``top_failures`` shows the most frequent messages;
+        ``last_failure_by_domain`` counts every task by the kind of its last failed attempt, whatever its status.
         """
         queries = named_queries()
 
@@ -46,6 +47,10 @@ class QueueAdmin:
             by_kind: dict[str, dict[str, int]] = {}
             for r in cur.fetchall():
                 by_kind.setdefault(r["task_type"], {})[r["kind"]] = int(r["n"])
+            cur.execute(queries["stats_last_failure_by_domain"])
+            by_domain: dict[str, dict[str, int]] = {}
+            for r in cur.fetchall():
+                by_domain.setdefault(r["domain"], {})[r["kind"]] = int(r["n"])
             oldest = summary.get("oldest_pending_s")
             return QueueStats(
                 counts=counts,
@@ -54,6 +59,7 @@ class QueueAdmin:
                 expired_leases=int(summary.get("expired_leases") or 0),
                 top_failures=failures,
                 failed_by_kind=by_kind,
+                last_failure_by_domain=by_domain,
             )
 
         return self.db.run(_collect)

@@ -164,6 +164,7 @@ class TaskQueue:
 
     set_domain_policy = _by("domains", DomainPolicy.set_domain_policy)
     observe = _by("domains", DomainPolicy.observe)
+    back_off = _by("domains", DomainPolicy.back_off)
     push_domain = _by("domains", DomainPolicy.push_domain)
     take_slot = _by("domains", DomainPolicy.take_slot)
     domain_policy = _by("domains", DomainPolicy.domain_policy)
