@@ -353,7 +353,8 @@ def changes_cmd(day: Any, fmt: changes.Format, output: Path | None) -> None:
 )
 @user_errors
 def reextract_cmd(from_warc: bool, day: Any, write: bool) -> None:
-    """Parse every stored raw HTML page again into the structured columns (no network).
+    """Parse every stored raw HTML page again into the structured columns (no network), and rebuild the book
+    pages a crawl held for breaking their contract from their kept responses (their tasks then completed).
 
     With --from-warc the books are rebuilt from the archived responses alone and compared with the books
     table (each difference listed, exit status 1 if any), or stored with --write. A WARC file cut short by
@@ -364,12 +365,20 @@ def reextract_cmd(from_warc: bool, day: Any, write: bool) -> None:
         return
     if day is not None or write:
         raise click.UsageError("--day and --write go with --from-warc")
+    from book_assets.crawl.config import CrawlConfig, make_queue
     from book_assets.store.books import reextract
+    from book_assets.store.held import reextract_held
 
-    report = reextract(open_database(load_settings()))
+    settings = load_settings()
+    database = open_database(settings)
+    report = reextract(database)
     click.echo(f"re-extracted {report.scanned} books: {report.changed} changed, {report.unparseable} unparseable")
     for line in report.errors:
         click.echo(f"  {line}", err=True)
+    held = reextract_held(database, make_queue(database, CrawlConfig.from_settings(settings)))
+    click.echo(held.line())
+    for line in held.errors:
+        click.echo(f"  still failing: {line}", err=True)
 
 
 def _reextract_from_warc(settings: Settings, day: Any, *, write: bool) -> None:

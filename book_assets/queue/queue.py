@@ -198,4 +198,6 @@ class TaskQueue:
     activity_since = _by("admin", QueueAdmin.activity_since)
     completed_by = _by("admin", QueueAdmin.completed_by)
     requeue = _by("admin", QueueAdmin.requeue)
+    failing_of_kinds = _by("admin", QueueAdmin.failing_of_kinds)
+    resolve_failed_with = _by("admin", QueueAdmin.resolve_failed_with)
     prune = _by("admin", QueueAdmin.prune)

@@ -285,6 +285,21 @@ SELECT m.member, coalesce(m.weight, s.default_weight) AS weight, m.current, m.bu
 FROM queue_members m JOIN queue_scopes s USING (scope)
 WHERE m.scope = %(scope)s ORDER BY m.member;
 
+-- failing_of_kinds --
+-- URLs failing now (queue_failing_v1: the URL's newest task is failed) with a failure of one of the kinds, in
+-- URL order, a batch after a given URL (keyset pagination).
+SELECT t.payload->>'url' AS url
+FROM queue_failing_v1(%(kinds)s::TEXT[], 2147483647, 0, 1) f JOIN tasks t ON t.id = f.id
+WHERE f.requeueable AND t.payload->>'url' > %(after)s
+ORDER BY t.payload->>'url' LIMIT %(limit)s;
+
+-- resolve_failed --
+-- The failed tasks of these URLs, of one of the kinds, done without a fetch (the caller rebuilt their result):
+-- completed now, their last error and its kind kept; returns the URLs resolved.
+UPDATE tasks t SET status = 'completed', completed_at = now()
+WHERE t.status = 'failed' AND t.error_kind = ANY(%(kinds)s::TEXT[]) AND t.payload->>'url' = ANY(%(urls)s::TEXT[])
+RETURNING t.payload->>'url' AS url;
+
 -- stats_counts --
 -- Number of tasks by type and status.
 SELECT task_type, status, count(*) AS n FROM tasks GROUP BY task_type, status ORDER BY task_type, status;
