@@ -357,7 +357,8 @@ def reextract_cmd(from_warc: bool, day: Any, write: bool) -> None:
     pages a crawl held for breaking their contract from their kept responses (their tasks then completed).
 
     With --from-warc the books are rebuilt from the archived responses alone and compared with the books
-    table (each difference listed, exit status 1 if any), or stored with --write. A WARC file cut short by
+    table (each difference listed, exit status 1 if any), or stored with --write, the held pages among them
+    rebuilt from their archived responses and their tasks completed. A WARC file cut short by
     an interrupted worker is named with the byte where it ends (exit status 1); its whole records are used.
     """
     if from_warc:
@@ -383,8 +384,11 @@ def reextract_cmd(from_warc: bool, day: Any, write: bool) -> None:
 
 def _reextract_from_warc(settings: Settings, day: Any, *, write: bool) -> None:
     from book_assets.archive import archive_files, day_folder
+    from book_assets.archive.held import archived_source
     from book_assets.archive.rebuild import compare, rebuild
     from book_assets.archive.rebuild import write as store
+    from book_assets.crawl.config import CrawlConfig, make_queue
+    from book_assets.store.held import reextract_held
 
     folder = day_folder(settings.archive_dir, day) if day else settings.archive_dir
     files = archive_files(folder)
@@ -396,6 +400,8 @@ def _reextract_from_warc(settings: Settings, day: Any, *, write: bool) -> None:
     with open_database(settings) as database:
         if write:
             click.echo(store(database, rebuilt).line())
+            queue = make_queue(database, CrawlConfig.from_settings(settings))
+            click.echo(reextract_held(database, queue, source=archived_source(files, rebuilt.damaged)).line())
         else:
             comparison = compare(database, rebuilt)
             click.echo(comparison.line())

@@ -10,6 +10,7 @@ still fails stays held, its task failed, and is reported.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,11 +26,13 @@ from book_assets.urls import canonical_url
 
 #: Failures whose response is kept for a rebuild (the worker's ``KEPT_FAILURES``).
 HELD_KINDS = frozenset({ErrorKind.MISSING_FIELD, ErrorKind.BAD_VALUE})
+#: The responses of a batch of held URLs, by URL (a URL with none is left out).
+ResponseSource = Callable[[list[str]], dict[str, FetchResult]]
 
 
 @dataclass(frozen=True)
 class HeldReport:
-    """Held pages parsed again: how many, stored (new / changed / unchanged), still failing, with no kept body."""
+    """Held pages parsed again: how many, stored (new / changed / unchanged), still failing, with no response."""
 
     held: int
     stored: dict[str, int]
@@ -42,22 +45,32 @@ class HeldReport:
         by_outcome = ", ".join(f"{n} {outcome}" for outcome, n in sorted(self.stored.items())) or "none"
         return (
             f"held pages {self.held}: {stored} stored ({by_outcome}), {self.still_failing} still failing, "
-            f"{self.without_body} without a kept response"
+            f"{self.without_body} with no response to parse"
         )
 
 
 def reextract_held(
-    db: Database, queue: TaskQueue, *, parser: BookParser = parse_book, batch_size: int = 200
+    db: Database,
+    queue: TaskQueue,
+    *,
+    parser: BookParser = parse_book,
+    source: ResponseSource | None = None,
+    batch_size: int = 200,
 ) -> HeldReport:
     """Parse the kept response of every page failing now as ``missing_field`` / ``bad_value`` with ``parser``;
-    store those that pass and complete their tasks (see the module's docstring)."""
+    store those that pass and complete their tasks (see the module's docstring).
+
+    ``source`` gives the responses of a batch of URLs: by default those kept in ``pages``; the archive's
+    (:func:`book_assets.archive.held.archived_source`) for ``reextract --from-warc``.
+    """
+    responses_of = source or (lambda urls: kept_responses(db, urls))
     after, held, still_failing, without_body = "", 0, 0, 0
     stored: dict[str, int] = {}
     errors: list[str] = []
     while urls := queue.failing_of_kinds(HELD_KINDS, after=after, limit=batch_size):
         after = urls[-1]
         held += len(urls)
-        kept = kept_responses(db, urls)
+        kept = responses_of(urls)
         without_body += len(urls) - len(kept)
         parsed: dict[str, tuple[BookDetail, FetchResult]] = {}
         for url, response in kept.items():

@@ -4,13 +4,17 @@ naming the field, and never reaches the books it would have overwritten."""
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
+from book_assets.archive import archive_files
+from book_assets.archive.held import archived_source
+from book_assets.archive.reader import ArchiveDamage
 from book_assets.cli import main
-from book_assets.crawl.config import make_queue
+from book_assets.crawl.config import CrawlConfig, make_queue
 from book_assets.crawl.pipeline import crawl
 from book_assets.db.connection import Database
 from book_assets.sandbox.redesign import Redesign, parse_changes
@@ -70,21 +74,27 @@ def parse_after_the_redesign(html: str, url: str) -> BookDetail:
     return parse_book(html.replace('<p class="rating-stars ', '<p class="star-rating '), url)
 
 
-def test_reextract_with_the_fixed_parser_rebuilds_the_held_day_from_the_kept_pages_without_the_network(
-    db: Database, database_url: str, sandbox_factory: Any, books_rows: Any
-) -> None:
+def _held_day(database_url: str, sandbox_factory: Any, **settings: Any) -> tuple[Any, CrawlConfig]:
+    """Crawl day 0, then day 1 redesigned (rating_class): its 30 book pages held as missing_field."""
     server = sandbox_factory(day=0, redesign=Redesign(day=1, changes=parse_changes("rating_class")))
-    config = sandbox_config(server.url, mode="http", categories=CATEGORIES)
+    config = sandbox_config(server.url, mode="http", categories=CATEGORIES, **settings)
     crawl(database_url, config)
     server.set_day(1)  # two Poetry books change that day; every book page is redesigned
     assert crawl(database_url, config).failed_by_reason == {"missing_field": 30}
+    return server, config
+
+
+def test_reextract_with_the_fixed_parser_rebuilds_the_held_day_from_the_kept_pages_without_the_network(
+    db: Database, database_url: str, sandbox_factory: Any, books_rows: Any
+) -> None:
+    server, config = _held_day(database_url, sandbox_factory)
     queue = make_queue(db, config)
     requests = server.stats().total_requests
 
     # The parser as it is still fails them: nothing is stored, the CLI says so.
     unfixed = CliRunner().invoke(main, ["reextract"], env={"DATABASE_URL": database_url})
     assert unfixed.exit_code == 0, unfixed.output
-    assert "held pages 30: 0 stored (none), 30 still failing, 0 without a kept response" in unfixed.output
+    assert "held pages 30: 0 stored (none), 30 still failing, 0 with no response to parse" in unfixed.output
     assert "missing_field: missing rating" in unfixed.output
     report = reextract_held(db, queue, parser=parse_after_the_redesign)
 
@@ -104,3 +114,24 @@ def test_reextract_with_the_fixed_parser_rebuilds_the_held_day_from_the_kept_pag
     assert reextract_held(db, queue, parser=parse_after_the_redesign).held == 0
     # The stored books' HTML is the redesigned page's now: the fixed parser reads it as stored.
     assert reextract(db, parser=parse_after_the_redesign).changed == 0
+
+
+def test_reextract_from_the_warc_rebuilds_the_held_day_when_the_kept_responses_are_gone(
+    db: Database, database_url: str, sandbox_factory: Any, books_rows: Any, tmp_path: Path
+) -> None:
+    server, config = _held_day(database_url, sandbox_factory, warc=True, warc_dir=tmp_path)
+    queue = make_queue(db, config)
+    requests = server.stats().total_requests
+    db.query("UPDATE pages SET body = NULL WHERE url LIKE '%%/catalogue/%%' AND url NOT LIKE '%%/category/%%'")
+    gone = reextract_held(db, queue, parser=parse_after_the_redesign)
+    assert (gone.held, gone.stored, gone.without_body) == (30, {}, 30)
+
+    damaged: list[ArchiveDamage] = []
+    source = archived_source(archive_files(tmp_path), damaged)
+    report = reextract_held(db, queue, parser=parse_after_the_redesign, source=source)
+
+    assert (report.held, report.stored, report.still_failing, damaged) == (30, {"changed": 2, "unchanged": 28}, 0, [])
+    assert server.stats().total_requests == requests
+    truth = {p: b for p, b in server.catalogue.ground_truth().items() if b.category in CATEGORIES}
+    assert stored_vs_truth(books_rows(), truth, server.url) == []
+    assert _failed_details(db) == {}
