@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from book_assets.crawl.config import make_queue
 from book_assets.crawl.pipeline import crawl
 from book_assets.db.connection import Database
@@ -70,3 +72,17 @@ def test_a_login_wall_on_a_listing_is_retried_not_taken_for_an_empty_last_page(
         "SELECT status, attempts, error_kind FROM tasks WHERE payload->>'url' = %s", (server.url_for(travel),)
     )
     assert row == [{"status": "completed", "attempts": 2, "error_kind": "soft_block"}]
+
+
+@pytest.mark.browser
+def test_the_browser_recognises_a_soft_block_as_the_plain_fetch_does(
+    db: Database, database_url: str, sandbox_factory: Any, books_rows: Any
+) -> None:
+    truth = {p: b for p, b in sandbox_factory().catalogue.ground_truth().items() if b.category == "Travel"}
+    book, other = sorted(truth)[:2]
+    server = sandbox_factory(faults=Faults(scripted={book: ["challenge"], other: ["empty"]}))
+    report = crawl(database_url, sandbox_config(server.url, mode="browser", concurrency=2, categories=("Travel",)))
+
+    assert report.stats.errors == {"soft_block": 2}
+    assert report.failed_by_reason == {}
+    assert stored_vs_truth(books_rows(), truth, server.url) == []
