@@ -541,7 +541,8 @@ class Worker:
     # ------------------------------------------------------------------ conditional re-crawls
 
     async def _handle_not_modified(self, task: Task, response: FetchResult, validators: Validators) -> None:
-        """A 304: the stored copy the validators describe stands (a book as stored; a listing parsed again).
+        """A 304: the stored copy the validators describe stands (a book as stored; a listing, or a book page
+        held at the door, parsed again).
 
         When that copy changed or vanished meanwhile, the page is forgotten and the task retried, so the
         next attempt downloads it; a 304 never passes for a page that is not stored.
@@ -560,7 +561,22 @@ class Worker:
                 return revalidate_book(cur, url, validators, response)
 
             self._emit(StageEntered(task, Stage.STORE))
-            await self._complete(task, _revalidate)
+            try:
+                await self._complete(task, _revalidate)
+                return
+            except StaleCopy:  # no book holds this copy: it may be a page held at the door, kept whole
+                held = await self._db(stored_copy, self.db, url, validators)
         except StaleCopy as exc:
             await self._db(forget_page, self.db, url)
             await self._fail(task, exc.kind, str(exc))
+            return
+        await self._handle_held(task, held)
+
+    async def _handle_held(self, task: Task, held: FetchResult) -> None:
+        """A 304 for a book page held at the door (its contract broken): the kept copy is what the site still
+        serves, so it is parsed again as a 200 of it would be; it is stored if the parser now reads it, else
+        failed again as before, without downloading the page a second time."""
+        try:
+            await self._handle_detail(task, held)
+        except ParseError as exc:
+            await self._fail(task, exc.kind, f"{exc.kind}: {exc}", kept=held if exc.kind in KEPT_FAILURES else None)

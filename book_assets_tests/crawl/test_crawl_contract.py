@@ -135,3 +135,19 @@ def test_reextract_from_the_warc_rebuilds_the_held_day_when_the_kept_responses_a
     truth = {p: b for p, b in server.catalogue.ground_truth().items() if b.category in CATEGORIES}
     assert stored_vs_truth(books_rows(), truth, server.url) == []
     assert _failed_details(db) == {}
+
+
+def test_a_recrawl_answered_304_parses_the_held_pages_kept_copy_instead_of_downloading_it_again(
+    db: Database, database_url: str, sandbox_factory: Any
+) -> None:
+    server, config = _held_day(database_url, sandbox_factory)
+    server.reset_stats()
+    assert crawl(database_url, config).stats.errors == {"missing_field": 30}  # this crawl's failures
+
+    books = {p: r for p, r in server.stats().responses.items() if "/catalogue/" in p and "/category/" not in p}
+    assert len(books) == 30 and all(statuses == [304] for statuses in books.values()), books
+    assert set(_failed_details(db).values()) == {"missing_field: missing rating"}
+    kept = db.query(
+        "SELECT count(*) AS n FROM pages WHERE body IS NOT NULL AND url = ANY(%s)", (list(_failed_details(db)),)
+    )
+    assert kept[0]["n"] == 30
