@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import resource
@@ -69,15 +70,13 @@ from book_assets.scraper.fetching import FetchResult, Validators
 from book_assets.scraper.parsers import parse_listing
 from book_assets.scraper.softblock import soft_block
 from book_assets.store.books import StoredBook, parse_served_or_rendered, write_book
+from book_assets.store.held import HELD_KINDS
 from book_assets.store.pages import StaleCopy, forget_page, page_validators, revalidate_book, stored_copy, write_page
 from book_assets.store.removals import record_listing
 from book_assets.urls import canonical_url
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-#: Failures of pages that are what they claim to be but whose data breaks its contract: their response is kept
-#: (``pages.body``), so ``reextract`` can rebuild them without the network once the parser reads them again.
-KEPT_FAILURES = frozenset({ErrorKind.MISSING_FIELD, ErrorKind.BAD_VALUE})
 #: Responses by which a server asks for fewer requests: AutoThrottle backs off on them.
 THROTTLED_STATUSES = frozenset({429, 503})
 
@@ -386,7 +385,7 @@ class Worker:
             await self._fail(task, exc.kind, str(exc), retry_after_s=exc.retry_after)
         except ParseError as exc:
             kind = ErrorKind.NOT_A_LISTING_PAGE if task.task_type == LISTING else exc.kind
-            await self._fail(task, kind, f"{kind}: {exc}", kept=fetched.page if kind in KEPT_FAILURES else None)
+            await self._fail(task, kind, f"{kind}: {exc}", kept=fetched.page if kind in HELD_KINDS else None)
 
     async def _handle_or_render(self, task: Task, fetched: Fetched) -> None:
         """Handle the page; served HTML that does not parse but may once rendered is rendered before it fails,
@@ -475,12 +474,11 @@ class Worker:
         ``kept`` is the response that failed, stored with its body as the task's page in the failure's
         transaction (under its lease), for ``reextract`` to parse again once the parser is fixed.
         """
-        url = str(task.payload["url"])
-
-        def _keep(cur: Any) -> None:
-            if kept is not None:
-                write_page(cur, url, kept, keep_body=True)
-
+        keep = (
+            None
+            if kept is None
+            else functools.partial(write_page, url=str(task.payload["url"]), fetched=kept, keep_body=True)
+        )
         outcome = await self._db(
             self.queue.fail,
             task,
@@ -488,7 +486,7 @@ class Worker:
             kind=kind,
             retryable=kind.retryable,
             retry_after_s=retry_after_s,
-            work=_keep if kept is not None else None,
+            work=keep,
         )
         self._emit(Failed(task, kind, outcome))
 
@@ -579,4 +577,4 @@ class Worker:
         try:
             await self._handle_detail(task, held)
         except ParseError as exc:
-            await self._fail(task, exc.kind, f"{exc.kind}: {exc}", kept=held if exc.kind in KEPT_FAILURES else None)
+            await self._fail(task, exc.kind, f"{exc.kind}: {exc}", kept=held if exc.kind in HELD_KINDS else None)

@@ -24,7 +24,8 @@ from book_assets.store.books import BookParser, StoredBook, write_book
 from book_assets.store.pages import kept_responses, write_page
 from book_assets.urls import canonical_url
 
-#: Failures whose response is kept for a rebuild (the worker's ``KEPT_FAILURES``).
+#: Failures of pages that are what they claim to be but whose data breaks its contract: the worker keeps their
+#: response whole (``pages.body``) in the failure's transaction, for :func:`reextract_held`.
 HELD_KINDS = frozenset({ErrorKind.MISSING_FIELD, ErrorKind.BAD_VALUE})
 #: The responses of a batch of held URLs, by URL (a URL with none is left out).
 ResponseSource = Callable[[list[str]], dict[str, FetchResult]]
