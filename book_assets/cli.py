@@ -310,6 +310,7 @@ def status_cmd() -> None:
     """Queue and book counts."""
     from book_assets.crawl.config import DETAIL, CrawlConfig, make_queue
     from book_assets.crawl.pipeline import budget_line
+    from book_assets.scraper.errors import ErrorKind
     from book_assets.store.books import book_counts
 
     settings = load_settings()
@@ -326,6 +327,9 @@ def status_cmd() -> None:
             click.echo(f"failed  {count:>5}  {task_type:<8} {kind}")
     for error, count in stats.top_failures:
         click.echo(f"example {count:>5}  {error[:100]}")
+    for domain, by_kind in sorted(stats.last_failure_by_domain.items()):
+        if soft := by_kind.get(ErrorKind.SOFT_BLOCK):
+            click.echo(f"soft    {soft:>5}  {domain}: pages a soft block turned away (retried)")
     budgets = queue.budget_report(DETAIL)
     if budgets:
         click.echo(budget_line(budgets))
@@ -410,10 +414,12 @@ def changes_cmd(day: Any, fmt: changes.Format, output: Path | None) -> None:
 )
 @user_errors
 def reextract_cmd(from_warc: bool, day: Any, write: bool) -> None:
-    """Parse every stored raw HTML page again into the structured columns (no network).
+    """Parse every stored raw HTML page again into the structured columns (no network), and rebuild the book
+    pages a crawl held for breaking their contract from their kept responses (their tasks then completed).
 
     With --from-warc the books are rebuilt from the archived responses alone and compared with the books
-    table (each difference listed, exit status 1 if any), or stored with --write. A WARC file cut short by
+    table (each difference listed, exit status 1 if any), or stored with --write, the held pages among them
+    rebuilt from their archived responses and their tasks completed. A WARC file cut short by
     an interrupted worker is named with the byte where it ends (exit status 1); its whole records are used.
     """
     if from_warc:
@@ -421,18 +427,29 @@ def reextract_cmd(from_warc: bool, day: Any, write: bool) -> None:
         return
     if day is not None or write:
         raise click.UsageError("--day and --write go with --from-warc")
+    from book_assets.crawl.config import CrawlConfig, make_queue
     from book_assets.store.books import reextract
+    from book_assets.store.held import reextract_held
 
-    report = reextract(open_database(load_settings()))
+    settings = load_settings()
+    database = open_database(settings)
+    report = reextract(database)
     click.echo(f"re-extracted {report.scanned} books: {report.changed} changed, {report.unparseable} unparseable")
     for line in report.errors:
         click.echo(f"  {line}", err=True)
+    held = reextract_held(database, make_queue(database, CrawlConfig.from_settings(settings)))
+    click.echo(held.line())
+    for line in held.errors:
+        click.echo(f"  still failing: {line}", err=True)
 
 
 def _reextract_from_warc(settings: Settings, day: Any, *, write: bool) -> None:
     from book_assets.archive import archive_files, day_folder
+    from book_assets.archive.held import archived_source
     from book_assets.archive.rebuild import compare, rebuild
     from book_assets.archive.rebuild import write as store
+    from book_assets.crawl.config import CrawlConfig, make_queue
+    from book_assets.store.held import reextract_held
 
     folder = day_folder(settings.archive_dir, day) if day else settings.archive_dir
     files = archive_files(folder)
@@ -444,6 +461,8 @@ def _reextract_from_warc(settings: Settings, day: Any, *, write: bool) -> None:
     with open_database(settings) as database:
         if write:
             click.echo(store(database, rebuilt).line())
+            queue = make_queue(database, CrawlConfig.from_settings(settings))
+            click.echo(reextract_held(database, queue, source=archived_source(files, rebuilt.damaged)).line())
         else:
             comparison = compare(database, rebuilt)
             click.echo(comparison.line())

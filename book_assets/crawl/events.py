@@ -80,7 +80,8 @@ class FetchEnded(NamedTuple):
 
 
 class IntervalSet(NamedTuple):
-    """AutoThrottle set ``domain``'s interval to ``interval_s`` from this worker's observation."""
+    """AutoThrottle (or a soft block's back-off) set ``domain``'s interval to ``interval_s`` from this worker's
+    observation."""
 
     domain: str
     interval_s: float

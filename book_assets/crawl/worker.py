@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import resource
@@ -67,7 +68,9 @@ from book_assets.queue import ClaimResult, GroupCommit, LeaseLost, Task
 from book_assets.scraper.errors import ErrorKind, FetchError, ParseError
 from book_assets.scraper.fetching import FetchResult, Validators
 from book_assets.scraper.parsers import parse_listing
+from book_assets.scraper.softblock import soft_block
 from book_assets.store.books import StoredBook, parse_served_or_rendered, write_book
+from book_assets.store.held import HELD_KINDS
 from book_assets.store.pages import StaleCopy, forget_page, page_validators, revalidate_book, stored_copy, write_page
 from book_assets.store.removals import record_listing
 from book_assets.urls import canonical_url
@@ -76,6 +79,16 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 #: Responses by which a server asks for fewer requests: AutoThrottle backs off on them.
 THROTTLED_STATUSES = frozenset({429, 503})
+
+
+def refuse_soft_block(task: Task, page: FetchResult) -> None:
+    """Raise a ``soft_block`` :class:`FetchError` when ``page`` is a 200 that is not the page ``task`` asked
+    for (a challenge, a login wall, an empty body: :func:`~book_assets.scraper.softblock.soft_block`)."""
+    if page.not_modified:
+        return
+    reason = soft_block(page.status, page.headers, page.body, task.task_type)
+    if reason is not None:
+        raise FetchError(ErrorKind.SOFT_BLOCK, reason, url=page.final_url, status=page.status)
 
 
 def refill_batch(capacity: int) -> int:
@@ -356,6 +369,8 @@ class Worker:
             fetched = await self._fetch_paced(task, validators)
         except FetchError as exc:
             self._emit(FetchEnded(task, exc.status, time.monotonic() - sent))
+            if exc.kind is ErrorKind.SOFT_BLOCK:
+                await self._back_off(task)
             await self._fail(task, exc.kind, str(exc), retry_after_s=exc.retry_after)
             return
         self._emit(FetchEnded(task, fetched.page.status, fetched.page.elapsed_s, len(fetched.page.body)))
@@ -370,7 +385,7 @@ class Worker:
             await self._fail(task, exc.kind, str(exc), retry_after_s=exc.retry_after)
         except ParseError as exc:
             kind = ErrorKind.NOT_A_LISTING_PAGE if task.task_type == LISTING else exc.kind
-            await self._fail(task, kind, f"{kind}: {exc}")
+            await self._fail(task, kind, f"{kind}: {exc}", kept=fetched.page if kind in HELD_KINDS else None)
 
     async def _handle_or_render(self, task: Task, fetched: Fetched) -> None:
         """Handle the page; served HTML that does not parse but may once rendered is rendered before it fails,
@@ -402,23 +417,33 @@ class Worker:
         return await self._db(self.queue.reslot, task) if check.reslot else task
 
     async def _fetch_paced(self, task: Task, validators: Validators | None) -> Fetched:
-        """The strategy's fetch, reporting each response's latency to the domain's AutoThrottle when it is on.
+        """The strategy's fetch, refused as a soft block when its 200 is not the page (:func:`soft_block`),
+        reporting each response's latency to the domain's AutoThrottle when it is on.
 
         Only responses are reported (a timeout or a reset says nothing about the server's pace): a 2xx or a
-        304 as ok, a 429 or 503 as throttled, any other status as not ok (it may raise the interval, not lower it).
+        304 as ok, a 429 or 503 as throttled, any other status (and a soft block) as not ok: it may raise the
+        interval, not lower it. A soft block backs its domain off in :meth:`_attempt`, throttled or not.
         """
-        if not self.config.autothrottle:
-            return await self._strategy.fetch(task, validators)
         started = time.monotonic()
         try:
             fetched = await self._strategy.fetch(task, validators)
+            refuse_soft_block(task, fetched.page)
         except FetchError as exc:
-            if exc.status is not None:
+            if self.config.autothrottle and exc.status is not None:
                 throttled = exc.status in THROTTLED_STATUSES
                 await self._observe(task, time.monotonic() - started, throttled=throttled, ok=False)
             raise
-        await self._observe(task, fetched.page.elapsed_s, throttled=False, ok=True)
+        if self.config.autothrottle:
+            await self._observe(task, fetched.page.elapsed_s, throttled=False, ok=True)
         return fetched
+
+    async def _back_off(self, task: Task) -> None:
+        """A soft block from ``task``'s domain: its interval widens for every worker (:meth:`TaskQueue.back_off`)."""
+        interval = await self._db(
+            self.queue.back_off, task.domain, max_interval_s=self.config.autothrottle_max_interval_s
+        )
+        if interval is not None:
+            self._emit(IntervalSet(task.domain, interval))
 
     async def _observe(self, task: Task, latency_s: float, *, throttled: bool, ok: bool) -> None:
         interval = await self._db(self.queue.observe, task.domain, latency_s, throttled=throttled, ok=ok)
@@ -435,10 +460,33 @@ class Worker:
             await self._handle_detail(task, fetched)
         self._emit(Handled(task, time.monotonic() - started))
 
-    async def _fail(self, task: Task, kind: ErrorKind, error: str, *, retry_after_s: float | None = None) -> None:
-        """Fail ``task`` as ``kind``: retried later when the kind is retryable, failed for good otherwise."""
+    async def _fail(
+        self,
+        task: Task,
+        kind: ErrorKind,
+        error: str,
+        *,
+        retry_after_s: float | None = None,
+        kept: FetchResult | None = None,
+    ) -> None:
+        """Fail ``task`` as ``kind``: retried later when the kind is retryable, failed for good otherwise.
+
+        ``kept`` is the response that failed, stored with its body as the task's page in the failure's
+        transaction (under its lease), for ``reextract`` to parse again once the parser is fixed.
+        """
+        keep = (
+            None
+            if kept is None
+            else functools.partial(write_page, url=str(task.payload["url"]), fetched=kept, keep_body=True)
+        )
         outcome = await self._db(
-            self.queue.fail, task, error[:2000], kind=kind, retryable=kind.retryable, retry_after_s=retry_after_s
+            self.queue.fail,
+            task,
+            error[:2000],
+            kind=kind,
+            retryable=kind.retryable,
+            retry_after_s=retry_after_s,
+            work=keep,
         )
         self._emit(Failed(task, kind, outcome))
 
@@ -491,7 +539,8 @@ class Worker:
     # ------------------------------------------------------------------ conditional re-crawls
 
     async def _handle_not_modified(self, task: Task, response: FetchResult, validators: Validators) -> None:
-        """A 304: the stored copy the validators describe stands (a book as stored; a listing parsed again).
+        """A 304: the stored copy the validators describe stands (a book as stored; a listing, or a book page
+        held at the door, parsed again).
 
         When that copy changed or vanished meanwhile, the page is forgotten and the task retried, so the
         next attempt downloads it; a 304 never passes for a page that is not stored.
@@ -510,7 +559,22 @@ class Worker:
                 return revalidate_book(cur, url, validators, response)
 
             self._emit(StageEntered(task, Stage.STORE))
-            await self._complete(task, _revalidate)
+            try:
+                await self._complete(task, _revalidate)
+                return
+            except StaleCopy:  # no book holds this copy: it may be a page held at the door, kept whole
+                held = await self._db(stored_copy, self.db, url, validators)
         except StaleCopy as exc:
             await self._db(forget_page, self.db, url)
             await self._fail(task, exc.kind, str(exc))
+            return
+        await self._handle_held(task, held)
+
+    async def _handle_held(self, task: Task, held: FetchResult) -> None:
+        """A 304 for a book page held at the door (its contract broken): the kept copy is what the site still
+        serves, so it is parsed again as a 200 of it would be; it is stored if the parser now reads it, else
+        failed again as before, without downloading the page a second time."""
+        try:
+            await self._handle_detail(task, held)
+        except ParseError as exc:
+            await self._fail(task, exc.kind, f"{exc.kind}: {exc}", kept=held if exc.kind in HELD_KINDS else None)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from datetime import datetime
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import psycopg2.errors
 
@@ -15,6 +15,8 @@ from book_assets.queue.context import QueueContext, check_number, named_queries
 from book_assets.queue.models import Activity, DomainGauge, QueueGauges, QueueStats, TaskGauge
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 #: Rows one statement of :meth:`QueueAdmin.prune` deletes at most (per status).
 PRUNE_BATCH: Final = 5000
@@ -30,7 +32,8 @@ class QueueAdmin:
     def stats(self, *, top_failures: int = 5) -> QueueStats:
         """Counts by type and status, oldest pending age, throughput over the last minute, failures by kind.
 
-        ``failed_by_kind`` counts every failed task; ``top_failures`` shows the most frequent messages.
+        ``failed_by_kind`` counts every failed task; ``top_failures`` shows the most frequent messages;
+        ``last_failure_by_domain`` counts every task by the kind of its last failed attempt, whatever its status.
         """
         queries = named_queries()
 
@@ -47,6 +50,10 @@ class QueueAdmin:
             by_kind: dict[str, dict[str, int]] = {}
             for r in cur.fetchall():
                 by_kind.setdefault(r["task_type"], {})[r["kind"]] = int(r["n"])
+            cur.execute(queries["stats_last_failure_by_domain"])
+            by_domain: dict[str, dict[str, int]] = {}
+            for r in cur.fetchall():
+                by_domain.setdefault(r["domain"], {})[r["kind"]] = int(r["n"])
             oldest = summary.get("oldest_pending_s")
             return QueueStats(
                 counts=counts,
@@ -55,6 +62,7 @@ class QueueAdmin:
                 expired_leases=int(summary.get("expired_leases") or 0),
                 top_failures=failures,
                 failed_by_kind=by_kind,
+                last_failure_by_domain=by_domain,
             )
 
         return self.db.run(_collect)
@@ -152,6 +160,26 @@ class QueueAdmin:
         if row["skipped"]:
             log.info("requeue: %s failed task(s) skipped (their URL has a live task)", row["skipped"])
         return int(row["requeued"])
+
+    def failing_of_kinds(self, kinds: Collection[str], *, after: str = "", limit: int = 500) -> list[str]:
+        """URLs failing now (each URL's newest task is failed) as one of ``kinds``, in URL order after ``after``."""
+        params = {"kinds": sorted(kinds), "after": after, "limit": limit}
+        return [r["url"] for r in self.db.query(named_queries()["failing_of_kinds"], params)]
+
+    def resolve_failed_with(
+        self, urls: Collection[str], kinds: Collection[str], work: Callable[[Cursor, frozenset[str]], T]
+    ) -> T:
+        """Complete the failed tasks of ``urls`` (of one of ``kinds``) whose result the caller rebuilt without a
+        fetch, and run ``work(cursor, resolved_urls)`` in the same transaction: the result is written for the
+        URLs resolved, or nothing is (a URL requeued meanwhile is left to its new task). ``work`` must be safe
+        to run again, as :meth:`TaskQueue.complete_with`'s."""
+        params = {"urls": sorted(urls), "kinds": sorted(kinds)}
+
+        def _txn(cur: Cursor) -> T:
+            cur.execute(named_queries()["resolve_failed"], params)
+            return work(cur, frozenset(r["url"] for r in cur.fetchall()))
+
+        return self.db.run(_txn)
 
     def prune(self, older_than_s: float, *, batch: int = PRUNE_BATCH) -> int:
         """Delete the finished tasks that ended more than ``older_than_s`` ago.

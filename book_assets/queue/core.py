@@ -274,8 +274,13 @@ class QueueCore:
         retryable: bool,
         kind: str | None = None,
         retry_after_s: float | None = None,
+        work: Callable[[Cursor], object] | None = None,
     ) -> FailOutcome:
         """Record a failed attempt: ``kind`` names why (:meth:`QueueAdmin.stats` counts it), ``error`` says it.
+
+        ``work(cursor)`` runs in the failure's transaction, under the same lease (what the caller keeps of
+        the failed attempt, e.g. the response that failed): it commits with the failure or not at all, and
+        must be safe to run again, as :meth:`complete_with`'s.
 
         Returns:
             ``RETRY``: pending again after the backoff (and after ``retry_after_s``, which also pushes the
@@ -296,10 +301,17 @@ class QueueCore:
             "error": str(error)[:10_000],
             "kind": None if kind is None else str(kind),
         }
-        rows = self.db.query(named_queries()["fail"], params)
-        if not rows:
-            raise _lost(task)
-        return FailOutcome.RETRY if rows[0]["status"] == "pending" else FailOutcome.DEAD
+
+        def _txn(cur: Cursor) -> str:
+            cur.execute(named_queries()["fail"], params)
+            row = cur.fetchone()
+            if row is None:
+                raise _lost(task)
+            if work is not None:
+                work(cur)
+            return str(row["status"])
+
+        return FailOutcome.RETRY if self.db.run(_txn) == "pending" else FailOutcome.DEAD
 
     def release(self, tasks: Sequence[Task]) -> int:
         """Give held tasks back without counting the attempt (graceful shutdown); returns how many."""

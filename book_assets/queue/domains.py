@@ -86,6 +86,22 @@ class DomainPolicy:
         rows = self.db.query(named_queries()["observe"], params)
         return float(rows[0]["min_interval_s"]) if rows else None
 
+    def back_off(self, domain: str, *, max_interval_s: float) -> float | None:
+        """A response from ``domain`` turned the request away though its status said success (a soft block):
+        its interval at least doubles for every worker, as after a 429 under AutoThrottle, up to the domain's
+        AutoThrottle cap or else ``max_interval_s``. Returns the new interval; None for an unknown domain.
+
+        Whether throttled or not, the domain is backed off: a site that serves challenges to a crawler that
+        keeps its pace escalates to blocking it. The next crawl's politeness starts from its interval again.
+        """
+        params = {
+            "domain": domain.lower(),
+            "max_interval_s": check_number("max_interval_s", max_interval_s),
+            "min_step_s": THROTTLED_MIN_S,
+        }
+        rows = self.db.query(named_queries()["back_off"], params)
+        return float(rows[0]["min_interval_s"]) if rows else None
+
     def push_domain(self, domain: str, seconds: float) -> datetime:
         """No request to ``domain`` starts before now + ``seconds`` (e.g. a 429's Retry-After).
 

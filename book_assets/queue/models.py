@@ -104,6 +104,8 @@ class QueueStats:
     expired_leases: int = 0
     top_failures: list[tuple[str, int]] = field(default_factory=list)
     failed_by_kind: dict[str, dict[str, int]] = field(default_factory=dict)  # task_type -> kind -> n
+    #: domain -> kind -> tasks whose last failed attempt was of that kind, retried to success or not
+    last_failure_by_domain: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def total(self, status: str) -> int:
         return sum(by_status.get(status, 0) for by_status in self.counts.values())

@@ -164,6 +164,7 @@ class TaskQueue:
 
     set_domain_policy = _by("domains", DomainPolicy.set_domain_policy)
     observe = _by("domains", DomainPolicy.observe)
+    back_off = _by("domains", DomainPolicy.back_off)
     push_domain = _by("domains", DomainPolicy.push_domain)
     take_slot = _by("domains", DomainPolicy.take_slot)
     domain_policy = _by("domains", DomainPolicy.domain_policy)
@@ -197,4 +198,6 @@ class TaskQueue:
     failures_since = _by("admin", QueueAdmin.failures_since)
     completed_by = _by("admin", QueueAdmin.completed_by)
     requeue = _by("admin", QueueAdmin.requeue)
+    failing_of_kinds = _by("admin", QueueAdmin.failing_of_kinds)
+    resolve_failed_with = _by("admin", QueueAdmin.resolve_failed_with)
     prune = _by("admin", QueueAdmin.prune)

@@ -6,8 +6,10 @@ single place without pulling in Playwright or aiohttp.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from enum import StrEnum
-from typing import ClassVar
+
+from book_assets.scraper.contract import Problem
 
 
 class ErrorKind(StrEnum):
@@ -28,6 +30,7 @@ class ErrorKind(StrEnum):
     INTERNAL = "internal"  # a bug or an outage on our side
     STALE_COPY = "stale_copy"  # a 304 whose stored copy changed or vanished meanwhile: fetched again in full
     ROBOTS_UNREACHABLE = "robots_unreachable"  # the site's robots.txt could not be read: nothing is fetched yet
+    SOFT_BLOCK = "soft_block"  # a 200 that is not the page (a challenge, a login wall, an empty body): backed off
     # permanent: the same request fails the same way every time
     HTTP_404 = "http_404"
     HTTP_4XX = "http_4xx"
@@ -42,8 +45,8 @@ class ErrorKind(StrEnum):
     NOT_MODIFIED_UNASKED = "not_modified_unasked"  # a 304 to a request that sent no validators
     NOT_A_BOOK_PAGE = "not_a_book_page"
     NOT_A_LISTING_PAGE = "not_a_listing_page"
-    MISSING_FIELD = "missing_field"  # a product page without a required field of its contract
-    BAD_VALUE = "bad_value"  # a product page whose field's value is not of its type
+    MISSING_FIELD = "missing_field"  # a book page without a field its contract requires (a redesign, mostly)
+    BAD_VALUE = "bad_value"  # a book page whose field's value is not of its type (a negative price, 1e308)
     ROBOTS_DISALLOWED = "robots_disallowed"  # the site's robots.txt disallows the URL: it is never requested
     UNKNOWN = "unknown"  # a name no member has: a bug in the code that raised it, so retrying cannot help
 
@@ -78,6 +81,7 @@ _RETRYABLE: frozenset[ErrorKind] = frozenset(
         ErrorKind.INTERNAL,
         ErrorKind.STALE_COPY,
         ErrorKind.ROBOTS_UNREACHABLE,
+        ErrorKind.SOFT_BLOCK,
     }
 )
 
@@ -85,19 +89,43 @@ _RETRYABLE: frozenset[ErrorKind] = frozenset(
 class ParseError(ValueError):
     """A page could not be parsed into the expected model; the message is one line naming what was missing."""
 
-    kind: ClassVar[ErrorKind] = ErrorKind.NOT_A_BOOK_PAGE
+    kind: ErrorKind = ErrorKind.NOT_A_BOOK_PAGE
 
 
 class NotABookPage(ParseError):
-    """The HTML is not a complete book detail page (404 page, listing, garbage, or truncated HTML)."""
+    """The HTML is not a product page at all: no product box or no title (a 404 page, a listing, garbage, a
+    page cut off before its product box). A product page that lacks fields is a :class:`ContractViolation`."""
 
-    kind: ClassVar[ErrorKind] = ErrorKind.NOT_A_BOOK_PAGE
+    kind = ErrorKind.NOT_A_BOOK_PAGE
+
+
+class ContractViolation(ParseError):
+    """A product page whose fields break the record's contract (:mod:`book_assets.scraper.contract`).
+
+    The page is what it claims to be (it has a product box and a title), so it is not a :class:`NotABookPage`:
+    what it lacks is data, which is what a redesign does to a parser. Its kind is ``missing_field`` when a
+    required field is absent, else ``bad_value``; the message is one line naming every field, e.g.
+    ``missing rating, upc; bad price (negative: -1.00)``, and :attr:`problems` keeps them for readers.
+    """
+
+    def __init__(self, problems: Sequence[Problem]) -> None:
+        self.problems = tuple(problems)
+        missing = [p.field for p in self.problems if p.missing]
+        bad = [p.line() for p in self.problems if not p.missing]
+        parts = ([f"missing {', '.join(missing)}"] if missing else []) + ([f"bad {', '.join(bad)}"] if bad else [])
+        super().__init__("; ".join(parts))
+        self.kind = ErrorKind.MISSING_FIELD if missing else ErrorKind.BAD_VALUE
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        """The fields that break the contract, in the contract's order."""
+        return tuple(p.field for p in self.problems)
 
 
 class NotAListingPage(ParseError):
     """The HTML is not a complete listing page (root, ``catalogue/page-N``, or a category page)."""
 
-    kind: ClassVar[ErrorKind] = ErrorKind.NOT_A_LISTING_PAGE
+    kind = ErrorKind.NOT_A_LISTING_PAGE
 
 
 class ChromiumNotFound(RuntimeError):

@@ -5,24 +5,30 @@ the site's markup; every link is resolved against the page URL with ``urljoin`` 
 relative links whose base differs by page (``catalogue/x_1/index.html`` on the root, ``x_1/index.html`` on
 ``catalogue/page-2.html``, ``../../../x_1/index.html`` on category pages).
 
-Required fields that are missing raise a ``ParseError`` subclass rather than producing a half-filled row:
-a truncated or error page must be retried, not stored.
+A page that is not what it should be raises a ``ParseError`` subclass rather than producing a half-filled
+row: a book page is first a product page (:class:`NotABookPage` if not), then a record that keeps the book's
+field contract (:class:`ContractViolation` naming the fields if not); neither is ever stored as a book.
 """
 
 from __future__ import annotations
 
 import re
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
+from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
-from book_assets.scraper.errors import NotABookPage, NotAListingPage, ParseError
-from book_assets.scraper.models import BookCard, BookDetail, ListingPage
+from book_assets.scraper.contract import Problem
+from book_assets.scraper.errors import ContractViolation, NotABookPage, NotAListingPage, ParseError
+from book_assets.scraper.models import BOOK_CONTRACT, BookCard, BookDetail, ListingPage
 
 RATING_WORDS: dict[str, int] = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5}
 
-_PRICE_RE = re.compile(r"-?\d[\d,]*(?:\.\d+)?|-?\.\d+")
+# A currency sign or code, then one plain amount: "£51.77", "€ 3.5", "£1,234.50", "£-1.00", "51".
+_PRICE_RE = re.compile(
+    r"(?P<pre_sign>-?)\s*[^\d\s.,+-]*\s*(?P<sign>-?)(?P<amount>(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|\.\d+)"
+)
 _STOCK_RE = re.compile(r"\((\d[\d,]*)\s+available\)", re.IGNORECASE)
 _PAGE_OF_RE = re.compile(r"Page\s+(\d+)\s+of\s+(\d+)", re.IGNORECASE)
 _WS_RE = re.compile(r"\s+")
@@ -34,18 +40,21 @@ _ALL_BOOKS_CATEGORY_RE = re.compile(r"/category/books_1/(?:index\.html|page-\d+\
 
 
 def parse_price(text: str) -> Decimal:
-    """Return the amount of a price text such as ``"£51.77"`` (currency signs and spaces ignored).
+    """Return the amount of a price text such as ``"£51.77"`` (a currency sign or code and spaces ignored).
+
+    Strict on purpose: the whole text must be one plain amount, digits with an optional thousands comma
+    every three digits and an optional decimal point. ``£1e308`` is not an amount (Decimal would read the
+    exponent), and ``£1.234,56`` is ambiguous (a continental thousands dot): reading its first number would
+    store 1.234 for 1234.56, so it is refused rather than guessed. A sign is kept, for the contract to judge.
 
     Raises:
-        ParseError: no number in ``text``.
+        ParseError: ``text`` is not one plain amount.
     """
-    match = _PRICE_RE.search(text)
+    match = _PRICE_RE.fullmatch(text.strip())
     if match is None:
-        raise ParseError(f"no price in {text!r}")
-    try:
-        return Decimal(match.group(0).replace(",", ""))
-    except InvalidOperation as exc:  # pragma: no cover - the regex only matches valid numbers
-        raise ParseError(f"bad price {text!r}") from exc
+        raise ParseError(f"not a price: {text.strip()!r}")
+    sign = "-" if match.group("pre_sign") or match.group("sign") else ""
+    return Decimal(sign + match.group("amount").replace(",", ""))
 
 
 def rating_from_word(word: str | None) -> int | None:
@@ -227,83 +236,90 @@ def _product_table(tree: LexborHTMLParser) -> dict[str, str]:
     return rows
 
 
-def _required(rows: dict[str, str], key: str) -> str:
-    value = rows.get(key)
-    if not value:
-        raise NotABookPage(f"product table has no {key!r} row")
-    return value
+class _Reader:
+    """The values of one product page's fields, each None when the page does not show it; a value shown but
+    unreadable as its type (a price that is not an amount) is a problem of that field instead."""
+
+    def __init__(self) -> None:
+        self.unreadable: list[Problem] = []
+
+    def money(self, field: str, text: str | None) -> Decimal | None:
+        if not text:
+            return None
+        try:
+            return parse_price(text)
+        except ParseError:
+            self.unreadable.append(Problem(field, f"not an amount: {text!r}"))
+            return None
+
+    def count(self, field: str, text: str | None) -> int | None:
+        if not text:
+            return None
+        digits = text.replace(",", "")
+        if not digits.isdigit():
+            self.unreadable.append(Problem(field, f"not a number: {text!r}"))
+            return None
+        return int(digits)
+
+    def rating(self, node: LexborNode | None) -> tuple[int | None, str | None]:
+        """The rating and its class word; a ``p.star-rating`` without a rating word is a bad value."""
+        if node is None:
+            return None, None
+        word = _rating_word(node)
+        if word is None:
+            self.unreadable.append(Problem("rating", f"no rating word in class {node.attributes.get('class')!r}"))
+        return rating_from_word(word), word
 
 
-def _money(rows: dict[str, str], key: str) -> Decimal:
-    try:
-        return parse_price(_required(rows, key))
-    except NotABookPage:
-        raise
-    except ParseError as exc:
-        raise NotABookPage(f"{key!r} row is not a price: {exc}") from exc
-
-
-def _product_box(tree: LexborHTMLParser) -> tuple[LexborNode, str, Decimal, str]:
-    """The product box, its title, price and price as shown; NotABookPage when any is missing."""
+def _product_box(tree: LexborHTMLParser) -> tuple[LexborNode, str]:
+    """The product box and its title: what makes a page a product page (else NotABookPage)."""
     main = tree.css_first("article.product_page div.product_main")
     if main is None:
         raise NotABookPage("no div.product_main inside article.product_page")
     title = _text(main.css_first("h1"))
     if not title:
         raise NotABookPage("product box has no title")
-    price_text = _text(main.css_first("p.price_color"))
-    if not price_text:
-        raise NotABookPage("product box has no price")
-    try:
-        return main, title, parse_price(price_text), price_text
-    except ParseError as exc:
-        raise NotABookPage(f"product price unreadable: {exc}") from exc
-
-
-def _availability(rows: dict[str, str], main: LexborNode) -> str:
-    availability = rows.get("availability") or collapse_ws(_text(main.css_first("p.availability")) or "")
-    if not availability:
-        raise NotABookPage("no availability")
-    return collapse_ws(availability)
+    return main, title
 
 
 def parse_book(html: str, url: str) -> BookDetail:
-    """Parse a book page into a ``BookDetail``.
+    """Parse a book page into a ``BookDetail`` that keeps :data:`~book_assets.scraper.models.BOOK_CONTRACT`.
 
     Raises:
-        NotABookPage: the page lacks the product box, its title or price, the breadcrumb category, or a
-            required table row (404 page, listing page, garbage, truncated HTML).
+        NotABookPage: the page is not a product page (no product box or no title: a 404 page, a listing,
+            garbage, HTML cut off before the product).
+        ContractViolation: a product page whose required fields are missing (``missing_field``: a redesign, a
+            page cut off inside the product) or whose values are not of their type (``bad_value``).
     """
     tree = LexborHTMLParser(html)
-    main, title, price, price_text = _product_box(tree)
+    main, title = _product_box(tree)
+    read = _Reader()
     crumbs = tree.css("ul.breadcrumb li a")
-    category = _text(crumbs[2]) if len(crumbs) >= 3 else None
-    if not category:
-        raise NotABookPage("breadcrumb has no category (third link)")
     rows = _product_table(tree)
-    reviews_text = _required(rows, "number of reviews").replace(",", "")
-    if not reviews_text.isdigit():
-        raise NotABookPage(f"number of reviews is not a number: {reviews_text!r}")
-    availability = _availability(rows, main)
-    rating_text = _rating_word(main.css_first("p.star-rating"))
-    return BookDetail(
-        url=url,
-        title=title,
-        category=category,
-        description=_text(tree.css_first("div#product_description + p")) or None,
-        upc=_required(rows, "upc"),
-        product_type=_required(rows, "product type"),
-        price_excl_tax=_money(rows, "price (excl. tax)"),
-        price_incl_tax=_money(rows, "price (incl. tax)"),
-        tax=_money(rows, "tax"),
-        price=price,
-        price_text=price_text,
-        availability=availability,
-        stock=parse_stock(availability),
-        num_reviews=int(reviews_text),
-        rating=rating_from_word(rating_text),
-        rating_text=rating_text,
-    )
+    price_text = _text(main.css_first("p.price_color")) or None
+    availability = collapse_ws(rows.get("availability") or _text(main.css_first("p.availability")) or "")
+    rating, rating_text = read.rating(main.css_first("p.star-rating"))
+    values: dict[str, Any] = {
+        "title": title,
+        "category": (_text(crumbs[2]) if len(crumbs) >= 3 else None) or None,
+        "upc": rows.get("upc") or None,
+        "product_type": rows.get("product type") or None,
+        "price": read.money("price", price_text),
+        "price_excl_tax": read.money("price_excl_tax", rows.get("price (excl. tax)")),
+        "price_incl_tax": read.money("price_incl_tax", rows.get("price (incl. tax)")),
+        "tax": read.money("tax", rows.get("tax")),
+        "availability": availability or None,
+        "num_reviews": read.count("num_reviews", rows.get("number of reviews")),
+        "rating": rating,
+        "description": _text(tree.css_first("div#product_description + p")) or None,
+        "stock": parse_stock(availability),
+    }
+    unreadable = {p.field: p for p in read.unreadable}
+    # A value shown but unreadable was read as None: its problem says why, not "missing".
+    problems = [unreadable.get(p.field, p) for p in BOOK_CONTRACT.problems(values)]
+    if problems:
+        raise ContractViolation(problems)
+    return BookDetail(url=url, price_text=price_text or "", rating_text=rating_text, **values)
 
 
 # --------------------------------------------------------------------------- category sidebar

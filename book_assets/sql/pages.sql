@@ -20,6 +20,11 @@ WHERE pages.fetched_at <= EXCLUDED.fetched_at;
 SELECT final_url, status, headers, body, content_hash, fetched_at
 FROM pages WHERE url = %(url)s AND content_hash = %(content_hash)s AND body IS NOT NULL;
 
+-- kept_responses --
+-- The stored responses of these URLs that kept their body (a listing's, or a book page that failed its
+-- contract), as fetched.
+SELECT url, final_url, status, headers, body, fetched_at FROM pages WHERE url = ANY(%(urls)s) AND body IS NOT NULL;
+
 -- revalidate_page --
 -- A 304 confirmed the stored response (the one with this hash) at this time.
 UPDATE pages SET validated_at = greatest(validated_at, %(validated_at)s)

@@ -174,6 +174,18 @@ SET min_interval_s = queue_throttle_interval_v1(d.min_interval_s, %(latency_s)s:
 WHERE d.domain = %(domain)s AND d.max_interval_s IS NOT NULL AND (SELECT 1 FROM async) = 1
 RETURNING d.min_interval_s;
 
+-- back_off --
+-- A response that turned the request away without an error status (the caller's judgement: a soft block)
+-- widens the domain's interval for every worker as a throttled observation does (queue_throttle_interval_v1:
+-- at least double, at least min_step_s), up to its AutoThrottle cap, or the given cap when it has none; the
+-- next crawl's politeness (set_domain_policy) starts it again from the configured interval. No row: unknown.
+UPDATE domains d
+SET min_interval_s = queue_throttle_interval_v1(d.min_interval_s, 0, true, false, coalesce(d.floor_interval_s, 0),
+                                                coalesce(d.max_interval_s, %(max_interval_s)s::DOUBLE PRECISION),
+                                                coalesce(d.target_concurrency, 1), %(min_step_s)s::DOUBLE PRECISION)
+WHERE d.domain = %(domain)s
+RETURNING d.min_interval_s;
+
 -- push_domain --
 -- No request to the domain before now + seconds (a 429 / Retry-After); never pulls the next slot earlier.
 INSERT INTO domains AS d (domain, min_interval_s, next_slot_at)
@@ -273,6 +285,21 @@ SELECT m.member, coalesce(m.weight, s.default_weight) AS weight, m.current, m.bu
 FROM queue_members m JOIN queue_scopes s USING (scope)
 WHERE m.scope = %(scope)s ORDER BY m.member;
 
+-- failing_of_kinds --
+-- URLs failing now (queue_failing_v1: the URL's newest task is failed) with a failure of one of the kinds, in
+-- URL order, a batch after a given URL (keyset pagination).
+SELECT t.payload->>'url' AS url
+FROM queue_failing_v1(%(kinds)s::TEXT[], 2147483647, 0, 1) f JOIN tasks t ON t.id = f.id
+WHERE f.requeueable AND t.payload->>'url' > %(after)s
+ORDER BY t.payload->>'url' LIMIT %(limit)s;
+
+-- resolve_failed --
+-- The failed tasks of these URLs, of one of the kinds, done without a fetch (the caller rebuilt their result):
+-- completed now, their last error and its kind kept; returns the URLs resolved.
+UPDATE tasks t SET status = 'completed', completed_at = now()
+WHERE t.status = 'failed' AND t.error_kind = ANY(%(kinds)s::TEXT[]) AND t.payload->>'url' = ANY(%(urls)s::TEXT[])
+RETURNING t.payload->>'url' AS url;
+
 -- stats_counts --
 -- Number of tasks by type and status.
 SELECT task_type, status, count(*) AS n FROM tasks GROUP BY task_type, status ORDER BY task_type, status;
@@ -295,6 +322,12 @@ WHERE status = 'failed' GROUP BY left(error, 200) ORDER BY n DESC, error LIMIT %
 -- Every failed (dead-lettered) task, counted by type and error kind.
 SELECT task_type, coalesce(error_kind, 'unknown') AS kind, count(*) AS n FROM tasks
 WHERE status = 'failed' GROUP BY task_type, coalesce(error_kind, 'unknown') ORDER BY task_type, n DESC, kind;
+
+-- stats_last_failure_by_domain --
+-- Tasks by domain and the kind of their last failed attempt, whatever became of them (a task retried to
+-- success keeps the kind of its last failure): how many pages each domain turned away, and how.
+SELECT domain, error_kind AS kind, count(*) AS n FROM tasks
+WHERE error_kind IS NOT NULL GROUP BY domain, error_kind ORDER BY domain, n DESC, kind;
 
 -- metrics_tasks --
 -- The queue's gauges for the metrics exporter, one row per type, status and domain in one scan: tasks, the age

@@ -8,6 +8,7 @@ page can never reach this module, because parsing it raises before.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -51,18 +52,24 @@ CONTRACT_COLUMNS = {"price": "price_amount", "rating": "rating_value"}
 OPTIONAL_COLUMNS = tuple(CONTRACT_COLUMNS.get(name, name) for name in BOOK_CONTRACT.optional)
 
 
-def parse_served_or_rendered(served: str, rendered: str | None, url: str) -> BookDetail:
+#: Parses a book page's HTML at its URL: :func:`~book_assets.scraper.parsers.parse_book`, or a fixed one.
+BookParser = Callable[[str, str], BookDetail]
+
+
+def parse_served_or_rendered(
+    served: str, rendered: str | None, url: str, *, parser: BookParser = parse_book
+) -> BookDetail:
     """Parse the served HTML; fall back to the rendered DOM for pages whose data only scripts build.
 
     The served bytes are decoded with the right charset, while Chromium's DOM of a page without a declared
     charset can show "Â£": so the served HTML wins whenever it is a complete book page.
     """
     try:
-        return parse_book(served, url)
+        return parser(served, url)
     except ParseError:
         if not rendered or rendered == served:
             raise
-        return parse_book(rendered, url)
+        return parser(rendered, url)
 
 
 def book_fields(detail: BookDetail) -> dict[str, Any]:
@@ -214,11 +221,12 @@ class ReextractReport:
     errors: tuple[str, ...]
 
 
-def reextract(db: Database, *, batch_size: int = 200) -> ReextractReport:
-    """Parse every stored page again into the structured columns, without touching the network.
+def reextract(db: Database, *, parser: BookParser = parse_book, batch_size: int = 200) -> ReextractReport:
+    """Parse every stored page again with ``parser`` into the structured columns, without touching the network.
 
     Pages built by JavaScript are parsed from their stored rendered DOM, the rest from ``raw_html``.
-    Rows whose stored HTML no longer parses are left as they are and reported.
+    Rows whose stored HTML no longer parses are left as they are and reported. The pages a crawl held at the
+    door (their contract broken) are rebuilt by :func:`book_assets.store.held.reextract_held`.
     """
     after, scanned, changed, unparseable = 0, 0, 0, 0
     errors: list[str] = []
@@ -231,7 +239,7 @@ def reextract(db: Database, *, batch_size: int = 200) -> ReextractReport:
             after = row["id"]
             scanned += 1
             try:
-                detail = parse_served_or_rendered(row["raw_html"], row["rendered_html"], row["url"])
+                detail = parse_served_or_rendered(row["raw_html"], row["rendered_html"], row["url"], parser=parser)
             except ParseError as exc:
                 unparseable += 1
                 if len(errors) < 20:

@@ -87,7 +87,11 @@ def stored_copy(db: Database, url: str, validators: Validators) -> FetchResult:
     rows = db.statement(Q["stored_copy"], {"url": url, "content_hash": validators.content_hash})
     if not rows:
         raise StaleCopy(url)
-    row: dict[str, Any] = rows[0]
+    return _as_fetched(url, rows[0])
+
+
+def _as_fetched(url: str, row: dict[str, Any]) -> FetchResult:
+    """A stored response (a ``pages`` row with its body) as the fetch of ``url`` it was."""
     return build_result(
         url=url,
         final_url=row["final_url"],
@@ -97,6 +101,13 @@ def stored_copy(db: Database, url: str, validators: Validators) -> FetchResult:
         fetched_at=row["fetched_at"],
         elapsed_s=0.0,
     )
+
+
+def kept_responses(db: Database, urls: list[str]) -> dict[str, FetchResult]:
+    """The stored responses of ``urls`` that kept their body, as fetched then, by URL; the others left out."""
+    if not urls:
+        return {}
+    return {row["url"]: _as_fetched(row["url"], row) for row in db.statement(Q["kept_responses"], {"urls": urls})}
 
 
 def revalidate_book(cur: Cursor, url: str, validators: Validators, response: FetchResult) -> tuple[StoredBook, str]:

@@ -129,3 +129,16 @@ def test_a_new_floor_raises_a_learnt_interval_but_never_lowers_it_and_switching_
     assert policy is not None
     assert (policy["min_interval_s"], policy["max_interval_s"], policy["floor_interval_s"]) == (2.0, None, None)
     assert queue.observe(DOMAIN, 9.0) is None
+
+
+def test_a_back_off_widens_any_domains_interval_up_to_its_cap_and_the_next_policy_starts_it_again(
+    queue: TaskQueue,
+) -> None:
+    queue.set_domain_policy(DOMAIN, min_interval_s=0.0)  # not autothrottled: the cap is the caller's
+    steps = [queue.back_off(DOMAIN, max_interval_s=0.5) for _ in range(4)]
+    assert steps == pytest.approx([THROTTLED_MIN_S, 0.2, 0.4, 0.5])
+    queue.set_domain_policy(DOMAIN, min_interval_s=0.0)
+    assert _interval(queue) == 0.0
+    queue.set_domain_policy(DOMAIN, min_interval_s=0.1, throttle=AutoThrottle(1.0, 0.3))  # its own cap wins
+    assert [queue.back_off(DOMAIN, max_interval_s=60.0) for _ in range(2)] == pytest.approx([0.2, 0.3])
+    assert queue.back_off("unknown.example", max_interval_s=1.0) is None

@@ -109,3 +109,27 @@ def test_a_fail_from_an_older_lease_leaves_the_new_holders_task_alone(db: Databa
         queue.fail(old, "late", kind="timeout", retryable=True)
     row = db.query("SELECT status, lease_token, error FROM tasks")[0]
     assert row == {"status": "in_progress", "lease_token": new.lease_token, "error": None}
+
+
+def test_a_fail_runs_its_work_in_its_transaction_and_a_lost_lease_runs_none(db: Database) -> None:
+    db.query("CREATE TABLE kept (task_id bigint)")
+    queue = make_queue(db)
+    task = _one(queue)
+
+    def keep(cur: Any) -> None:
+        cur.execute("INSERT INTO kept VALUES (%s)", (task.id,))
+
+    assert queue.fail(task, "missing rating", kind="missing_field", retryable=False, work=keep) == "dead"
+    complete_task = _one(queue)
+    complete(queue, complete_task)
+    with pytest.raises(LeaseLost):
+        queue.fail(complete_task, "late", kind="missing_field", retryable=False, work=keep)
+    assert db.query("SELECT task_id FROM kept") == [{"task_id": task.id}]
+
+    def broken(cur: Any) -> None:
+        raise RuntimeError("the work failed")
+
+    third = _one(queue)
+    with pytest.raises(RuntimeError):
+        queue.fail(third, "x", kind="missing_field", retryable=False, work=broken)
+    assert db.query("SELECT status FROM tasks WHERE id = %s", (third.id,)) == [{"status": "in_progress"}]

@@ -6,7 +6,7 @@ from decimal import Decimal
 
 import pytest
 
-from book_assets.scraper.errors import NotABookPage, NotAListingPage, ParseError
+from book_assets.scraper.errors import ContractViolation, ErrorKind, NotABookPage, NotAListingPage, ParseError
 from book_assets.scraper.parsers import (
     parse_book,
     parse_listing,
@@ -154,6 +154,7 @@ BOOK = """<html><body>
 <li class="active">X</li></ul>
 <article class="product_page"><div class="row"><div class="col-sm-6 product_main">
 <h1>  Tom &amp; Jerry: Ça va   </h1><p class="price_color">£1,051.07</p>
+<p class="star-rating two"><i class="icon-star"></i></p>
 <p class="instock availability"><i class="icon-ok"></i>
    Out of stock
 </p>
@@ -168,7 +169,7 @@ BOOK = """<html><body>
 </table></article></body></html>"""
 
 
-def test_book_page_without_rating_or_availability_row_still_parses() -> None:
+def test_book_page_without_availability_row_reads_it_from_the_product_box() -> None:
     book = parse_book(BOOK, SITE + "catalogue/x_1/index.html")
     assert book.title == "Tom & Jerry: Ça va"
     assert book.category == "Poetry & Verse"
@@ -179,7 +180,7 @@ def test_book_page_without_rating_or_availability_row_still_parses() -> None:
     assert book.availability == "Out of stock"
     assert book.stock == 0
     assert book.num_reviews == 3
-    assert book.rating is None and book.rating_text is None
+    assert (book.rating, book.rating_text) == (2, "two")
 
 
 NOT_FOUND = """<!DOCTYPE html><html><head><title>404 Not Found</title></head>
@@ -193,17 +194,79 @@ NOT_FOUND = """<!DOCTYPE html><html><head><title>404 Not Found</title></head>
         "",
         "\x00\x01garbage<<<>>>",
         "<html><body><p>hello</p></body></html>",
-        BOOK[: BOOK.index("<table")],  # truncated before the product table
-        BOOK.replace("<tr><th>UPC</th><td>abc</td></tr>", ""),
+        BOOK[: BOOK.index("<article")],  # cut off before the product box
         BOOK.replace("<h1>  Tom &amp; Jerry: Ça va   </h1>", "<h1> </h1>"),
-        BOOK.replace('<p class="price_color">£1,051.07</p>', ""),
-        BOOK.replace('<li><a href="../category/books/poetry_23/index.html">Poetry &amp; Verse</a></li>', ""),
     ],
-    ids=["404", "empty", "garbage", "plain", "truncated", "no-upc", "blank-title", "no-price", "no-category"],
+    ids=["404", "empty", "garbage", "plain", "truncated-before-product", "blank-title"],
 )
-def test_non_book_html_raises_not_a_book_page(html: str) -> None:
+def test_html_that_is_not_a_product_page_raises_not_a_book_page(html: str) -> None:
     with pytest.raises(NotABookPage):
         parse_book(html, SITE)
+
+
+@pytest.mark.parametrize(
+    ("html", "message"),
+    [
+        (BOOK.replace('<p class="star-rating two">', '<p class="rating-stars two">'), "missing rating"),
+        (BOOK.replace("<tr><th>UPC</th><td>abc</td></tr>", ""), "missing upc"),
+        (BOOK.replace('<p class="price_color">£1,051.07</p>', ""), "missing price"),
+        (
+            BOOK.replace('<li><a href="../category/books/poetry_23/index.html">Poetry &amp; Verse</a></li>', ""),
+            "missing category",
+        ),
+        (BOOK[: BOOK.index("<table")], "missing upc, product_type, price_excl_tax, price_incl_tax, tax, num_reviews"),
+    ],
+    ids=["rating-class-renamed", "no-upc", "no-price", "no-category", "truncated-before-table"],
+)
+def test_product_page_without_a_required_field_is_a_missing_field_naming_it(html: str, message: str) -> None:
+    with pytest.raises(ContractViolation) as info:
+        parse_book(html, SITE)
+    assert info.value.kind is ErrorKind.MISSING_FIELD
+    assert str(info.value) == message
+
+
+def test_product_page_without_its_optional_description_still_parses() -> None:
+    html = BOOK.replace('<div id="product_description" class="sub-header">', '<div id="product-description">')
+    assert parse_book(html, SITE).description is None
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        ("<td>£1,000.00</td>", "<td>£-1.00</td>", "bad price_excl_tax (negative: -1.00)"),
+        ("<td>£1,000.00</td>", "<td>£1e308</td>", "bad price_excl_tax (not an amount: '£1e308')"),
+        ("<td>£51.07</td>", "<td>£1.234,56</td>", "bad tax (not an amount: '£1.234,56')"),
+        ("<td>£51.07</td>", "<td>£0.125</td>", "bad tax (more than two decimal places: 0.125)"),
+        ("<td>3</td>", "<td>2147483648</td>", "bad num_reviews (too large: 2147483648)"),
+        ("<td>3</td>", "<td>three</td>", "bad num_reviews (not a number: 'three')"),
+        ("Out of stock", "In stock (2147483648 available)", "bad stock (too large: 2147483648)"),
+        ('"star-rating two"', '"star-rating"', "bad rating (no rating word in class 'star-rating')"),
+    ],
+    ids=[
+        "negative",
+        "exponent",
+        "ambiguous-separators",
+        "three-places",
+        "reviews-overflow",
+        "reviews-word",
+        "stock-overflow",
+        "rating-without-word",
+    ],
+)
+def test_product_page_with_a_value_out_of_its_type_is_a_bad_value_naming_it(old: str, new: str, message: str) -> None:
+    assert old in BOOK
+    with pytest.raises(ContractViolation) as info:
+        parse_book(BOOK.replace(old, new, 1), SITE)
+    assert (info.value.kind, str(info.value)) == (ErrorKind.BAD_VALUE, message)
+
+
+def test_a_missing_field_outweighs_a_bad_value_and_both_are_named_on_one_line() -> None:
+    html = BOOK.replace("<tr><th>UPC</th><td>abc</td></tr>", "").replace("<td>3</td>", "<td>-</td>")
+    with pytest.raises(ContractViolation) as info:
+        parse_book(html, SITE)
+    assert info.value.kind is ErrorKind.MISSING_FIELD
+    assert str(info.value) == "missing upc; bad num_reviews (not a number: '-')"
+    assert info.value.fields == ("upc", "num_reviews")
 
 
 @pytest.mark.parametrize("html", [NOT_FOUND, "", "garbage", BOOK])
@@ -221,15 +284,23 @@ def test_not_a_book_page_message_is_one_line() -> None:
 
 @pytest.mark.parametrize(
     ("text", "amount"),
-    [("£51.77", "51.77"), ("  £0.00 ", "0.00"), ("£1,234.50", "1234.50"), ("51", "51"), ("€ 3.5", "3.5")],
+    [
+        ("£51.77", "51.77"),
+        ("  £0.00 ", "0.00"),
+        ("£1,234.50", "1234.50"),
+        ("51", "51"),
+        ("€ 3.5", "3.5"),
+        ("£-1.00", "-1.00"),
+    ],
 )
 def test_parse_price_reads_amount(text: str, amount: str) -> None:
     assert parse_price(text) == Decimal(amount)
 
 
-def test_parse_price_without_number_raises() -> None:
+@pytest.mark.parametrize("text", ["£", "£1e308", "£1.234,56", "£1,23", "£51.77 £2.00", "£ NaN"])
+def test_parse_price_refuses_what_is_not_one_plain_amount(text: str) -> None:
     with pytest.raises(ParseError):
-        parse_price("£")
+        parse_price(text)
 
 
 @pytest.mark.parametrize(

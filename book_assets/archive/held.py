@@ -1,0 +1,37 @@
+"""The archived responses of the pages a crawl held at the door: ``book-pipeline reextract --from-warc``.
+
+A book page that failed its contract (``missing_field``, ``bad_value``) was archived before it was parsed, as
+every page the crawl used is. :func:`newest_responses` finds, for each held URL, its newest 2xx response in
+the WARC files, as the fetch that failed (:func:`~book_assets.archive.rebuild.as_fetch`), so
+:func:`~book_assets.store.held.reextract_held` can rebuild the held day from the archive alone when the
+stored responses are gone (another machine, a restored backup). The files are read as a stream per call:
+only the wanted URLs' newest responses are held.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+from pathlib import Path
+
+from book_assets.archive.reader import ArchiveDamage, responses
+from book_assets.archive.rebuild import as_fetch
+from book_assets.scraper.fetching import FetchResult
+from book_assets.urls import canonical_url
+
+
+def newest_responses(paths: list[Path], urls: Collection[str], damaged: list[ArchiveDamage]) -> dict[str, FetchResult]:
+    """The newest 2xx response of each of ``urls`` (canonical) in ``paths``, by URL; damage is appended."""
+    wanted = set(urls)
+    found: dict[str, FetchResult] = {}
+    for archived in responses(paths, damaged):
+        url = canonical_url(archived.url)
+        if url not in wanted or not 200 <= archived.status < 300:
+            continue
+        if url not in found or found[url].fetched_at <= archived.fetched_at:
+            found[url] = as_fetch(archived)
+    return found
+
+
+def archived_source(paths: list[Path], damaged: list[ArchiveDamage]) -> Callable[[list[str]], dict[str, FetchResult]]:
+    """:func:`newest_responses` of ``paths`` as the source of :func:`~book_assets.store.held.reextract_held`."""
+    return lambda urls: newest_responses(paths, urls, damaged)
