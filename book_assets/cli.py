@@ -5,8 +5,10 @@ options override them. Expected failures — bad settings, an unreachable databa
 future — end with one line on stderr naming the problem and a non-zero exit, never a traceback.
 
 Exit statuses: 0 done; 1 a run that failed (every page failed, workers lost, archive damage); 2 a user's error
-(a bad setting, no database); 3 (``DRIFT_EXIT``) a crawl that ran but whose fields drifted: the books keep their
-last good values until ``book-pipeline drift accept`` confirms the change.
+(a bad setting, no database); 3 (``DRIFT_EXIT``) a crawl whose fields drifted, with a ``drift:`` line per field
+(and its ``error:`` line when its pages failed too, as a redesign that hides a required field makes them): the
+books keep their last good values until the parser is fixed (``reextract``) or ``book-pipeline drift accept``
+confirms the change.
 """
 
 from __future__ import annotations
@@ -227,13 +229,16 @@ def crawl_cmd(progress: bool, show_config: bool, **overrides: Any) -> None:
     report = crawl(url, config, progress=progress)
     for line in report.summary_lines(show_config=show_config):
         click.echo(line)
+    drifted = report.fields is not None and report.drift
+    if drifted and report.fields is not None:
+        for drift in report.fields.drifts:
+            click.echo(f"drift: {drift.line()}", err=True)
     if report.failure:
         click.echo(f"error: {report.failure}", err=True)
-        sys.exit(1)
-    if report.fields is not None and report.drift:
-        for drifted in report.fields.drifts:
-            click.echo(f"drift: {drifted.line()}", err=True)
+    if drifted:  # the day is held whether or not its pages also failed: `drift accept` or a parser fix moves it on
         sys.exit(DRIFT_EXIT)
+    if report.failure:
+        sys.exit(1)
 
 
 @main.group("drift")

@@ -132,3 +132,39 @@ def test_a_field_dropped_from_one_category_is_drift_of_that_category_only(
     assert [d.category for d in drifts] != [""] and all(d.category for d in drifts), [d.line() for d in drifts]
     assert all(d.filled == 0 for d in drifts)
     assert _descriptions(db) == good
+
+
+def _ratings(db: Database) -> dict[str, int | None]:
+    return {r["url"]: r["rating_value"] for r in db.query("SELECT url, rating_value FROM books")}
+
+
+def test_the_redesign_of_two_fields_fails_its_pages_and_drifts_both_fields_keeping_every_good_value(
+    db: Database, database_url: str, sandbox_factory: Any, tmp_path: Path
+) -> None:
+    """The bad day as a user's daily run meets it: the same URLs, the rating's class and the description's id
+    renamed. The rating is required, so each book page fails ``missing_field`` (kept, not stored); the
+    description is optional, so its loss is held; the crawl exits non-zero naming both fields with their
+    figures, and no rating or description is lost, versioned or reported changed."""
+    site = sandbox_factory(books=60, categories=3)
+    first = _cli_crawl(database_url, site.url, tmp_path)
+    assert first.returncode == 0, first.stderr[-2000:]
+    ratings, descriptions = _ratings(db), _descriptions(db)
+    assert len(ratings) == 60 and None not in ratings.values()
+    as_yesterday(db)
+    versions = _versions(db)
+
+    site.set_redesign(Redesign(day=0, changes=frozenset({Change.RATING_CLASS, Change.DESCRIPTION_ID})))
+    second = _cli_crawl(database_url, site.url, tmp_path)
+    assert second.returncode == DRIFT_EXIT, second.stderr[-2000:]
+    lines = [line for line in second.stderr.splitlines() if line.startswith("drift: ")]
+    assert any(line.startswith("drift: rating: 100 % -> 0 % of pages") for line in lines), lines
+    assert not any(line.startswith("drift: description:") for line in lines) or all(
+        "-> 0 %" in line for line in lines if line.startswith("drift: description:")
+    )
+    failed = db.query("SELECT error_kind, count(*) AS n FROM tasks WHERE status = 'failed' GROUP BY error_kind")
+    assert {r["error_kind"]: r["n"] for r in failed} == {"missing_field": 60}
+    assert _ratings(db) == ratings and _descriptions(db) == descriptions
+    assert _versions(db) == versions
+    assert changes_of_day(db, _today()) == []
+    kept = db.query("SELECT count(*) AS n FROM pages WHERE url LIKE '%%/catalogue/%%' AND body IS NOT NULL")
+    assert kept[0]["n"] >= 60  # each failed book page's response is kept for reextract
