@@ -641,6 +641,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             mark = time.monotonic()
             if stack is not None:
                 stack.down()
+                # Images a newer build replaced (the cache keeps what the current ones are built from).
+                stack.docker("image", "prune", "-f", timeout=300, check=False)
             engine.stop()
             figures["down_s"] = round(time.monotonic() - mark, 1)
             figures["total_s"] = round(time.monotonic() - started, 1)
