@@ -2,7 +2,8 @@
 # Idempotent set-up. `bootstrap.sh` (for `make demo`): uv, the locked virtualenv and a Chromium, which a user
 # without root can have too (an existing Chromium, or BOOK_PIPELINE_CHROMIUM). `bootstrap.sh --tests` (for
 # `make test`): also the tools only the tests use, from Debian: psql, a compose client, PgBouncer,
-# libfaketime, iproute2 and stress-ng.
+# libfaketime, iproute2, stress-ng, Prometheus, and for the compose stack's test the Docker engine,
+# debootstrap and npm.
 # The database is brought up by the commands themselves (embedded PostgreSQL unless DATABASE_URL is set), and by
 # step 4, which writes the Dagster instance's variables to .env.
 # A second run does no work beyond a few existence checks.
@@ -106,7 +107,10 @@ fi
 # 7. Scale-out test tools from Debian: PgBouncer (a crawl through transaction pooling), libfaketime (a host
 #    whose clock is skewed), iproute2 (network namespaces as hosts), stress-ng (the suite under load,
 #    scripts/test_under_load.sh) and Prometheus with promtool (the metrics tests scrape a crawl, check the rules). Tests that need one skip, naming it, on a machine where none can be installed.
-for tool in pgbouncer:pgbouncer faketime:faketime ip:iproute2 stress-ng:stress-ng prometheus:prometheus; do
+# The compose stack's test (scripts/compose_e2e.py) adds Debian's Docker engine, debootstrap (a Debian base
+#    image when no registry answers) and npm (PostgreSQL 16 for the postgres:16 stand-in).
+for tool in pgbouncer:pgbouncer faketime:faketime ip:iproute2 stress-ng:stress-ng prometheus:prometheus \
+            dockerd:docker.io debootstrap:debootstrap npm:npm; do
   command -v "${tool%%:*}" >/dev/null 2>&1 && continue
   say "installing ${tool#*:} for the scale-out tests"
   apt_install "${tool#*:}" || say "could not install ${tool#*:}: the tests that need it will skip"

@@ -283,24 +283,28 @@ def test_k8s_run_config_objects_are_valid_kubernetes() -> None:
     assert config["env_secrets"] == [APP_SECRET]
 
 
-def test_compose_places_drain_steps_in_containers_on_its_own_network_and_volume() -> None:
+def test_compose_docker_run_config_names_the_stacks_image_network_and_data_volume() -> None:
     compose = yaml.safe_load((PROJECT_ROOT / "docker-compose.yml").read_text())
     docker = yaml.safe_load((PROJECT_ROOT / "deploy" / "docker" / "run-config.yaml").read_text())["execution"]
     config = docker["config"]
     app = compose["x-app"]
+    # Each run is a container (DockerRunLauncher); its drain steps are processes there unless docker is chosen.
     executor = app["environment"]["BOOK_PIPELINE_STEP_EXECUTOR"]
-    assert executor.endswith(":-docker}") and "docker" in get_args(Settings.model_fields["step_executor"].annotation)
+    assert executor.endswith(":-multiprocess}") and "docker" in get_args(
+        Settings.model_fields["step_executor"].annotation
+    )
     assert config["image"] == app["image"]
     assert config["network"] == compose["networks"]["default"]["name"]
     (volume,) = config["container_kwargs"]["volumes"]
     name, path = volume.split(":")
-    assert name == compose["volumes"]["dagster-data"]["name"]
+    assert name == compose["volumes"]["pipeline-data"]["name"]
     daemon = compose["services"]["dagster-daemon"]
     assert (
-        f"dagster-data:{path}" in daemon["volumes"] and "/var/run/docker.sock:/var/run/docker.sock" in daemon["volumes"]
+        f"pipeline-data:{path}" in daemon["volumes"]
+        and "/var/run/docker.sock:/var/run/docker.sock" in daemon["volumes"]
     )
     dockerfile = (PROJECT_ROOT / "Dockerfile").read_text()
-    assert f"DAGSTER_ARTIFACT_DIR={path}/storage" in dockerfile  # the IO manager's files are on the shared volume
+    assert f"DAGSTER_ARTIFACT_DIR={path}/dagster/storage" in dockerfile  # the IO manager's files are on the volume
     assert set(config["env_vars"]) >= {"DATABASE_URL", "DAGSTER_HOME", "DAGSTER_PG_PASSWORD", "DAGSTER_ARTIFACT_DIR"}
 
 
