@@ -439,7 +439,7 @@ def reextract_cmd(from_warc: bool, day: Any, write: bool) -> None:
     settings = load_settings()
     database = open_database(settings)
     report = reextract(database)
-    click.echo(f"re-extracted {report.scanned} books: {report.changed} changed, {report.unparseable} unparseable")
+    click.echo(report.line())
     for line in report.errors:
         click.echo(f"  {line}", err=True)
     held = reextract_held(database, make_queue(database, CrawlConfig.from_settings(settings)))

@@ -1,0 +1,76 @@
+"""A re-extraction follows the crawl's contract: it never writes a held loss over a book's last good value, and
+once the parser is fixed it rebuilds a drifted crawl's pages and judges that crawl's fields again from what is
+stored, so its drift clears without the network and without anyone accepting a drift that was a parser bug."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from book_assets.cli import main
+from book_assets.crawl.pipeline import crawl
+from book_assets.db.connection import Database
+from book_assets.sandbox.redesign import Change, Redesign
+from book_assets.scraper.models import BookDetail
+from book_assets.scraper.parsers import parse_book
+from book_assets.store.books import reextract
+from book_assets.store.drift import unaccepted_drift
+from book_assets_tests.crawl.conftest import sandbox_config
+
+pytestmark = pytest.mark.slow
+
+
+def _column(db: Database, name: str) -> dict[str, Any]:
+    return {r["url"]: r[name] for r in db.query(f"SELECT url, {name} FROM books")}
+
+
+def _versions(db: Database) -> int:
+    return int(db.query("SELECT count(*) AS n FROM book_versions")[0]["n"])
+
+
+def parse_after_the_redesign(html: str, url: str) -> BookDetail:
+    """The parser as fixed for the redesign: it reads the rating's and the description's renamed markup."""
+    fixed = html.replace('<p class="rating-stars ', '<p class="star-rating ')
+    return parse_book(fixed.replace('id="product-description"', 'id="product_description"'), url)
+
+
+def test_plain_reextract_after_a_held_description_drift_keeps_the_descriptions(
+    db: Database, database_url: str, sandbox_factory: Any
+) -> None:
+    site = sandbox_factory(books=60, categories=3)
+    config = sandbox_config(site.url)
+    assert not crawl(database_url, config).drift
+    good = _column(db, "description")
+    described = sum(d is not None for d in good.values())
+    assert described >= 55
+    site.set_redesign(Redesign(day=0, changes=frozenset({Change.DESCRIPTION_ID})))
+    assert crawl(database_url, config).drift == ("description",)
+    versions = _versions(db)
+
+    # The stored HTML is the redesigned page now: the parser as it is finds no description in it.
+    ran = CliRunner().invoke(main, ["reextract"], env={"DATABASE_URL": database_url}, catch_exceptions=False)
+
+    assert ran.exit_code == 0, ran.output
+    assert _column(db, "description") == good
+    assert _versions(db) == versions
+    assert f"held losses kept: {described} description" in ran.output
+    assert db.query("SELECT count(*) AS n FROM held_losses")[0]["n"] == described
+    assert [d.field for d in unaccepted_drift(db)] == ["description"]
+
+
+def test_reextract_records_a_version_for_each_value_it_changes(
+    db: Database, database_url: str, sandbox_factory: Any
+) -> None:
+    site = sandbox_factory(books=30, categories=2)
+    crawl(database_url, sandbox_config(site.url))
+    versions = _versions(db)
+    db.query("UPDATE books SET price_amount = 1.00 WHERE id IN (SELECT id FROM books ORDER BY id LIMIT 3)")
+
+    report = reextract(db)
+
+    history = db.query("SELECT changed FROM book_versions WHERE version = 2")
+    assert [r["changed"] for r in history] == [["price_amount"]] * 3
+    assert _versions(db) == versions + 3
+    assert (report.changed, report.versions) == (3, 3)
