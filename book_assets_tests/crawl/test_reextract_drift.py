@@ -10,14 +10,16 @@ import pytest
 from click.testing import CliRunner
 
 from book_assets.cli import main
-from book_assets.crawl.pipeline import crawl
+from book_assets.crawl.config import make_queue
+from book_assets.crawl.pipeline import crawl, judge_again
 from book_assets.db.connection import Database
 from book_assets.sandbox.redesign import Change, Redesign
 from book_assets.scraper.models import BookDetail
 from book_assets.scraper.parsers import parse_book
 from book_assets.store.books import reextract
 from book_assets.store.drift import unaccepted_drift
-from book_assets_tests.crawl.conftest import sandbox_config
+from book_assets.store.held import reextract_held
+from book_assets_tests.crawl.conftest import sandbox_config, stored_vs_truth
 
 pytestmark = pytest.mark.slow
 
@@ -74,3 +76,57 @@ def test_reextract_records_a_version_for_each_value_it_changes(
     assert [r["changed"] for r in history] == [["price_amount"]] * 3
     assert _versions(db) == versions + 3
     assert (report.changed, report.versions) == (3, 3)
+
+
+def test_a_fixed_parser_rebuilds_the_drifted_crawl_and_its_drift_resolves_without_the_network(
+    db: Database, database_url: str, sandbox_factory: Any, books_rows: Any
+) -> None:
+    site = sandbox_factory(books=60, categories=3)
+    config = sandbox_config(site.url)
+    assert not crawl(database_url, config).drift
+    site.set_redesign(Redesign(day=0, changes=frozenset({Change.RATING_CLASS, Change.DESCRIPTION_ID})))
+    site.set_day(1)  # the day's values differ from the first crawl's for some books
+    drifted = crawl(database_url, config)
+    assert "rating" in drifted.drift and set(drifted.failed_by_reason) == {"missing_field"}
+    failed = drifted.failed_by_reason["missing_field"]
+    assert failed >= 55
+    crawl_id = int(db.query("SELECT max(id) AS id FROM crawls")[0]["id"])
+    assert unaccepted_drift(db, crawl_id)
+    requests = site.stats().total_requests
+
+    queue = make_queue(db, config)
+    held = reextract_held(db, queue, parser=parse_after_the_redesign)
+    assert (held.held, held.still_failing) == (failed, 0)
+    resolved = judge_again(db, queue, config)
+
+    assert site.stats().total_requests == requests  # nothing was fetched
+    assert [(r.crawl_id, r.resolved) for r in resolved] == [(crawl_id, ("rating",))]
+    assert unaccepted_drift(db) == []
+    truth = site.catalogue.ground_truth()
+    served = [row for row in books_rows() if row["url"].removeprefix(site.url) in truth]  # not the removed ones
+    assert len(served) == len(truth) and stored_vs_truth(served, truth, site.url) == []  # the day's values
+    assert db.query("SELECT count(*) AS n FROM held_losses")[0]["n"] == 0
+    rows = db.query("SELECT field, resolved_by FROM drift_resolutions WHERE crawl_id = %s", (crawl_id,))
+    assert [(r["field"], r["resolved_by"]) for r in rows] == [("rating", "reextract")]
+
+    status = CliRunner().invoke(main, ["drift", "status"], env={"DATABASE_URL": database_url})
+    assert status.exit_code == 0, status.output
+    assert "no field drift held" in status.output
+    assert f"crawl {crawl_id}: the drift of rating resolved by reextract" in status.output
+
+
+def test_the_reextract_command_judges_the_drifted_crawl_again(
+    db: Database, database_url: str, sandbox_factory: Any
+) -> None:
+    site = sandbox_factory(books=40, categories=2)
+    config = sandbox_config(site.url)
+    crawl(database_url, config)
+    site.set_redesign(Redesign(day=0, changes=frozenset({Change.RATING_CLASS})))
+    assert "rating" in crawl(database_url, config).drift
+    crawl_id = int(db.query("SELECT max(id) AS id FROM crawls")[0]["id"])
+
+    unfixed = CliRunner().invoke(main, ["reextract"], env={"DATABASE_URL": database_url}, catch_exceptions=False)
+
+    assert unfixed.exit_code == 0, unfixed.output
+    assert f"fields judged again: crawl {crawl_id} still drifts (rating)" in unfixed.output
+    assert [d.field for d in unaccepted_drift(db)] == ["rating"]
