@@ -108,14 +108,25 @@ SELECT started_at, finished_at FROM crawls WHERE id = %(crawl_id)s;
 
 -- record_resolution --
 -- A drifted field that a new judgement of its crawl cleared: what cleared it and the figures before and after.
-INSERT INTO drift_resolutions (crawl_id, field, category, resolved_by, drifted_pages, drifted_filled, pages, filled)
-VALUES (%(crawl_id)s, %(field)s, %(category)s, %(resolved_by)s, %(drifted_pages)s, %(drifted_filled)s, %(pages)s,
-        %(filled)s)
+INSERT INTO drift_resolutions (crawl_id, field, category, resolved_by, judged_crawl_id, drifted_pages,
+                               drifted_filled, pages, filled)
+VALUES (%(crawl_id)s, %(field)s, %(category)s, %(resolved_by)s, %(judged_crawl_id)s, %(drifted_pages)s,
+        %(drifted_filled)s, %(pages)s, %(filled)s)
 ON CONFLICT (crawl_id, field) DO UPDATE SET resolved_by = EXCLUDED.resolved_by, resolved_at = now(),
-    category = EXCLUDED.category, drifted_pages = EXCLUDED.drifted_pages, drifted_filled = EXCLUDED.drifted_filled,
+    category = EXCLUDED.category, judged_crawl_id = EXCLUDED.judged_crawl_id,
+    drifted_pages = EXCLUDED.drifted_pages, drifted_filled = EXCLUDED.drifted_filled,
     pages = EXCLUDED.pages, filled = EXCLUDED.filled;
+
+-- clear_drift --
+-- A crawl's drift of a field resolved by a later crawl's new judgement: its rows no longer count as drifted.
+UPDATE crawl_fields SET drifted = false WHERE crawl_id = %(crawl_id)s AND field = %(field)s AND drifted;
+
+-- forget_resolutions --
+-- A crawl judged again drifts in these fields: no resolution of them stands.
+DELETE FROM drift_resolutions WHERE crawl_id = %(crawl_id)s AND field = ANY (%(fields)s::text[]);
 
 -- resolutions --
 -- Every drift a new judgement resolved, newest first.
-SELECT crawl_id, field, category, resolved_by, resolved_at, drifted_pages, drifted_filled, pages, filled
+SELECT crawl_id, field, category, resolved_by, resolved_at, judged_crawl_id, drifted_pages, drifted_filled,
+       pages, filled
 FROM drift_resolutions ORDER BY resolved_at DESC, crawl_id, field;

@@ -262,7 +262,7 @@ FailuresOf = Callable[[datetime, datetime | None], Iterable[tuple[str, str]]]
 class Rejudgement:
     """A drifted crawl judged again from what is stored: the fields whose drift it resolved, those still
     drifting; ``stale`` when too few of its pages are stored as it fetched them (a later crawl fetched them
-    again), so it was not judged again."""
+    again) and a drift stands that no later crawl's new judgement resolved."""
 
     crawl_id: int
     resolved: tuple[str, ...]
@@ -289,38 +289,55 @@ def rejudge(
     ``drift_resolutions`` row records by what, and the figures before and after; the crawl's rows are the new
     judgement, so the check ``no_field_drift`` passes), and the field's remaining held losses are applied as
     for a field that did not drift. A crawl with fewer than ``min_pages`` pages stored as it fetched them
-    (a later crawl fetched them again) is left as judged."""
+    (a later crawl fetched them again) is not judged again; its drift of a field that a later crawl's new
+    judgement resolved is resolved with it (the daily runs that drifted before the fix), the rest stands."""
     out = []
-    for crawl_id in sorted({c.crawl_id for c in unaccepted_drift(db) if c.crawl_id is not None}):
+    #: Field -> the latest crawl judged again here whose drift of it was resolved, with its new row.
+    later: dict[str, tuple[int, Coverage]] = {}
+    for crawl_id in sorted({c.crawl_id for c in unaccepted_drift(db) if c.crawl_id is not None}, reverse=True):
         before = {c.field: c for c in reversed(headline(crawl_coverage(db, crawl_id)))}
         window = db.query(Q["crawl_window"], {"crawl_id": crawl_id})[0]
         since, until = window["started_at"], window["finished_at"]
         failures = list(failures_of(since, until))
         current = coverage_of(db, since, failures, min_pages=min_pages, until=until)
         if max((c.pages for c in current if c.category == WHOLE_CRAWL), default=0) < min_pages:
-            out.append(Rejudgement(crawl_id, (), tuple(sorted(before)), stale=True))
+            covered = tuple(sorted(set(before) & set(later)))
+            for name in covered:
+                _record_resolution(db, crawl_id, before[name], later[name][1], by=by, judged_crawl_id=later[name][0])
+                db.query(Q["clear_drift"], {"crawl_id": crawl_id, "field": name})
+            drifting = tuple(sorted(set(before) - set(covered)))
+            out.append(Rejudgement(crawl_id, covered, drifting, stale=bool(drifting)))
             continue
         judgement = judge(db, crawl_id, since, failures, threshold=threshold, min_pages=min_pages, until=until)
         now = {(c.category, c.field): c for c in judgement.coverage}
+        db.query(Q["forget_resolutions"], {"crawl_id": crawl_id, "fields": list(judgement.drifted_fields)})
         resolved = tuple(sorted(set(before) - set(judgement.drifted_fields)))
         for name in resolved:
             was = before[name]
             after = now.get((was.category, name), Coverage(was.category, name, 0, 0))
-            db.query(
-                Q["record_resolution"],
-                {
-                    "crawl_id": crawl_id,
-                    "field": name,
-                    "category": was.category,
-                    "resolved_by": by,
-                    "drifted_pages": was.pages,
-                    "drifted_filled": was.filled,
-                    "pages": after.pages,
-                    "filled": after.filled,
-                },
-            )
+            _record_resolution(db, crawl_id, was, after, by=by, judged_crawl_id=crawl_id)
+            later.setdefault(name, (crawl_id, after))
         out.append(Rejudgement(crawl_id, resolved, judgement.drifted_fields))
-    return out
+    return sorted(out, key=lambda r: r.crawl_id)
+
+
+def _record_resolution(
+    db: Database, crawl_id: int, was: Coverage, after: Coverage, *, by: str, judged_crawl_id: int
+) -> None:
+    db.query(
+        Q["record_resolution"],
+        {
+            "crawl_id": crawl_id,
+            "field": was.field,
+            "category": was.category,
+            "resolved_by": by,
+            "judged_crawl_id": judged_crawl_id,
+            "drifted_pages": was.pages,
+            "drifted_filled": was.filled,
+            "pages": after.pages,
+            "filled": after.filled,
+        },
+    )
 
 
 @dataclass(frozen=True)
@@ -332,6 +349,7 @@ class Resolution:
     category: str
     resolved_by: str
     resolved_at: datetime
+    judged_crawl_id: int
     drifted_pages: int
     drifted_filled: int
     pages: int
@@ -341,10 +359,15 @@ class Resolution:
         where = f" in {self.category}" if self.category else ""
         before = Coverage(self.category, self.field, self.drifted_pages, self.drifted_filled).rate
         after = Coverage(self.category, self.field, self.pages, self.filled).rate
+        judged = (
+            ""
+            if self.judged_crawl_id == self.crawl_id
+            else f" in crawl {self.judged_crawl_id}, which fetched them again"
+        )
         return (
             f"crawl {self.crawl_id}: the drift of {self.field}{where} resolved by {self.resolved_by} at "
-            f"{self.resolved_at:%Y-%m-%d %H:%M:%S %Z}: {percent(before)} -> {percent(after)} of pages judged again "
-            f"({self.filled} of {self.pages})"
+            f"{self.resolved_at:%Y-%m-%d %H:%M:%S %Z}: {percent(before)} -> {percent(after)} of pages judged again"
+            f"{judged} ({self.filled} of {self.pages})"
         )
 
 

@@ -130,3 +130,31 @@ def test_the_reextract_command_judges_the_drifted_crawl_again(
     assert unfixed.exit_code == 0, unfixed.output
     assert f"fields judged again: crawl {crawl_id} still drifts (rating)" in unfixed.output
     assert [d.field for d in unaccepted_drift(db)] == ["rating"]
+
+
+def test_two_daily_crawls_drifted_before_the_fix_both_resolve_the_latest_from_its_own_pages(
+    db: Database, database_url: str, sandbox_factory: Any
+) -> None:
+    """The second drifted crawl re-fetches the held pages (a 304 confirms the kept copy), so the latest crawl
+    holds them: it is judged again from them, and the earlier one's drift is resolved with it."""
+    site = sandbox_factory(books=40, categories=2)
+    config = sandbox_config(site.url)
+    crawl(database_url, config)
+    site.set_redesign(Redesign(day=0, changes=frozenset({Change.RATING_CLASS})))
+    assert "rating" in crawl(database_url, config).drift
+    assert "rating" in crawl(database_url, config).drift
+    last = int(db.query("SELECT max(id) AS id FROM crawls")[0]["id"])
+    assert sorted(d.crawl_id or 0 for d in unaccepted_drift(db)) == [last - 1, last]
+
+    queue = make_queue(db, config)
+    assert reextract_held(db, queue, parser=parse_after_the_redesign).still_failing == 0
+    judged = judge_again(db, queue, config)
+
+    assert [(r.crawl_id, r.resolved, r.stale) for r in judged] == [
+        (last - 1, ("rating",), False),
+        (last, ("rating",), False),
+    ]
+    assert unaccepted_drift(db) == []
+    rows = db.query("SELECT crawl_id, judged_crawl_id, pages, filled FROM drift_resolutions ORDER BY crawl_id")
+    assert [(r["crawl_id"], r["judged_crawl_id"]) for r in rows] == [(last - 1, last), (last, last)]
+    assert rows[1]["pages"] == rows[1]["filled"] == 40
