@@ -32,6 +32,7 @@ from book_assets.settings import ConfigError, Settings, load_settings
 if TYPE_CHECKING:
     from book_assets.crawl.config import CrawlConfig
     from book_assets.publish import changes, export
+    from book_assets.queue import TaskQueue
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -249,13 +250,15 @@ def drift_group() -> None:
 @drift_group.command("status")
 @user_errors
 def drift_status() -> None:
-    """Every drift no one accepted (crawl, field, figures), the losses it holds, and the acceptances recorded."""
-    from book_assets.store.drift import acceptances, held_losses, unaccepted_drift
+    """Every drift no one accepted (crawl, field, figures), the losses it holds, the acceptances recorded, and the
+    drifts resolved by judging their crawl again after ``reextract``."""
+    from book_assets.store.drift import acceptances, held_losses, resolutions, unaccepted_drift
 
     with open_database(load_settings()) as database:
         drifts = unaccepted_drift(database)
         held = held_losses(database)
         accepted = acceptances(database)
+        resolved = resolutions(database)
     if not drifts:
         click.echo("no field drift held")
     for row in drifts:
@@ -264,6 +267,8 @@ def drift_status() -> None:
         click.echo(f"crawl {row.crawl_id}: {row.line()}; {losses} losses held")
     for acceptance in accepted[:20]:
         click.echo(acceptance.line())
+    for resolution in resolved[:20]:
+        click.echo(resolution.line())
 
 
 @drift_group.command("accept")
@@ -439,13 +444,24 @@ def reextract_cmd(from_warc: bool, day: Any, write: bool) -> None:
     settings = load_settings()
     database = open_database(settings)
     report = reextract(database)
-    click.echo(f"re-extracted {report.scanned} books: {report.changed} changed, {report.unparseable} unparseable")
+    click.echo(report.line())
     for line in report.errors:
         click.echo(f"  {line}", err=True)
-    held = reextract_held(database, make_queue(database, CrawlConfig.from_settings(settings)))
+    config = CrawlConfig.from_settings(settings)
+    queue = make_queue(database, config)
+    held = reextract_held(database, queue)
     click.echo(held.line())
     for line in held.errors:
         click.echo(f"  still failing: {line}", err=True)
+    _judge_again(database, queue, config)
+
+
+def _judge_again(database: Database, queue: TaskQueue, config: CrawlConfig) -> None:
+    """The drifted crawls judged again from what reextract left stored: one line each."""
+    from book_assets.crawl.pipeline import judge_again
+
+    for rejudged in judge_again(database, queue, config):
+        click.echo(f"fields judged again: {rejudged.line()}")
 
 
 def _reextract_from_warc(settings: Settings, day: Any, *, write: bool) -> None:
@@ -466,8 +482,10 @@ def _reextract_from_warc(settings: Settings, day: Any, *, write: bool) -> None:
     with open_database(settings) as database:
         if write:
             click.echo(store(database, rebuilt).line())
-            queue = make_queue(database, CrawlConfig.from_settings(settings))
+            config = CrawlConfig.from_settings(settings)
+            queue = make_queue(database, config)
             click.echo(reextract_held(database, queue, source=archived_source(files, rebuilt.damaged)).line())
+            _judge_again(database, queue, config)
         else:
             comparison = compare(database, rebuilt)
             click.echo(comparison.line())

@@ -35,7 +35,7 @@ from book_assets.queue import AutoThrottle, GroupBudget, TaskQueue, domain_of
 from book_assets.queue.failures import requeue_due
 from book_assets.scraper.errors import ErrorKind
 from book_assets.store.books import book_counts, versions_since
-from book_assets.store.drift import CONTRACT_FAILURES, FieldJudgement, judge
+from book_assets.store.drift import CONTRACT_FAILURES, FieldJudgement, Rejudgement, judge, rejudge
 from book_assets.store.lifecycle import OpenCrawl, open_crawl
 from book_assets.store.pages import revalidated_since
 from book_assets.store.removals import Removals, books_listed_since, settle
@@ -476,6 +476,17 @@ def judge_fields(db: Database, queue: TaskQueue, run: CrawlRun) -> FieldJudgemen
         threshold=config.drift_threshold,
         min_pages=config.drift_min_pages,
     )
+
+
+def judge_again(db: Database, queue: TaskQueue, config: CrawlConfig, *, by: str = "reextract") -> list[Rejudgement]:
+    """Judge every crawl whose drift no one accepted again from what is stored (after ``reextract`` rebuilt its
+    pages with a fixed parser), as :func:`judge_fields` judged it: its book pages and its contract failures
+    between its start and its end (:func:`book_assets.store.drift.rejudge`)."""
+
+    def failures_of(since: datetime, until: datetime | None) -> list[tuple[str, str]]:
+        return queue.failures_since(since, DETAIL, CONTRACT_FAILURES, until=until)
+
+    return rejudge(db, failures_of, threshold=config.drift_threshold, min_pages=config.drift_min_pages, by=by)
 
 
 def read_report(

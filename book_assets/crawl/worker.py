@@ -468,16 +468,19 @@ class Worker:
         *,
         retry_after_s: float | None = None,
         kept: FetchResult | None = None,
+        validated_at: datetime | None = None,
     ) -> None:
         """Fail ``task`` as ``kind``: retried later when the kind is retryable, failed for good otherwise.
 
         ``kept`` is the response that failed, stored with its body as the task's page in the failure's
-        transaction (under its lease), for ``reextract`` to parse again once the parser is fixed.
+        transaction (under its lease), for ``reextract`` to parse again once the parser is fixed; confirmed at
+        ``validated_at`` when a 304 answered for it.
         """
+        url = str(task.payload["url"])
         keep = (
             None
             if kept is None
-            else functools.partial(write_page, url=str(task.payload["url"]), fetched=kept, keep_body=True)
+            else functools.partial(write_page, url=url, fetched=kept, keep_body=True, validated_at=validated_at)
         )
         outcome = await self._db(
             self.queue.fail,
@@ -568,13 +571,15 @@ class Worker:
             await self._db(forget_page, self.db, url)
             await self._fail(task, exc.kind, str(exc))
             return
-        await self._handle_held(task, held)
+        await self._handle_held(task, held, response.fetched_at)
 
-    async def _handle_held(self, task: Task, held: FetchResult) -> None:
+    async def _handle_held(self, task: Task, held: FetchResult, confirmed_at: datetime) -> None:
         """A 304 for a book page held at the door (its contract broken): the kept copy is what the site still
         serves, so it is parsed again as a 200 of it would be; it is stored if the parser now reads it, else
-        failed again as before, without downloading the page a second time."""
+        failed again as before, without downloading the page a second time, the copy confirmed at
+        ``confirmed_at`` (the crawl that confirmed it holds it: ``reextract`` stores it with that time)."""
         try:
             await self._handle_detail(task, held)
         except ParseError as exc:
-            await self._fail(task, exc.kind, f"{exc.kind}: {exc}", kept=held if exc.kind in HELD_KINDS else None)
+            kept = held if exc.kind in HELD_KINDS else None
+            await self._fail(task, exc.kind, f"{exc.kind}: {exc}", kept=kept, validated_at=confirmed_at)

@@ -128,10 +128,12 @@ class QueueAdmin:
             retries += int(r["retries"])
         return Activity(completed=completed, created=dict(created), failed=dict(failed), retries=retries)
 
-    def failures_since(self, since: datetime, task_type: str, kinds: Collection[str]) -> list[tuple[str, str]]:
-        """``(group, error)`` of each task of ``task_type`` claimed since ``since`` and now failed for good as one
-        of ``kinds``."""
-        params = {"since": since, "task_type": self.ctx.check_type(task_type), "kinds": sorted(kinds)}
+    def failures_since(
+        self, since: datetime, task_type: str, kinds: Collection[str], *, until: datetime | None = None
+    ) -> list[tuple[str, str]]:
+        """``(group, error)`` of each task of ``task_type`` claimed since ``since`` (and by ``until``) and now
+        failed for good as one of ``kinds``."""
+        params = {"since": since, "until": until, "task_type": self.ctx.check_type(task_type), "kinds": sorted(kinds)}
         return [(r["grp"], r["error"]) for r in self.db.query(named_queries()["failures_since"], params)]
 
     def completed_by(self, workers: list[str], since: datetime) -> dict[str, int]:

@@ -55,18 +55,16 @@ SELECT id, url, raw_html, rendered_html FROM books WHERE id > %(after)s AND raw_
 ORDER BY id LIMIT %(limit)s;
 
 -- reextract_book --
--- New structured fields from re-parsed stored HTML; returns a row only if something changed.
+-- New structured fields from re-parsed stored HTML (the stored fetch stays); the version moves on when a
+-- tracked field changed (the caller records it). Returns the version and the fetch it describes.
 UPDATE books SET title = %(title)s, price = %(price)s, rating = %(rating)s, category = %(category)s,
        availability = %(availability)s, upc = %(upc)s, description = %(description)s,
        price_amount = %(price_amount)s, price_excl_tax = %(price_excl_tax)s, price_incl_tax = %(price_incl_tax)s,
        tax = %(tax)s, rating_value = %(rating_value)s, stock = %(stock)s, num_reviews = %(num_reviews)s,
-       product_type = %(product_type)s, updated_at = now()
-WHERE id = %(id)s AND (title, price, rating, category, availability, upc, description, price_amount,
-       price_excl_tax, price_incl_tax, tax, rating_value, stock, num_reviews, product_type)
-      IS DISTINCT FROM (%(title)s, %(price)s, %(rating)s, %(category)s, %(availability)s, %(upc)s,
-       %(description)s, %(price_amount)s::numeric, %(price_excl_tax)s::numeric, %(price_incl_tax)s::numeric,
-       %(tax)s::numeric, %(rating_value)s::smallint, %(stock)s::int, %(num_reviews)s::int, %(product_type)s)
-RETURNING id;
+       product_type = %(product_type)s, updated_at = now(),
+       version = version + CASE WHEN %(versioned)s THEN 1 ELSE 0 END
+WHERE id = %(id)s
+RETURNING version, content_hash, fetched_at;
 
 -- book_counts --
 -- The three counts (books, unique URLs, with raw HTML), plus versions.

@@ -16,8 +16,8 @@ RETURNING field;
 DELETE FROM held_losses WHERE book_id = %(book_id)s AND field = ANY (%(fields)s::text[]);
 
 -- stored_coverage --
--- Of the books whose page was fetched since the crawl began, per category and contract field: the pages, and
--- those that showed the field (an optional field's held loss counts as not shown).
+-- Of the books whose page was fetched since the crawl began (and, judged again, by its end), per category and
+-- contract field: the pages, and those that showed the field (an optional field's held loss counts as not shown).
 SELECT coalesce(b.category, '') AS category, f.field, count(*)::int AS pages,
        (count(*) FILTER (WHERE f.filled))::int AS filled
 FROM books b
@@ -31,7 +31,7 @@ CROSS JOIN LATERAL (VALUES
     ('description', b.description IS NOT NULL AND NOT ('description' = ANY (coalesce(h.held, '{}')))),
     ('stock', b.stock IS NOT NULL AND NOT ('stock' = ANY (coalesce(h.held, '{}'))))
 ) AS f(field, filled)
-WHERE b.fetched_at >= %(since)s
+WHERE b.fetched_at >= %(since)s AND (%(until)s::timestamptz IS NULL OR b.fetched_at <= %(until)s)
 GROUP BY 1, 2;
 
 -- last_good_crawl --
@@ -101,3 +101,32 @@ SELECT crawl_id, field, accepted_by, accepted_at, applied FROM drift_acceptances
 SELECT DISTINCT ON (v.book_id) v.url, v.fields
 FROM book_versions v WHERE v.recorded_at < %(until)s
 ORDER BY v.book_id, v.version DESC;
+
+-- crawl_window --
+-- When a crawl began and ended (NULL: it has not), to judge it again.
+SELECT started_at, finished_at FROM crawls WHERE id = %(crawl_id)s;
+
+-- record_resolution --
+-- A drifted field that a new judgement of its crawl cleared: what cleared it and the figures before and after.
+INSERT INTO drift_resolutions (crawl_id, field, category, resolved_by, judged_crawl_id, drifted_pages,
+                               drifted_filled, pages, filled)
+VALUES (%(crawl_id)s, %(field)s, %(category)s, %(resolved_by)s, %(judged_crawl_id)s, %(drifted_pages)s,
+        %(drifted_filled)s, %(pages)s, %(filled)s)
+ON CONFLICT (crawl_id, field) DO UPDATE SET resolved_by = EXCLUDED.resolved_by, resolved_at = now(),
+    category = EXCLUDED.category, judged_crawl_id = EXCLUDED.judged_crawl_id,
+    drifted_pages = EXCLUDED.drifted_pages, drifted_filled = EXCLUDED.drifted_filled,
+    pages = EXCLUDED.pages, filled = EXCLUDED.filled;
+
+-- clear_drift --
+-- A crawl's drift of a field resolved by a later crawl's new judgement: its rows no longer count as drifted.
+UPDATE crawl_fields SET drifted = false WHERE crawl_id = %(crawl_id)s AND field = %(field)s AND drifted;
+
+-- forget_resolutions --
+-- A crawl judged again drifts in these fields: no resolution of them stands.
+DELETE FROM drift_resolutions WHERE crawl_id = %(crawl_id)s AND field = ANY (%(fields)s::text[]);
+
+-- resolutions --
+-- Every drift a new judgement resolved, newest first.
+SELECT crawl_id, field, category, resolved_by, resolved_at, judged_crawl_id, drifted_pages, drifted_filled,
+       pages, filled
+FROM drift_resolutions ORDER BY resolved_at DESC, crawl_id, field;

@@ -22,8 +22,9 @@ FROM pages WHERE url = %(url)s AND content_hash = %(content_hash)s AND body IS N
 
 -- kept_responses --
 -- The stored responses of these URLs that kept their body (a listing's, or a book page that failed its
--- contract), as fetched.
-SELECT url, final_url, status, headers, body, fetched_at FROM pages WHERE url = ANY(%(urls)s) AND body IS NOT NULL;
+-- contract), as last confirmed: a later 304 moves the fetch time, as it moves a stored book's.
+SELECT url, final_url, status, headers, body, greatest(fetched_at, validated_at) AS fetched_at
+FROM pages WHERE url = ANY(%(urls)s) AND body IS NOT NULL;
 
 -- revalidate_page --
 -- A 304 confirmed the stored response (the one with this hash) at this time.

@@ -440,9 +440,11 @@ WHERE created_at >= %(since)s OR started_at >= %(since)s OR completed_at >= %(si
 GROUP BY task_type, task_group;
 
 -- failures_since --
--- Tasks of one type claimed since a moment and now failed for good as one of the kinds: group and error each.
+-- Tasks of one type claimed since a moment (and by another, when given) and now failed for good as one of the
+-- kinds: group and error each.
 SELECT task_group AS grp, error_kind, coalesce(error, '') AS error FROM tasks
 WHERE status = 'failed' AND started_at >= %(since)s AND task_type = %(task_type)s
+  AND (%(until)s::timestamptz IS NULL OR started_at <= %(until)s)
   AND error_kind = ANY (%(kinds)s::text[]);
 
 -- completed_by_workers --

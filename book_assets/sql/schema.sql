@@ -1317,6 +1317,26 @@ COMMENT ON TABLE public.drift_acceptances IS 'An operator confirmed that the dri
 drift accept): who (accepted_by), when (accepted_at) and how many held losses that applied. The crawl then
 counts as good for that field, the Dagster check no_field_drift passes and later crawls are judged against it.';
 
+CREATE TABLE public.drift_resolutions (
+    crawl_id bigint NOT NULL,
+    field text NOT NULL,
+    category text NOT NULL,
+    resolved_by text NOT NULL,
+    resolved_at timestamp with time zone DEFAULT now() NOT NULL,
+    judged_crawl_id bigint NOT NULL,
+    drifted_pages integer NOT NULL,
+    drifted_filled integer NOT NULL,
+    pages integer NOT NULL,
+    filled integer NOT NULL
+);
+
+COMMENT ON TABLE public.drift_resolutions IS 'A field of a crawl that drifted and no longer does when the crawl is judged again from what is
+stored (book-pipeline reextract: the fixed parser rebuilt the pages the crawl held): by what (resolved_by), when,
+and its figures in the headline row of the drift (category empty: the whole crawl) as judged at the crawl''s end
+(drifted_pages, drifted_filled) and as judged again (pages, filled) in judged_crawl_id: the crawl itself, or a
+later one that fetched its pages again and whose drift of the field was resolved with it. The crawl''s
+crawl_fields rows are the new judgement (none when a later crawl judged it); this row keeps what was resolved. No acceptance is recorded: the drift was the parser''s, not the site''s.';
+
 CREATE TABLE public.held_losses (
     book_id bigint NOT NULL,
     field text NOT NULL,
@@ -1480,6 +1500,9 @@ ALTER TABLE ONLY public.domains
 ALTER TABLE ONLY public.drift_acceptances
     ADD CONSTRAINT drift_acceptances_pkey PRIMARY KEY (crawl_id, field);
 
+ALTER TABLE ONLY public.drift_resolutions
+    ADD CONSTRAINT drift_resolutions_pkey PRIMARY KEY (crawl_id, field);
+
 ALTER TABLE ONLY public.held_losses
     ADD CONSTRAINT held_losses_pkey PRIMARY KEY (book_id, field);
 
@@ -1560,6 +1583,9 @@ ALTER TABLE ONLY public.crawl_fields
 
 ALTER TABLE ONLY public.drift_acceptances
     ADD CONSTRAINT drift_acceptances_crawl_id_fkey FOREIGN KEY (crawl_id) REFERENCES public.crawls(id) ON DELETE CASCADE;
+
+ALTER TABLE ONLY public.drift_resolutions
+    ADD CONSTRAINT drift_resolutions_crawl_id_fkey FOREIGN KEY (crawl_id) REFERENCES public.crawls(id) ON DELETE CASCADE;
 
 ALTER TABLE ONLY public.held_losses
     ADD CONSTRAINT held_losses_book_id_fkey FOREIGN KEY (book_id) REFERENCES public.books(id) ON DELETE CASCADE;

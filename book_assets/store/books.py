@@ -9,7 +9,7 @@ page can never reach this module, because parsing it raises before.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 from typing import Any, Literal
@@ -134,7 +134,8 @@ def write_book(cur: Cursor, detail: BookDetail, fetch: FetchResult, *, requested
     A page that no longer shows an optional field the book has (a description, a stock count) may be a book
     that lost it or a redesign the parser missed; only the crawl's fill rate can tell (:mod:`book_assets.store.drift`).
     So while a crawl runs the loss is held (``held_losses``): the book keeps its value and no version records
-    the NULL until the crawl's end judges the field. Outside a crawl nothing would judge it, and it is written.
+    the NULL until the crawl's end judges the field. Outside a crawl a loss already held stays held (its drift
+    is not accepted yet); any other loss is written, since nothing would judge it.
     """
     fields = book_fields(detail)
     rendered = fetch.rendered_html if fetch.rendered_html and fetch.rendered_html != fetch.html else None
@@ -154,12 +155,12 @@ def write_book(cur: Cursor, detail: BookDetail, fetch: FetchResult, *, requested
         cur.execute(Q["insert_book"], params)
         row = cur.fetchone()
         if row is not None:
-            _record_version(cur, row["id"], 1, detail.url, fields, (), fetch)
+            _record_version(cur, row["id"], 1, detail.url, fields, (), fetch.content_hash, fetch.fetched_at)
             return StoredBook(row["id"], 1, "new")
         cur.execute(Q["lock_book"], {"url": detail.url})
         current = cur.fetchone()
         assert current is not None  # the insert conflicted, so the row exists
-        kept = _hold_losses(cur, current, fields)
+        kept = _kept_losses(cur, current, fields, stage=True)
         if kept:
             fields.update(kept)
             params.update(kept)
@@ -171,23 +172,25 @@ def write_book(cur: Cursor, detail: BookDetail, fetch: FetchResult, *, requested
         updated = cur.fetchone()
         assert updated is not None  # UPDATE ... RETURNING of the row just read
         version = updated["version"]
-        _record_version(cur, current["id"], version, detail.url, fields, changed, fetch)
+        _record_version(cur, current["id"], version, detail.url, fields, changed, fetch.content_hash, fetch.fetched_at)
         return StoredBook(current["id"], version, "changed", changed)
 
     return _store(cur)
 
 
-def _hold_losses(cur: Cursor, current: dict[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
-    """The stored values of the optional fields the page lost whose loss the running crawl holds; a held loss
-    of a field the page shows again is void."""
+def _kept_losses(cur: Cursor, current: dict[str, Any], fields: dict[str, Any], *, stage: bool) -> dict[str, Any]:
+    """The stored values of the optional fields the page lost whose loss is held: held already (a drift not
+    accepted yet) or, with ``stage``, held now by the running crawl. A held loss of a field the page shows again
+    is void."""
     lost = [f for f in OPTIONAL_COLUMNS if current[f] is not None and fields[f] is None]
     shown = [f for f in current["held"] if fields.get(f) is not None]
     if shown:
         cur.execute(DRIFT["release_held"], {"book_id": current["id"], "fields": shown})
-    if not lost:
-        return {}
-    cur.execute(DRIFT["hold_losses"], {"book_id": current["id"], "fields": lost})
-    return {row["field"]: current[row["field"]] for row in cur.fetchall()}
+    held = {f for f in lost if f in current["held"]}
+    if stage and lost:
+        cur.execute(DRIFT["hold_losses"], {"book_id": current["id"], "fields": lost})
+        held |= {row["field"] for row in cur.fetchall()}
+    return {f: current[f] for f in sorted(held)}
 
 
 def _record_version(
@@ -197,7 +200,8 @@ def _record_version(
     url: str,
     fields: dict[str, Any],
     changed: tuple[str, ...],
-    fetch: FetchResult,
+    content_hash: str | None,
+    fetched_at: datetime | None,
 ) -> None:
     cur.execute(
         Q["insert_version"],
@@ -207,55 +211,113 @@ def _record_version(
             "url": url,
             "fields": psycopg2.extras.Json(_jsonable(fields)),
             "changed": list(changed),
-            "content_hash": fetch.content_hash,
-            "fetched_at": fetch.fetched_at,
+            "content_hash": content_hash,
+            "fetched_at": fetched_at,
         },
     )
 
 
 @dataclass(frozen=True)
 class ReextractReport:
+    """Stored pages parsed again: how many, how many books changed (``versions`` of them in a tracked field, a
+    version each), the pages the parser refuses (by error kind), and the held losses kept (by field)."""
+
     scanned: int
     changed: int
     unparseable: int
     errors: tuple[str, ...]
+    versions: int = 0
+    refused: dict[str, int] = field(default_factory=dict)
+    kept: dict[str, int] = field(default_factory=dict)
+
+    def line(self) -> str:
+        refused = ", ".join(f"{n} {kind}" for kind, n in sorted(self.refused.items()))
+        kept = ", ".join(f"{n} {name}" for name, n in sorted(self.kept.items())) or "none"
+        return (
+            f"re-extracted {self.scanned} books: {self.changed} changed ({self.versions} with a version), "
+            f"{self.unparseable} unparseable{f' ({refused})' if refused else ''}; held losses kept: {kept}"
+        )
 
 
 def reextract(db: Database, *, parser: BookParser = parse_book, batch_size: int = 200) -> ReextractReport:
     """Parse every stored page again with ``parser`` into the structured columns, without touching the network.
 
-    Pages built by JavaScript are parsed from their stored rendered DOM, the rest from ``raw_html``.
-    Rows whose stored HTML no longer parses are left as they are and reported. The pages a crawl held at the
-    door (their contract broken) are rebuilt by :func:`book_assets.store.held.reextract_held`.
+    Pages built by JavaScript are parsed from their stored rendered DOM, the rest from ``raw_html``. The values
+    are written as a crawl writes them (:func:`write_book`): a change of a tracked field records a version, and
+    the loss of an optional field whose loss is held (its drift not accepted: after a redesigned crawl the
+    stored HTML is the redesigned page) is not written, but kept and counted. Rows whose stored HTML no longer
+    parses (a contract failure included) are left as they are and reported with their error kind. The pages
+    a crawl held at the door (their contract broken) are rebuilt by :func:`book_assets.store.held.reextract_held`.
     """
-    after, scanned, changed, unparseable = 0, 0, 0, 0
+    after, scanned, changed, versions, unparseable = 0, 0, 0, 0, 0
     errors: list[str] = []
+    refused: dict[str, int] = {}
+    kept: dict[str, int] = {}
     while True:
         rows = db.query(Q["books_for_reextract"], {"after": after, "limit": batch_size})
         if not rows:
             break
-        updates = []
+        parsed: list[BookDetail] = []
         for row in rows:
             after = row["id"]
             scanned += 1
             try:
-                detail = parse_served_or_rendered(row["raw_html"], row["rendered_html"], row["url"], parser=parser)
+                parsed.append(
+                    parse_served_or_rendered(row["raw_html"], row["rendered_html"], row["url"], parser=parser)
+                )
             except ParseError as exc:
                 unparseable += 1
+                refused[exc.kind] = refused.get(exc.kind, 0) + 1
                 if len(errors) < 20:
-                    errors.append(f"{row['url']}: {exc}")
-                continue
-            updates.append({**book_fields(detail), "id": row["id"]})
+                    errors.append(f"{row['url']}: {exc.kind}: {exc}")
 
-        def _apply(cur: Cursor, batch: list[dict[str, Any]] = updates) -> int:
-            n = 0
-            for params in batch:
-                cur.execute(Q["reextract_book"], params)
-                n += cur.rowcount
-            return n
+        def _apply(cur: Cursor, batch: list[BookDetail] = parsed) -> list[Reextracted]:
+            return [_reextract_book(cur, detail) for detail in batch]
 
-        changed += db.run(_apply)
-    return ReextractReport(scanned=scanned, changed=changed, unparseable=unparseable, errors=tuple(errors))
+        for one in db.run(_apply):
+            changed += one.written
+            versions += bool(one.changed)
+            for name in one.kept:
+                kept[name] = kept.get(name, 0) + 1
+    return ReextractReport(scanned, changed, unparseable, tuple(errors), versions, refused, kept)
+
+
+@dataclass(frozen=True)
+class Reextracted:
+    """One book parsed again: whether a column was written, the tracked fields changed, the held losses kept."""
+
+    written: bool
+    changed: tuple[str, ...]
+    kept: tuple[str, ...]
+
+
+def _reextract_book(cur: Cursor, detail: BookDetail) -> Reextracted:
+    """Write one book's re-parsed fields as :func:`write_book` would, its stored fetch unchanged."""
+    cur.execute(Q["lock_book"], {"url": detail.url})
+    current = cur.fetchone()
+    if current is None:  # the row's URL is the page's canonical one; a parser giving another finds no book
+        return Reextracted(False, (), ())
+    fields = book_fields(detail)
+    kept = _kept_losses(cur, current, fields, stage=False)
+    fields.update(kept)
+    if all(_normalise(current[f]) == _normalise(v) for f, v in fields.items()):
+        return Reextracted(False, (), tuple(kept))
+    changed = tuple(f for f in TRACKED_FIELDS if _normalise(current[f]) != _normalise(fields[f]))
+    cur.execute(Q["reextract_book"], {**fields, "id": current["id"], "versioned": bool(changed)})
+    updated = cur.fetchone()
+    assert updated is not None  # UPDATE ... RETURNING of the row just locked
+    if changed:
+        _record_version(
+            cur,
+            current["id"],
+            updated["version"],
+            detail.url,
+            fields,
+            changed,
+            updated["content_hash"],
+            updated["fetched_at"],
+        )
+    return Reextracted(True, changed, tuple(kept))
 
 
 def book_counts(db: Database) -> dict[str, int]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -131,12 +131,17 @@ def headline(rows: Iterable[Coverage]) -> tuple[Coverage, ...]:
 
 
 def coverage_of(
-    db: Database, since: datetime, failures: Iterable[tuple[str, str]], *, min_pages: int
+    db: Database,
+    since: datetime,
+    failures: Iterable[tuple[str, str]],
+    *,
+    min_pages: int,
+    until: datetime | None = None,
 ) -> list[Coverage]:
-    """The coverage of the book pages fetched since ``since`` and the contract failures ``(category, error)``:
-    per field, in the whole crawl and in each category with at least ``min_pages`` pages."""
+    """The coverage of the book pages fetched since ``since`` (and by ``until``) and the contract failures
+    ``(category, error)``: per field, in the whole crawl and in each category with at least ``min_pages`` pages."""
     counts: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
-    for row in db.query(Q["stored_coverage"], {"since": since}):
+    for row in db.query(Q["stored_coverage"], {"since": since, "until": until}):
         for category in {WHOLE_CRAWL, row["category"]}:
             counts[category, row["field"]][0] += row["pages"]
             counts[category, row["field"]][1] += row["filled"]
@@ -186,10 +191,11 @@ def judge(
     *,
     threshold: float,
     min_pages: int,
+    until: datetime | None = None,
 ) -> FieldJudgement:
-    """Judge crawl ``crawl_id`` (its book pages since ``since``, its contract failures) against the last good
-    crawl, record the judgement, and apply the held losses of the fields that did not drift."""
-    current = coverage_of(db, since, failures, min_pages=min_pages)
+    """Judge crawl ``crawl_id`` (its book pages since ``since`` and by ``until``, its contract failures) against
+    the last good crawl, record the judgement, and apply the held losses of the fields that did not drift."""
+    current = coverage_of(db, since, failures, min_pages=min_pages, until=until)
     base_id = db.query(Q["last_good_crawl"], {"crawl_id": crawl_id})[0]["crawl_id"]
     base = {(c.category, c.field): c for c in crawl_coverage(db, base_id)} if base_id is not None else {}
     rows = judged(current, base, threshold=threshold, min_pages=min_pages, base_crawl_id=base_id)
@@ -245,6 +251,129 @@ def unaccepted_drift(db: Database, crawl_id: int | None = None) -> list[Coverage
 def held_losses(db: Database) -> dict[tuple[int, str], int]:
     """``(crawl, field)`` -> losses held."""
     return {(r["crawl_id"], r["field"]): r["books"] for r in db.query(Q["held_by_crawl"])}
+
+
+#: The contract failures ``(category, error)`` of the book pages a crawl claimed between two moments (the second
+#: None: until now): :meth:`~book_assets.queue.TaskQueue.failures_since` of the detail tasks.
+FailuresOf = Callable[[datetime, datetime | None], Iterable[tuple[str, str]]]
+
+
+@dataclass(frozen=True)
+class Rejudgement:
+    """A drifted crawl judged again from what is stored: the fields whose drift it resolved, those still
+    drifting; ``stale`` when too few of its pages are stored as it fetched them (a later crawl fetched them
+    again) and a drift stands that no later crawl's new judgement resolved."""
+
+    crawl_id: int
+    resolved: tuple[str, ...]
+    drifting: tuple[str, ...]
+    stale: bool = False
+
+    def line(self) -> str:
+        if self.stale:
+            return (
+                f"crawl {self.crawl_id} not judged again: a later crawl fetched its pages again "
+                f"(its drift of {', '.join(self.drifting)} stands)"
+            )
+        resolved = f"resolved the drift of {', '.join(self.resolved)}" if self.resolved else ""
+        still = f"still drifts ({', '.join(self.drifting)})" if self.drifting else ""
+        return f"crawl {self.crawl_id} {'; '.join(part for part in (resolved, still) if part) or 'has no drift'}"
+
+
+def rejudge(
+    db: Database, failures_of: FailuresOf, *, threshold: float, min_pages: int, by: str = "reextract"
+) -> list[Rejudgement]:
+    """Judge again, from what is stored now, every crawl whose drift no one accepted, as its end judged it
+    (:func:`judge`: its pages fetched between its start and its end, its contract failures, the same last good
+    crawl). Run after ``reextract`` rebuilt pages: a drift the fixed parser undid is resolved (a
+    ``drift_resolutions`` row records by what, and the figures before and after; the crawl's rows are the new
+    judgement, so the check ``no_field_drift`` passes), and the field's remaining held losses are applied as
+    for a field that did not drift. A crawl with fewer than ``min_pages`` pages stored as it fetched them
+    (a later crawl fetched them again) is not judged again; its drift of a field that a later crawl's new
+    judgement resolved is resolved with it (the daily runs that drifted before the fix), the rest stands."""
+    out = []
+    #: Field -> the latest crawl judged again here whose drift of it was resolved, with its new row.
+    later: dict[str, tuple[int, Coverage]] = {}
+    for crawl_id in sorted({c.crawl_id for c in unaccepted_drift(db) if c.crawl_id is not None}, reverse=True):
+        before = {c.field: c for c in reversed(headline(crawl_coverage(db, crawl_id)))}
+        window = db.query(Q["crawl_window"], {"crawl_id": crawl_id})[0]
+        since, until = window["started_at"], window["finished_at"]
+        failures = list(failures_of(since, until))
+        current = coverage_of(db, since, failures, min_pages=min_pages, until=until)
+        if max((c.pages for c in current if c.category == WHOLE_CRAWL), default=0) < min_pages:
+            covered = tuple(sorted(set(before) & set(later)))
+            for name in covered:
+                _record_resolution(db, crawl_id, before[name], later[name][1], by=by, judged_crawl_id=later[name][0])
+                db.query(Q["clear_drift"], {"crawl_id": crawl_id, "field": name})
+            drifting = tuple(sorted(set(before) - set(covered)))
+            out.append(Rejudgement(crawl_id, covered, drifting, stale=bool(drifting)))
+            continue
+        judgement = judge(db, crawl_id, since, failures, threshold=threshold, min_pages=min_pages, until=until)
+        now = {(c.category, c.field): c for c in judgement.coverage}
+        db.query(Q["forget_resolutions"], {"crawl_id": crawl_id, "fields": list(judgement.drifted_fields)})
+        resolved = tuple(sorted(set(before) - set(judgement.drifted_fields)))
+        for name in resolved:
+            was = before[name]
+            after = now.get((was.category, name), Coverage(was.category, name, 0, 0))
+            _record_resolution(db, crawl_id, was, after, by=by, judged_crawl_id=crawl_id)
+            later.setdefault(name, (crawl_id, after))
+        out.append(Rejudgement(crawl_id, resolved, judgement.drifted_fields))
+    return sorted(out, key=lambda r: r.crawl_id)
+
+
+def _record_resolution(
+    db: Database, crawl_id: int, was: Coverage, after: Coverage, *, by: str, judged_crawl_id: int
+) -> None:
+    db.query(
+        Q["record_resolution"],
+        {
+            "crawl_id": crawl_id,
+            "field": was.field,
+            "category": was.category,
+            "resolved_by": by,
+            "judged_crawl_id": judged_crawl_id,
+            "drifted_pages": was.pages,
+            "drifted_filled": was.filled,
+            "pages": after.pages,
+            "filled": after.filled,
+        },
+    )
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """A drift a new judgement of its crawl resolved (:func:`rejudge`)."""
+
+    crawl_id: int
+    field: str
+    category: str
+    resolved_by: str
+    resolved_at: datetime
+    judged_crawl_id: int
+    drifted_pages: int
+    drifted_filled: int
+    pages: int
+    filled: int
+
+    def line(self) -> str:
+        where = f" in {self.category}" if self.category else ""
+        before = Coverage(self.category, self.field, self.drifted_pages, self.drifted_filled).rate
+        after = Coverage(self.category, self.field, self.pages, self.filled).rate
+        judged = (
+            ""
+            if self.judged_crawl_id == self.crawl_id
+            else f" in crawl {self.judged_crawl_id}, which fetched them again"
+        )
+        return (
+            f"crawl {self.crawl_id}: the drift of {self.field}{where} resolved by {self.resolved_by} at "
+            f"{self.resolved_at:%Y-%m-%d %H:%M:%S %Z}: {percent(before)} -> {percent(after)} of pages judged again"
+            f"{judged} ({self.filled} of {self.pages})"
+        )
+
+
+def resolutions(db: Database) -> list[Resolution]:
+    """Every drift a new judgement resolved, newest first."""
+    return [Resolution(**row) for row in db.query(Q["resolutions"])]
 
 
 class NoSuchDrift(ValueError):

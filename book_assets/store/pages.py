@@ -104,7 +104,8 @@ def _as_fetched(url: str, row: dict[str, Any]) -> FetchResult:
 
 
 def kept_responses(db: Database, urls: list[str]) -> dict[str, FetchResult]:
-    """The stored responses of ``urls`` that kept their body, as fetched then, by URL; the others left out."""
+    """The stored responses of ``urls`` that kept their body, by URL, the others left out: as fetched, at the
+    time a 304 last confirmed them (the crawl that did holds the page, as the books' revalidation has it)."""
     if not urls:
         return {}
     return {row["url"]: _as_fetched(row["url"], row) for row in db.statement(Q["kept_responses"], {"urls": urls})}

@@ -1,5 +1,6 @@
 """In Dagster a drifted crawl is stopped at the door: its blocking check fails the run (which alerts), nothing
-downstream publishes, the last good snapshot stays the current one; once the drift is accepted the check passes."""
+downstream publishes, the last good snapshot stays the current one; once the drift is accepted, or the fixed
+parser's reextract undoes it, the check passes and the day is published."""
 
 from __future__ import annotations
 
@@ -10,14 +11,21 @@ from typing import Any
 import dagster as dg
 import pytest
 
+from book_assets.crawl.config import TASK_TYPES
+from book_assets.crawl.pipeline import judge_again
 from book_assets.db.connection import Database
 from book_assets.definitions import ASSET_CHECKS, ASSETS
 from book_assets.defs.crawl.checks import no_field_drift
 from book_assets.defs.crawl.sensors import failure_of
+from book_assets.queue import TaskQueue
 from book_assets.sandbox.redesign import Change, Redesign
 from book_assets.store.drift import accept
+from book_assets.store.held import reextract_held
+from book_assets_tests.crawl.conftest import sandbox_config
+from book_assets_tests.crawl.test_reextract_drift import parse_after_the_redesign
 from book_assets_tests.dagster.test_dagster_assets import metadata_of, sandbox_resources
 from book_assets_tests.dagster.test_dagster_sensors import failure_context
+from book_assets_tests.dagster.test_publish_backfill import publishing_definitions
 
 pytestmark = pytest.mark.slow
 
@@ -73,3 +81,53 @@ def test_a_drifted_crawl_fails_its_blocking_check_publishes_nothing_and_passes_o
 
 def good_crawl(result: dg.ExecuteInProcessResult) -> int:
     return int(metadata_of(result, "book_details")["crawl_id"])
+
+
+def test_a_drift_the_fixed_parser_undoes_clears_on_reextract_and_the_day_is_published(
+    db: Database, database_url: str, sandbox_factory: Any, tmp_path: Path
+) -> None:
+    """The drift was the parser's: once it reads the redesigned markup, reextract rebuilds the held pages from
+    what the crawl kept and judges the crawl again; the check re-run passes, no acceptance recorded, and the
+    publishing job publishes the day with the day's values."""
+    site = sandbox_factory(books=60, categories=3)
+    resources = sandbox_resources(database_url, site, tmp_path, workers=1)
+    today = datetime.now(UTC).date().isoformat()
+    with dg.instance_for_test() as instance:
+        good = dg.materialize([*ASSETS, *ASSET_CHECKS], instance=instance, resources=resources, partition_key=today)
+        assert good.success
+        site.set_redesign(Redesign(day=0, changes=frozenset({Change.RATING_CLASS, Change.DESCRIPTION_ID})))
+        drifted = dg.materialize(
+            [*ASSETS, *ASSET_CHECKS], instance=instance, resources=resources, partition_key=today, raise_on_error=False
+        )
+        assert not drifted.success
+        crawl_id = metadata_of(drifted, "book_details")["crawl_id"]
+        assert not _evaluation(drifted, "no_field_drift").passed
+        latest = instance.get_latest_materialization_event(SNAPSHOT)
+        assert latest is not None and latest.run_id == good.run_id
+
+        requests = site.stats().total_requests
+        queue = TaskQueue(db, task_types=TASK_TYPES)
+        assert reextract_held(db, queue, parser=parse_after_the_redesign).still_failing == 0
+        judged = judge_again(db, queue, sandbox_config(site.url))
+        assert [(r.crawl_id, r.resolved) for r in judged] == [(crawl_id, ("rating",))]
+        assert site.stats().total_requests == requests
+
+        again = dg.materialize(
+            [*ASSETS, no_field_drift],
+            selection=dg.AssetSelection.checks(no_field_drift),
+            instance=instance,
+            resources=resources,
+        )
+        assert again.success
+        passed = _evaluation(again, "no_field_drift")
+        assert passed.passed and passed.metadata["crawl_id"].value == crawl_id
+        assert db.query("SELECT count(*) AS n FROM drift_acceptances")[0]["n"] == 0
+
+        published = publishing_definitions(database_url, tmp_path).resolve_job_def("publish_job")
+        result = published.execute_in_process(partition_key=today, instance=instance)
+        assert result.success
+        latest = instance.get_latest_materialization_event(SNAPSHOT)
+        assert latest is not None and latest.run_id == result.run_id
+    ratings = db.query("SELECT url, rating FROM category_balanced_snapshot WHERE snapshot_day = %s", (today,))
+    stored = {r["url"]: r["rating_value"] for r in db.query("SELECT url, rating_value FROM books")}
+    assert ratings and all(r["rating"] is not None and r["rating"] == stored[r["url"]] for r in ratings)
