@@ -58,7 +58,10 @@ REPLACES: tuple[tuple[int, str, str], ...] = (
 #: version 1 has this checksum was made by the pre-release migrations, squashed into ``0001_initial`` too.
 _PRE_RELEASE_INITIAL = "14ede22c7cd8bcdf"
 _PRE_RELEASE_LAST = 18
-#: The line of ``0001_initial.sql`` after which only composite types, functions and their comments follow.
+#: The line of ``0001_initial.sql`` that begins the tables added since the squash (which a database the squashed
+#: migrations made lacks, created ``IF NOT EXISTS``), and the line after which only composite types, functions
+#: and their comments follow.
+SINCE_SQUASH_MARKER = "-- Tables since the squash:"
 FUNCTIONS_MARKER = "-- Functions:"
 
 
@@ -166,12 +169,14 @@ def _move_squashed(cur: Cursor, chain: str, initial: tuple[int, str, str]) -> st
     """Move a database that squashed migrations made to ``0001_initial``: its tables and rows, today's functions.
 
     Every function and composite type of the schema is dropped and those of ``0001_initial`` created (a chain
-    may hold a version of a function that ``0001_initial`` dropped); the tables are brought to those of
-    ``0001_initial`` (``squashed_tables`` in ``book_assets/sql/migrate.sql``), their rows kept.
+    may hold a version of a function that ``0001_initial`` dropped); the tables added since the squash are
+    created; the other tables are brought to those of ``0001_initial`` (``squashed_tables`` in
+    ``book_assets/sql/migrate.sql``), their rows kept.
     """
     version, name, sql = initial
     queries = load_queries("migrate")
     cur.execute(queries["drop_functions"])
+    cur.execute(sql[sql.index(SINCE_SQUASH_MARKER) : sql.index(FUNCTIONS_MARKER)])
     cur.execute(sql[sql.index(FUNCTIONS_MARKER) :])
     try:
         cur.execute(queries["squashed_tables"])
