@@ -1,6 +1,7 @@
 # Quick start: `make demo` (the whole pipeline, end to end) and `make test` (every test).
 # Both bootstrap whatever is missing: uv, the locked virtualenv, Chromium, the embedded PostgreSQL; the tests'
-# own tools (psql, a compose client, PgBouncer, libfaketime, iproute2, stress-ng) only for the test targets.
+# own tools (psql, a compose client and Docker's engine, debootstrap, npm, PgBouncer, libfaketime, iproute2, stress-ng,
+# Prometheus) only for the test targets.
 SHELL := /bin/bash
 VENV := .venv/bin
 export DAGSTER_HOME ?= $(CURDIR)
