@@ -6,6 +6,13 @@ another try, and a retried step resumes the same queue instead of starting over.
 setting, no Chromium, a newer schema, a bug) fails the same way every time, so :func:`transient_only` turns
 it into a ``dg.Failure`` that bypasses the step's :data:`TRANSIENT_RETRY` policy: the step fails once, at once.
 
+A run being terminated is not a transient error. Dagster tells a terminated run's steps to stop by raising
+``DagsterExecutionInterruptedError`` in the op, and an op with a retry policy answers that interrupt with a
+retry request (``op_execution_error_boundary``: "respect retry policy when interrupts occur"), as it answers
+any exception the step's work raises while it is being torn down (a worker stopped, a connection closed).
+:func:`stop_on_termination` turns both into a ``dg.Failure`` without retries, so the step ends and the run
+worker marks the run CANCELED instead of waiting out the retry.
+
 Run retries (dagster.yaml ``run_retries``) cover the other case, a run whose worker crashed, and never
 re-run a run whose step failed, so one permanent error costs one attempt, not ``(1 + run retries) x
 (1 + step retries)``.
@@ -50,17 +57,50 @@ def is_transient(exc: BaseException) -> bool:
     return False
 
 
+#: The statuses of a run that is being, or has been, terminated.
+STOPPING = frozenset({dg.DagsterRunStatus.CANCELING, dg.DagsterRunStatus.CANCELED})
+
+
+def run_is_stopping(context: dg.OpExecutionContext) -> bool:
+    """True when the step's run is being terminated (or was): nothing it raises is worth a retry."""
+    run = context.instance.get_run_by_id(context.run_id)
+    return run is not None and run.status in STOPPING
+
+
 @contextmanager
-def transient_only() -> Iterator[None]:
-    """Let transient errors through to the step's retry policy; fail at once, without retries, on any other."""
+def stop_on_termination(context: dg.OpExecutionContext) -> Iterator[None]:
+    """End the step without a retry when its run is terminated: on the interrupt Dagster raises in the op,
+    and on any error raised while the run is being terminated. Other errors pass through as they are."""
     try:
         yield
     except dg.Failure:
         raise
-    except Exception as exc:
-        if is_transient(exc):
-            raise
+    except (dg.DagsterExecutionInterruptedError, KeyboardInterrupt) as exc:
         raise dg.Failure(
-            description=f"{type(exc).__name__}: {exc} (not transient: the step is not retried)",
-            allow_retries=False,
+            description="the run is being terminated: the step stops (not retried)", allow_retries=False
         ) from exc
+    except Exception as exc:
+        if run_is_stopping(context):
+            raise dg.Failure(
+                description=f"{type(exc).__name__}: {exc} (the run is being terminated: the step is not retried)",
+                allow_retries=False,
+            ) from exc
+        raise
+
+
+@contextmanager
+def transient_only(context: dg.OpExecutionContext) -> Iterator[None]:
+    """Let transient errors through to the step's retry policy; fail at once, without retries, on any other,
+    and on any at all when the run is being terminated (:func:`stop_on_termination`)."""
+    with stop_on_termination(context):
+        try:
+            yield
+        except dg.Failure:
+            raise
+        except Exception as exc:
+            if is_transient(exc):
+                raise
+            raise dg.Failure(
+                description=f"{type(exc).__name__}: {exc} (not transient: the step is not retried)",
+                allow_retries=False,
+            ) from exc

@@ -5,8 +5,6 @@ without its delay (the same number of retries, so the count is the real one). Th
 Dagster's own daemon code (``should_retry``) on an instance configured with dagster.yaml's ``run_retries``.
 """
 
-from __future__ import annotations
-
 from collections.abc import Iterator
 from typing import Any
 
@@ -26,9 +24,9 @@ def run_failing_asset(error: Exception, instance: dg.DagsterInstance) -> tuple[i
     attempts: list[int] = []
 
     @dg.asset(retry_policy=FAST_RETRY)
-    def flaky() -> None:
+    def flaky(context: dg.AssetExecutionContext) -> None:
         attempts.append(1)
-        with transient_only():
+        with transient_only(context.op_execution_context):
             raise error
 
     result = dg.materialize([flaky], instance=instance, raise_on_error=False)
@@ -56,6 +54,27 @@ def test_a_permanent_error_fails_the_step_once(project_retries_instance: dg.Dags
     failure = next(e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE)
     error = failure.step_failure_data.error
     assert error is not None and "not transient" in error.message
+
+
+def test_a_transient_error_of_a_run_being_terminated_is_not_retried(
+    project_retries_instance: dg.DagsterInstance,
+) -> None:
+    attempts: list[int] = []
+
+    @dg.asset(retry_policy=FAST_RETRY)
+    def terminated(context: dg.AssetExecutionContext) -> None:
+        attempts.append(1)
+        run = context.instance.get_run_by_id(context.run_id)
+        assert run is not None
+        context.instance.report_run_canceling(run)  # what a run launcher's terminate does first
+        with transient_only(context.op_execution_context):
+            raise psycopg2.OperationalError("server closed the connection")
+
+    result = dg.materialize([terminated], instance=project_retries_instance, raise_on_error=False)
+    assert not result.success and len(attempts) == 1
+    failure = next(e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE)
+    error = failure.step_failure_data.error
+    assert error is not None and "being terminated" in error.message
 
 
 def test_a_run_whose_step_failed_is_not_re_run_by_the_daemon(project_retries_instance: dg.DagsterInstance) -> None:

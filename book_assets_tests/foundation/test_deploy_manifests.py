@@ -22,6 +22,7 @@ import pytest
 import yaml
 
 from book_assets import __version__
+from book_assets.crawl.drain import STOP_GRACE_S
 from book_assets.settings import PROJECT_ROOT, Settings
 from book_assets_tests.observe.test_dashboard_and_rules import metric_names, recorded_names
 
@@ -281,6 +282,14 @@ def test_k8s_run_config_objects_are_valid_kubernetes() -> None:
     )
     assert config["job_namespace"] == only("Namespace")["metadata"]["name"]
     assert config["env_secrets"] == [APP_SECRET]
+
+
+def test_a_terminated_run_container_is_given_the_time_its_drain_takes_to_stop() -> None:
+    instance = yaml.safe_load((PROJECT_ROOT / "deploy" / "docker" / "dagster.yaml").read_text())
+    launcher = instance["run_launcher"]
+    assert launcher["class"] == "DockerRunLauncher"
+    # SIGKILL comes this long after SIGTERM: after the drain's workers stopped, with time left to record CANCELED.
+    assert launcher["config"]["container_kwargs"]["stop_timeout"] > STOP_GRACE_S + 10
 
 
 def test_compose_docker_run_config_names_the_stacks_image_network_and_data_volume() -> None:

@@ -17,7 +17,8 @@ raising: Dagster would otherwise skip the report, and the books the other steps 
 failed) wrote would be recorded nowhere. The report then records ``book_details`` as it is, marked
 ``partial`` with the steps' errors, and the blocking check ``crawl_complete`` fails: the run fails and the
 publishing automation does not build on an incomplete crawl. A transient error is still raised while the
-step's retries last: a retried step resumes the same queue.
+step's retries last: a retried step resumes the same queue. A step of a run that is being terminated asks
+for no retry (:func:`~book_assets.defs.retries.stop_on_termination`): it stops, and the run is canceled.
 
 ``seed_queue`` and ``share_work`` are in the ``crawl`` pool, one slot: seeding, and the discovery a deep budget
 runs before the split, happen one crawl at a time. The drain steps are in no pool, since a pool's one slot
@@ -47,7 +48,13 @@ from book_assets.defs.resources import (
     SiteResource,
     crawl_config,
 )
-from book_assets.defs.retries import TRANSIENT_RETRY, is_transient, transient_only
+from book_assets.defs.retries import (
+    TRANSIENT_RETRY,
+    is_transient,
+    run_is_stopping,
+    stop_on_termination,
+    transient_only,
+)
 from book_assets.store.lifecycle import find_crawl
 
 
@@ -125,7 +132,7 @@ def seed_queue(
     fetcher: FetcherResource,
     scheduling: SchedulingResource,
 ) -> dg.Output[CrawlRun]:
-    with transient_only():
+    with transient_only(context):
         resolved = crawl_config(site, fetcher, scheduling, config)
         url = database.resolved_url()
         context.log.info(f"crawling {resolved.base_url} into {database.masked_url()}")
@@ -151,7 +158,7 @@ def share_work(
     context: dg.OpExecutionContext, config: CrawlStepsConfig, database: DatabaseResource, run: CrawlRun
 ) -> Iterator[dg.Output[SharedWork] | dg.DynamicOutput[Share]]:
     task_types = tuple(config.task_types)
-    with transient_only():
+    with transient_only(context):
         run, first, shared_types = split_before_details(database.resolved_url(), run, task_types, workers=1)
     split = shares(run, shared_types, step_per_worker=config.step_per_worker)
     context.log.info(f"{len(split)} drain step(s) share the {', '.join(shared_types)} tasks")
@@ -170,16 +177,21 @@ def share_work(
 )
 def drain_queue(context: dg.OpExecutionContext, database: DatabaseResource, share: Share) -> dg.Output[Drained]:
     worker = f"{socket.gethostname()}:{os.getpid()}"
-    try:
-        stats = drain(database.resolved_url(), share.run.config, task_types=share.task_types, workers=share.workers)
-    except Exception as exc:
-        if is_transient(exc) and context.retry_number < TRANSIENT_RETRY.max_retries:
-            raise  # the step's retry policy runs it again: a retried step resumes the same queue
-        error = f"{type(exc).__name__}: {exc}".strip().splitlines()[0]
-        context.log.error(f"drain step {worker} failed, handed to the report: {error}")
-        return dg.Output(
-            Drained(WorkerStats(worker_id=worker), worker, error), metadata={"worker": worker, "error": error}
-        )
+    with stop_on_termination(context):  # a terminated run's drain stops (its workers released their tasks)
+        try:
+            stats = drain(database.resolved_url(), share.run.config, task_types=share.task_types, workers=share.workers)
+        except Exception as exc:
+            if is_transient(exc) and context.retry_number < TRANSIENT_RETRY.max_retries:
+                raise  # the step's retry policy runs it again: a retried step resumes the same queue
+            error = f"{type(exc).__name__}: {exc}".strip().splitlines()[0]
+            context.log.error(f"drain step {worker} failed, handed to the report: {error}")
+            return dg.Output(
+                Drained(WorkerStats(worker_id=worker), worker, error), metadata={"worker": worker, "error": error}
+            )
+        if run_is_stopping(context):
+            # The drain stopped early: a one-worker drain runs its worker in this process, whose signal handlers
+            # take the interrupt as a stop. Its share is not drained, so the step does not end as a success.
+            raise dg.DagsterExecutionInterruptedError()
     with database.open() as db:
         done = WorkerFigures.read(make_queue(db, share.run.config), stats)
     context.log.info(f"{worker} drained its share: {done.pages} pages")
@@ -209,7 +221,7 @@ def report_crawl(
         stats.merge(one.stats)
     errors = [f"{one.worker}: {one.error}" for one in drained if one.error is not None]
     run = shared.run
-    with transient_only():
+    with transient_only(context):
         url = database.resolved_url()
         if config.settle_crawl is not None:
             with Database(url) as db:
