@@ -19,6 +19,7 @@ from book_assets.sandbox import Book, Catalogue, Change, Redesign, SandboxServer
 from book_assets.sandbox.redesign import DROP_SHARE, TODAY, parse_changes
 from book_assets.sandbox.testing import SandboxFactory
 from book_assets.sandbox.truth import absent_on_pages, stored_vs_truth
+from book_assets.scraper.errors import ContractViolation, ErrorKind
 from book_assets.scraper.parsers import parse_book, parse_listing
 
 DAY = 2
@@ -286,24 +287,23 @@ def test_a_redesign_from_a_later_day_lands_when_the_day_moves_on(sandbox_factory
 # --- what the redesign does to the pipeline's parser today ---------------------------------------------------
 
 
-def test_the_redesign_reaches_the_current_parser_as_pages_without_rating_or_description(
+def test_the_redesign_reaches_the_parser_as_a_page_that_breaks_the_books_contract(
     catalogue: Catalogue,
 ) -> None:
-    """The sandbox's renamed class and id get past ``parse_book`` as a book with no rating and no description.
-
-    This records what the current parser reads from the redesign, so a fix elsewhere shows up as this test
-    changing; it does not say that reading None is right.
-    """
+    """The sandbox's renamed class and id reach ``parse_book`` as a product page without its rating: a
+    ``ContractViolation`` naming the required field (the description is optional, so only the crawl's drift
+    judgement can tell its loss from a book without one); listing cards, which are not the record, read no
+    rating."""
     redesign = Redesign(DAY, frozenset({Change.RATING_CLASS, Change.DESCRIPTION_ID}))
     book = _described(catalogue, redesign)
     url = "http://sandbox" + book.url_path
     before = Catalogue(seed=0, day=DAY - 1)
 
-    on_the_day = parse_book(_page(Site(catalogue, redesign=redesign), book.url_path), url)
     the_day_before = parse_book(_page(Site(before, redesign=redesign), book.url_path), url)
+    with pytest.raises(ContractViolation) as violation:
+        parse_book(_page(Site(catalogue, redesign=redesign), book.url_path), url)
     cards = parse_listing(_page(Site(catalogue, redesign=redesign), "/index.html"), "http://sandbox/index.html").cards
 
     assert (the_day_before.rating, the_day_before.description) == (book.rating, book.description)
-    assert (on_the_day.rating, on_the_day.description) == (None, None)
-    assert (on_the_day.title, on_the_day.upc, on_the_day.price) == (book.title, book.upc, book.price)
+    assert violation.value.kind is ErrorKind.MISSING_FIELD and violation.value.fields == ("rating",)
     assert [card.rating for card in cards] == [None] * 20
