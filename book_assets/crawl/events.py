@@ -307,7 +307,6 @@ class TraceRecorder:
         events.connect(StageEntered, self.stage_entered)
         events.connect(Failed, self.failed)
         events.connect(Ended, self.ended)
-        events.connect(Tick, self.tick)
         events.connect(Stopped, self.stopped)
 
     def claiming(self, event: Claiming) -> None:
@@ -324,9 +323,6 @@ class TraceRecorder:
 
     def ended(self, event: Ended) -> None:
         self.traces.end(event.task, event.outcome)
-
-    def tick(self, event: Tick) -> None:
-        self.traces.tick(idle=event.idle)
 
     def stopped(self, _event: Stopped) -> None:
         self.traces.flush()

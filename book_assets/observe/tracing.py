@@ -411,11 +411,6 @@ class TaskTraces:
         """``task`` leaves the worker: its span ends, as ``outcome`` unless a failure was recorded (the first
         call counts; later ones do nothing)."""
 
-    def tick(self, *, idle: bool = False) -> None:
-        """From the worker's loop (``idle``: it is about to wait for work). Nothing waits on it: a task's span
-        goes to the SDK when the task ends, and the batch span processor exports on its own schedule
-        (``OTEL_BSP_SCHEDULE_DELAY``)."""
-
     def flush(self) -> None:
         """Export what is pending (a worker process is about to exit, without the SDK's exit hook)."""
 
