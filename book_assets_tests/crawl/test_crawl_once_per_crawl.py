@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from collections import Counter
 
+import pytest
+
 from book_assets.crawl.pipeline import crawl
 from book_assets.db.connection import Database
 from book_assets.sandbox.catalogue import Catalogue
@@ -27,6 +29,7 @@ PAGER_END = "</ul>\n        </div>"
 #: Requests after which the stub's traps let go (a crawl that reaches them has overrun by far).
 SAFETY_PAGES = 20
 TRAP_PAGES = int(Settings.model_fields["listing_trap_pages"].default)
+MODES = ["http", pytest.param("browser", marks=pytest.mark.browser)]
 
 
 def _mystery(site: Site, page: str) -> tuple[str, list[str]]:
@@ -63,8 +66,9 @@ class RunningOn(dict[str, Page]):
         return Page(body=html.encode())
 
 
+@pytest.mark.parametrize("mode", MODES)
 def test_a_category_whose_pages_repeat_its_books_forever_ends_each_book_fetched_once_and_the_trap_recorded(
-    db: Database, database_url: str
+    mode: str, db: Database, database_url: str
 ) -> None:
     site = Site(Catalogue())
     first, books = _mystery(site, "page-1.html")
@@ -72,7 +76,8 @@ def test_a_category_whose_pages_repeat_its_books_forever_ends_each_book_fetched_
     with StubSite() as stub:
         _serve_books(stub, site, books)
         stub.pages = RunningOn(first, dict(stub.pages))
-        report = crawl(database_url, sandbox_config(stub.url_for(CATEGORY + "page-1.html"), max_attempts=2))
+        config = sandbox_config(stub.url_for(CATEGORY + "page-1.html"), mode=mode, concurrency=4, max_attempts=2)
+        report = crawl(database_url, config)
         hits = dict(stub.hits)
 
     listings = {path: n for path, n in hits.items() if path.startswith(CATEGORY)}
@@ -86,7 +91,10 @@ def test_a_category_whose_pages_repeat_its_books_forever_ends_each_book_fetched_
     assert db.query("SELECT count(*) AS n FROM books")[0]["n"] == len(books)
 
 
-def test_a_last_page_linking_back_to_the_first_fetches_no_page_or_book_twice(db: Database, database_url: str) -> None:
+@pytest.mark.parametrize("mode", MODES)
+def test_a_last_page_linking_back_to_the_first_fetches_no_page_or_book_twice(
+    mode: str, db: Database, database_url: str
+) -> None:
     site = Site(Catalogue())
     first, books = _mystery(site, "index.html")
     last, more = _mystery(site, "page-2.html")
@@ -104,7 +112,7 @@ def test_a_last_page_linking_back_to_the_first_fetches_no_page_or_book_twice(db:
     with StubSite() as stub:
         _serve_books(stub, site, books + more)
         stub.pages = LinkingBack(stub.pages, **{CATEGORY + "index.html": Page(body=first.encode())})
-        report = crawl(database_url, sandbox_config(stub.url_for(CATEGORY + "index.html")))
+        report = crawl(database_url, sandbox_config(stub.url_for(CATEGORY + "index.html"), mode=mode, concurrency=4))
         hits = Counter(stub.hits)
 
     assert {path: hits[path] for path in (CATEGORY + "index.html", CATEGORY + "page-2.html")} == {
