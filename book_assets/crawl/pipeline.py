@@ -387,7 +387,8 @@ def begin_retry(database_url: str, config: CrawlConfig, *, include_permanent: bo
     Those are the pages failing now whose error kind can change and whose requeue is due
     (:attr:`CrawlConfig.requeue_policy`); ``include_permanent`` moves every failed task back instead (an
     operator's choice: a 404 that a site fixed). The crawl's policies are stored first, as :func:`begin`
-    does: the retry follows this run's politeness.
+    does: the retry follows this run's politeness. It opens no queue epoch: a listing page it retries enqueues
+    only what the last crawl has not.
     """
     with Database(database_url) as db:
         prepare(db, config)
