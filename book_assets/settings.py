@@ -100,7 +100,18 @@ class Settings(BaseSettings):
     autothrottle_max_interval_s: float = Field(
         default=60.0, ge=0, description="AutoThrottle: the most seconds between request starts per domain."
     )
-    max_pages: int | None = Field(default=None, ge=1, description="Limit on listing pages followed per start URL.")
+    max_pages: int = Field(
+        default=1000,
+        ge=1,
+        description="Listing pages followed per chain of next links (a category's pages): a bound on a pagination "
+        "that never ends; a chain cut at it is counted in the crawl's summary.",
+    )
+    listing_trap_pages: int = Field(
+        default=5,
+        ge=1,
+        description="Listing pages in a row that bring no book new to the crawl after which their chain is not "
+        "followed: the page is failed as listing_trap (a pagination repeating its books).",
+    )
     categories: Annotated[tuple[str, ...], NoDecode] = Field(
         default=(), description="Only these categories (names or slugs, comma-separated); empty: all."
     )

@@ -61,7 +61,8 @@ class CrawlConfig:
     fetch: FetchSettings
     weights: CategoryWeights
     workers: int
-    max_pages: int | None
+    max_pages: int
+    listing_trap_pages: int
     categories: tuple[str, ...]
     min_interval_s: float
     max_in_flight_per_domain: int | None

@@ -4,6 +4,10 @@ Discovery is category-first so that every detail task knows its category (its fa
 the book page is fetched: a start page that is not a category page (the root, ``catalogue/page-N.html``,
 the all-books category) contributes its sidebar's categories — filtered by ``--categories`` — and each
 category chain is followed through ``li.next`` with no hard-coded page count, up to ``max_pages`` pages.
+
+A chain is followed once its page's books are enqueued (:func:`follow_chain`): the queue creates a task only for
+a URL new to the crawl, so a chain whose ``listing_trap_pages`` pages in a row bring no new book (a pagination
+that repeats its books, however it numbers its pages) is a trap, and is not followed.
 """
 
 from __future__ import annotations
@@ -29,6 +33,15 @@ class ListingOutcome:
     #: only links categories, or a category left out by ``--categories``).
     category: str | None = None
     followed: bool = False
+    #: The chain's next page, enqueued after the page's books (:func:`follow_chain`); None: the chain ends here.
+    next: NewTask | None = None
+
+
+@dataclass(frozen=True)
+class ListingTrap:
+    """Why a chain is not followed: its pages in a row brought no book new to the crawl."""
+
+    reason: str
 
 
 def start_task(config: CrawlConfig) -> NewTask:
@@ -65,13 +78,30 @@ def listing_tasks(payload: dict[str, Any], page: ListingPage, config: CrawlConfi
         outcome.tasks.append(
             NewTask(DETAIL, {"url": card.url, "category": category, "listing": listing}, DETAIL_PRIORITY, category)
         )
-    if page.next_url and (config.max_pages is None or depth < config.max_pages):
+    if page.next_url and depth < config.max_pages:
         if host_allowed(page.next_url, config.allowed_domains):
             nxt = {"url": page.next_url, "depth": depth + 1, "category": category}
-            outcome.tasks.append(NewTask(LISTING, nxt, LISTING_PRIORITY))
+            outcome.next = NewTask(LISTING, nxt, LISTING_PRIORITY)
         else:
             outcome.offsite_skipped += 1
     return outcome
+
+
+def follow_chain(
+    payload: dict[str, Any], outcome: ListingOutcome, new_books: int, config: CrawlConfig
+) -> NewTask | ListingTrap | None:
+    """The chain's next page once this page's books are enqueued (``new_books`` of them new to the crawl), with
+    the count of pages in a row that brought none (``stale``); a :class:`ListingTrap` when that count reaches
+    ``listing_trap_pages`` and the chain goes on; None at its end.
+
+    A page retried after its books were enqueued counts as bringing none: its next page, enqueued once per
+    crawl, mostly keeps the count of the attempt that enqueued the books, and at worst carries one page more."""
+    if outcome.next is None:
+        return None
+    stale = 0 if new_books else int(payload.get("stale", 0)) + 1
+    if stale >= config.listing_trap_pages:
+        return ListingTrap(f"{stale} listing pages in a row brought no new books; the next page is not followed")
+    return NewTask(outcome.next.task_type, {**outcome.next.payload, "stale": stale}, outcome.next.priority)
 
 
 def listing_record(payload: dict[str, Any], page: ListingPage, outcome: ListingOutcome) -> dict[str, Any] | None:

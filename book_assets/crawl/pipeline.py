@@ -38,7 +38,7 @@ from book_assets.store.books import book_counts, versions_since
 from book_assets.store.drift import CONTRACT_FAILURES, FieldJudgement, Rejudgement, judge, rejudge
 from book_assets.store.lifecycle import OpenCrawl, open_crawl
 from book_assets.store.pages import revalidated_since
-from book_assets.store.removals import Removals, books_listed_since, settle
+from book_assets.store.removals import Removals, books_listed_since, chains_cut_since, settle
 
 
 @dataclass(frozen=True)
@@ -105,6 +105,7 @@ class CrawlReport:
     stats: WorkerStats
     counts: dict[str, int]
     run: RunFigures
+    #: The tasks this run claimed that are now failed for good, by error kind (``run.failed`` in all).
     failed_by_reason: dict[str, int]
     seeded: bool = False
     #: Failed tasks moved back to pending before the drain (a retry of the failures).
@@ -128,6 +129,8 @@ class CrawlReport:
     crawl_id: int | None = None
     #: The crawl's fields judged against the last good crawl's (:mod:`book_assets.store.drift`); None: not judged.
     fields: FieldJudgement | None = None
+    #: Listing chains this run cut at ``max_pages``, their next page not followed.
+    chains_cut: int = 0
 
     @property
     def failure(self) -> str | None:
@@ -177,6 +180,8 @@ class CrawlReport:
         lines += [
             f"  failed {n:>5}  {reason}" for reason, n in sorted(self.failed_by_reason.items(), key=lambda x: -x[1])
         ]
+        if self.chains_cut:
+            lines.append(f"listing chains cut at max_pages ({self.config.max_pages}): {self.chains_cut}")
         if self.stats.lost_workers:
             lines.append(
                 f"workers lost: {len(self.stats.lost_workers)} ({'; '.join(self.stats.lost_workers)}); "
@@ -364,12 +369,14 @@ class CrawlRun:
 
 
 def begin(database_url: str, config: CrawlConfig) -> CrawlRun:
-    """Store the crawl's policies, open the crawl and seed the start page: the run, which starts when its
-    crawl opens (on the database's clock). ``seeded`` is False when the start page was already queued."""
+    """Store the crawl's policies, open the crawl and its queue epoch (each URL enqueued once in the crawl) and
+    seed the start page: the run, which starts when its crawl opens (on the database's clock). ``seeded`` is
+    False when the start page was already queued."""
     warm_up(config.workers, config.metrics_port)
     with Database(database_url) as db:
         prepare(db, config)
         opened = open_crawl(db)
+        make_queue(db, config).begin_epoch()
         seeded = seed(db, config)
     return CrawlRun(config, since=opened.started_at, opened=opened, seeded=seeded)
 
@@ -380,7 +387,8 @@ def begin_retry(database_url: str, config: CrawlConfig, *, include_permanent: bo
     Those are the pages failing now whose error kind can change and whose requeue is due
     (:attr:`CrawlConfig.requeue_policy`); ``include_permanent`` moves every failed task back instead (an
     operator's choice: a 404 that a site fixed). The crawl's policies are stored first, as :func:`begin`
-    does: the retry follows this run's politeness.
+    does: the retry follows this run's politeness. It opens no queue epoch: a listing page it retries enqueues
+    only what the last crawl has not.
     """
     with Database(database_url) as db:
         prepare(db, config)
@@ -499,7 +507,7 @@ def read_report(
         stats=stats,
         counts=book_counts(db),
         run=RunFigures.read(db, queue, run.since),
-        failed_by_reason=queue.stats().failed_kinds(),
+        failed_by_reason=queue.failed_kinds_since(run.since),
         seeded=run.seeded,
         requeued=run.requeued,
         quotas=dict(run.quotas),
@@ -510,6 +518,7 @@ def read_report(
         robots=list_robots(db, sorted(config.allowed_domains)),
         politeness=[p for d in politeness_domains(config) if (p := queue.domain_policy(d))],
         crawl_id=run.opened.id if run.opened is not None else None,
+        chains_cut=chains_cut_since(db, run.since, config.max_pages),
     )
 
 

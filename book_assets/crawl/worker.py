@@ -38,7 +38,7 @@ from typing import Any, TypeVar
 from book_assets.archive.writer import ArchiveWriter
 from book_assets.crawl.autoscale import Autoscaler, LoadMonitor
 from book_assets.crawl.config import DETAIL, LISTING, TASK_TYPES, CrawlConfig, make_queue
-from book_assets.crawl.discovery import listing_record, listing_tasks
+from book_assets.crawl.discovery import ListingTrap, follow_chain, listing_record, listing_tasks
 from book_assets.crawl.events import (
     Claimed,
     Claiming,
@@ -508,8 +508,14 @@ class Worker:
         page = parse_listing(fetched.html, fetched.final_url)
         outcome = listing_tasks(task.payload, page, self.config)
         self._emit(StageEntered(task, Stage.STORE))
-        if outcome.tasks:
-            await self._db(self.queue.enqueue_many, outcome.tasks)
+        created = await self._db(self.queue.enqueue_many, outcome.tasks) if outcome.tasks else []
+        new_books = sum(r.created for t, r in zip(outcome.tasks, created, strict=True) if t.task_type == DETAIL)
+        step = follow_chain(task.payload, outcome, new_books, self.config)
+        if isinstance(step, ListingTrap):
+            await self._fail(task, ErrorKind.LISTING_TRAP, f"{ErrorKind.LISTING_TRAP}: {step.reason}")
+            return
+        if step is not None:
+            await self._db(self.queue.enqueue_many, [step])
         url = str(task.payload["url"])
         record = listing_record(task.payload, page, outcome)
 

@@ -136,6 +136,12 @@ class QueueAdmin:
         params = {"since": since, "until": until, "task_type": self.ctx.check_type(task_type), "kinds": sorted(kinds)}
         return [(r["grp"], r["error"]) for r in self.db.query(named_queries()["failures_since"], params)]
 
+    def failed_kinds_since(self, since: datetime) -> dict[str, int]:
+        """Tasks of every type claimed since ``since`` and now failed for good, by error kind: the failures of a
+        run that started then (:meth:`activity_since` counts the same tasks by type)."""
+        rows = self.db.query(named_queries()["failed_by_kind_since"], {"since": since})
+        return {r["kind"]: int(r["n"]) for r in rows}
+
     def completed_by(self, workers: list[str], since: datetime) -> dict[str, int]:
         """Tasks the workers named ``workers`` completed since ``since``, by type."""
         rows = self.db.query(named_queries()["completed_by_workers"], {"workers": workers, "since": since})
@@ -184,12 +190,13 @@ class QueueAdmin:
         return self.db.run(_txn)
 
     def prune(self, older_than_s: float, *, batch: int = PRUNE_BATCH) -> int:
-        """Delete the finished tasks that ended more than ``older_than_s`` ago.
+        """Delete the finished tasks that ended more than ``older_than_s`` ago, and the URLs seen in the epochs
+        that ended then (:meth:`QueueCore.begin_epoch`).
 
         Completed tasks count from their completion, failed ones from the claim of their last attempt;
         pending and leased tasks are never pruned. One short statement per ``batch`` rows, each skipping
         rows another transaction holds, so a prune of a large table runs beside the workers; returns how
-        many went.
+        many tasks went.
         """
         params = {"older_than_s": check_number("older_than_s", older_than_s), "batch": batch}
 
@@ -200,4 +207,7 @@ class QueueAdmin:
         total = 0
         while (pruned := self.db.run(_prune)) > 0:
             total += pruned
+        seen = 1
+        while seen > 0:  # the last statement, with no URL left to delete, deletes the empty epochs
+            seen = int(self.db.query(named_queries()["prune_seen"], params)[0]["n"])
         return total

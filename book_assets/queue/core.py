@@ -70,6 +70,16 @@ class QueueCore:
             "max_attempts": max_attempts,
         }
 
+    def begin_epoch(self) -> int:
+        """Start an epoch (a crawl's, say): until the next one starts, each URL is enqueued once, whatever
+        became of its first task; returns its id.
+
+        Live-task deduplication alone lets a URL whose task ended be enqueued again: a listing that links back
+        to a page already fetched, or repeats books already fetched, would fetch them again, and a chain of such
+        pages need never end. A task's retries and requeues are the same row, so they still happen.
+        """
+        return int(self.db.query(named_queries()["begin_epoch"])[0]["id"])
+
     def enqueue(
         self,
         task_type: str,
@@ -80,7 +90,8 @@ class QueueCore:
         run_at: datetime | float | None = None,
         max_attempts: int | None = None,
     ) -> EnqueueResult:
-        """Add one task unless its URL already has a live (pending or in-progress) task.
+        """Add one task unless its URL already has a live (pending or in-progress) task, or was enqueued in
+        the current epoch (:meth:`begin_epoch`).
 
         Args:
             task_type: one of the queue's task types.

@@ -32,8 +32,9 @@ class NewTask:
 class EnqueueResult:
     """The live task for a URL and whether this call created it (False: deduplicated).
 
-    ``id`` is None only in the rare race where the duplicate was committed by another process after this
-    statement's snapshot was taken.
+    ``id`` is None when the URL has no live task (it was enqueued in the current epoch and its task ended), or
+    in the rare race where the duplicate was committed by another process after this statement's snapshot
+    was taken.
     """
 
     id: int | None

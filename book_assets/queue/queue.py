@@ -150,6 +150,7 @@ class TaskQueue:
 
     # --- core: enqueue, claim, leases, completion ----------------------------------------------------------
 
+    begin_epoch = _by("core", QueueCore.begin_epoch)
     enqueue = _by("core", QueueCore.enqueue)
     enqueue_many = _by("core", QueueCore.enqueue_many)
     claim = _by("core", QueueCore.claim)
@@ -196,6 +197,7 @@ class TaskQueue:
     now = _by("admin", QueueAdmin.now)
     activity_since = _by("admin", QueueAdmin.activity_since)
     failures_since = _by("admin", QueueAdmin.failures_since)
+    failed_kinds_since = _by("admin", QueueAdmin.failed_kinds_since)
     completed_by = _by("admin", QueueAdmin.completed_by)
     requeue = _by("admin", QueueAdmin.requeue)
     failing_of_kinds = _by("admin", QueueAdmin.failing_of_kinds)

@@ -48,6 +48,7 @@ class ErrorKind(StrEnum):
     MISSING_FIELD = "missing_field"  # a book page without a field its contract requires (a redesign, mostly)
     BAD_VALUE = "bad_value"  # a book page whose field's value is not of its type (a negative price, 1e308)
     ROBOTS_DISALLOWED = "robots_disallowed"  # the site's robots.txt disallows the URL: it is never requested
+    LISTING_TRAP = "listing_trap"  # listing pages in a row that bring no new book (listing_trap_pages): not followed
     UNKNOWN = "unknown"  # a name no member has: a bug in the code that raised it, so retrying cannot help
 
     @property

@@ -43,6 +43,11 @@ FROM listing_pages WHERE listed_at >= %(since)s;
 SELECT count(DISTINCT listed.book) AS n
 FROM listing_pages p, unnest(p.book_urls) AS listed(book) WHERE p.listed_at >= %(since)s;
 
+-- chains_cut_since --
+-- Listing pages processed since a moment at the depth bound with a next link: the chains max_pages cut there.
+SELECT count(*) AS n FROM listing_pages
+WHERE listed_at >= %(since)s AND depth >= %(max_depth)s AND next_url IS NOT NULL;
+
 -- mark_returned --
 -- Removed books that a listing page of this crawl shows again: listed once more, with a 'returned' event.
 WITH listed AS (

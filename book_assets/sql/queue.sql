@@ -4,13 +4,22 @@
 -- round trip.
 
 -- enqueue_many --
--- Insert a batch given as a JSON array in one statement. Live URLs (pending / in progress) are deduplicated by
--- the partial unique index idx_tasks_payload_url; each input row comes back, in input order, with its task id and whether it
--- was created. New domains and fairness groups are registered, and listeners woken when anything was created.
+-- Insert a batch given as a JSON array in one statement. In an epoch (queue_epochs: the latest), a URL already
+-- enqueued in it (queue_seen) gets no task, whatever became of its first; every URL is deduplicated against live
+-- tasks (pending / in progress) by the partial unique index idx_tasks_payload_url. Each input row comes back, in
+-- input order, with its live task's id (NULL: none, the URL's task in this epoch ended) and whether it was created.
+-- New domains and fairness groups are registered, and listeners woken when anything was created.
 WITH input AS (
     SELECT * FROM jsonb_to_recordset(%(rows)s::jsonb) AS x(
         ord INTEGER, task_type TEXT, payload JSONB, priority INTEGER, domain TEXT, task_group TEXT,
         delay_s DOUBLE PRECISION, run_at TIMESTAMPTZ, max_attempts INTEGER)
+), epoch AS (
+    SELECT max(id) AS id FROM queue_epochs
+), seen AS (
+    INSERT INTO queue_seen (epoch, url)
+    SELECT e.id, x.payload->>'url' FROM input x CROSS JOIN epoch e WHERE e.id IS NOT NULL
+    ON CONFLICT (epoch, url) DO NOTHING
+    RETURNING url
 ), new_domains AS (
     INSERT INTO domains (domain, min_interval_s)
     SELECT DISTINCT domain, %(interval_s)s::DOUBLE PRECISION FROM input
@@ -23,7 +32,9 @@ WITH input AS (
     INSERT INTO tasks (task_type, payload, priority, domain, task_group, run_at, max_attempts)
     SELECT task_type, payload, priority, domain, task_group,
            coalesce(run_at, now() + make_interval(secs => coalesce(delay_s, 0))), max_attempts
-    FROM input ORDER BY ord
+    FROM input
+    WHERE (SELECT id FROM epoch) IS NULL OR payload->>'url' IN (SELECT url FROM seen)
+    ORDER BY ord
     ON CONFLICT ((payload->>'url')) WHERE status IN ('pending', 'in_progress') DO NOTHING
     RETURNING id, payload->>'url' AS url
 ), wake AS (
@@ -36,6 +47,10 @@ LEFT JOIN tasks e ON i.id IS NULL AND e.payload->>'url' = x.payload->>'url'
                  AND e.status IN ('pending', 'in_progress')
 LEFT JOIN wake ON true
 ORDER BY x.ord;
+
+-- begin_epoch --
+-- Start an epoch: from now on each URL is enqueued once (enqueue_many) until the next one starts.
+INSERT INTO queue_epochs DEFAULT VALUES RETURNING id;
 
 -- claim --
 -- Claim up to n tasks, or replay the answer of the same request (see queue_claim_v3 in schema.sql).
@@ -323,6 +338,12 @@ WHERE status = 'failed' GROUP BY left(error, 200) ORDER BY n DESC, error LIMIT %
 SELECT task_type, coalesce(error_kind, 'unknown') AS kind, count(*) AS n FROM tasks
 WHERE status = 'failed' GROUP BY task_type, coalesce(error_kind, 'unknown') ORDER BY task_type, n DESC, kind;
 
+-- failed_by_kind_since --
+-- Tasks claimed since a moment and now failed for good, by error kind: a run's failures, as activity_since counts them.
+SELECT coalesce(error_kind, 'unknown') AS kind, count(*) AS n FROM tasks
+WHERE status = 'failed' AND started_at >= %(since)s
+GROUP BY coalesce(error_kind, 'unknown') ORDER BY n DESC, kind;
+
 -- stats_last_failure_by_domain --
 -- Tasks by domain and the kind of their last failed attempt, whatever became of them (a task retried to
 -- success keeps the kind of its last failure): how many pages each domain turned away, and how.
@@ -356,6 +377,22 @@ ORDER BY 1, 2;
 -- Delete one batch of finished tasks that ended more than older_than_s ago (queue_finished_before_v1).
 DELETE FROM tasks WHERE id IN (
     SELECT queue_finished_before_v1(now() - make_interval(secs => %(older_than_s)s), %(batch)s));
+
+-- prune_seen --
+-- Delete one batch of the URLs seen in epochs that ended more than older_than_s ago (a later epoch started before
+-- the cutoff), then those epochs once they hold none.
+WITH ended AS (
+    SELECT max(e.id) AS before FROM queue_epochs e WHERE e.started_at < now() - make_interval(secs => %(older_than_s)s)
+), batch AS (
+    DELETE FROM queue_seen s WHERE (s.epoch, s.url) IN (
+        SELECT x.epoch, x.url FROM queue_seen x, ended WHERE x.epoch < ended.before LIMIT %(batch)s)
+    RETURNING s.epoch
+), epochs AS (
+    DELETE FROM queue_epochs e USING ended
+    WHERE e.id < ended.before AND NOT EXISTS (SELECT 1 FROM batch)
+      AND NOT EXISTS (SELECT 1 FROM queue_seen s WHERE s.epoch = e.id)
+)
+SELECT count(*) AS n FROM batch;
 
 -- listen --
 -- Subscribe this connection to enqueue wake-ups.

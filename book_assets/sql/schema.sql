@@ -1378,6 +1378,23 @@ CREATE TABLE public.pages (
     validated_at timestamp with time zone NOT NULL
 );
 
+CREATE TABLE public.queue_epochs (
+    id bigint NOT NULL,
+    started_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+COMMENT ON TABLE public.queue_epochs IS 'The epochs of the queue, one per crawl (begin_epoch in book_assets/queue/core.py): the latest is the
+current one, and its start ends every earlier one. With no epoch the queue deduplicates against live tasks only.';
+
+ALTER TABLE public.queue_epochs ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.queue_epochs_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
 CREATE TABLE public.queue_members (
     scope text NOT NULL,
     member text NOT NULL,
@@ -1397,6 +1414,16 @@ CREATE TABLE public.queue_scopes (
     default_weight double precision DEFAULT 1 NOT NULL,
     CONSTRAINT queue_scopes_default_weight_check CHECK ((default_weight >= (0)::double precision))
 );
+
+CREATE TABLE public.queue_seen (
+    epoch bigint NOT NULL,
+    url text NOT NULL
+);
+
+COMMENT ON TABLE public.queue_seen IS 'Every URL enqueued in an epoch, created as a task or not (a live task already had it): an enqueue
+(enqueue_many) creates a task only for a URL it adds here, so each URL gets one task per epoch, retried under its
+attempts and requeued as the same row. The rows of an epoch are deleted with the finished tasks, by the retention
+prune (prune_seen), once a later epoch started before the cutoff.';
 
 CREATE TABLE public.robots_txt (
     origin text NOT NULL,
@@ -1512,11 +1539,17 @@ ALTER TABLE ONLY public.listing_pages
 ALTER TABLE ONLY public.pages
     ADD CONSTRAINT pages_pkey PRIMARY KEY (url);
 
+ALTER TABLE ONLY public.queue_epochs
+    ADD CONSTRAINT queue_epochs_pkey PRIMARY KEY (id);
+
 ALTER TABLE ONLY public.queue_members
     ADD CONSTRAINT queue_members_pkey PRIMARY KEY (scope, member);
 
 ALTER TABLE ONLY public.queue_scopes
     ADD CONSTRAINT queue_scopes_pkey PRIMARY KEY (scope);
+
+ALTER TABLE ONLY public.queue_seen
+    ADD CONSTRAINT queue_seen_pkey PRIMARY KEY (epoch, url);
 
 ALTER TABLE ONLY public.robots_txt
     ADD CONSTRAINT robots_txt_pkey PRIMARY KEY (origin);
@@ -1592,3 +1625,6 @@ ALTER TABLE ONLY public.held_losses
 
 ALTER TABLE ONLY public.held_losses
     ADD CONSTRAINT held_losses_crawl_id_fkey FOREIGN KEY (crawl_id) REFERENCES public.crawls(id) ON DELETE CASCADE;
+
+ALTER TABLE ONLY public.queue_seen
+    ADD CONSTRAINT queue_seen_epoch_fkey FOREIGN KEY (epoch) REFERENCES public.queue_epochs(id) ON DELETE CASCADE;

@@ -103,6 +103,11 @@ def books_listed_since(db: Database, since: datetime) -> int:
     return int(db.query(Q["books_listed_since"], {"since": since})[0]["n"])
 
 
+def chains_cut_since(db: Database, since: datetime, max_depth: int) -> int:
+    """Listing chains processed since ``since`` whose page at ``max_depth`` had a next link, not followed."""
+    return int(db.query(Q["chains_cut_since"], {"since": since, "max_depth": max_depth})[0]["n"])
+
+
 def walk_chains(pages: Iterable[ListedPage]) -> dict[tuple[str, str], str | None]:
     """Per (host, category) with a first page: None when its listing was seen whole, else why not.
 

@@ -13,7 +13,7 @@ from book_assets.settings import PROJECT_ROOT
 pytestmark = pytest.mark.unit
 
 PACKAGE = PROJECT_ROOT / "book_assets"
-QUEUE_TABLES = r"(tasks|domains|queue_members|queue_scopes)"
+QUEUE_TABLES = r"(tasks|domains|queue_members|queue_scopes|queue_epochs|queue_seen)"
 USES_TABLE = re.compile(rf"\b(FROM|JOIN|UPDATE|INTO|TABLE)\s+{QUEUE_TABLES}\b", re.IGNORECASE)
 OWNED_BY_QUEUE = {PACKAGE / "sql" / "queue.sql", PACKAGE / "sql" / "schema.sql"}
 

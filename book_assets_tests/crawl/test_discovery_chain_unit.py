@@ -1,0 +1,43 @@
+"""Following a listing chain (pure functions): the depth bound, and the trap of pages that bring no new book."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from book_assets.crawl.discovery import ListingTrap, follow_chain, listing_tasks
+from book_assets.scraper.models import ListingPage
+from book_assets_tests.crawl.conftest import sandbox_config
+
+BASE = "http://127.0.0.1:9/catalogue/category/books/travel_2/"
+
+
+def _page(n: int, *, last: bool = False) -> ListingPage:
+    nxt = None if last else f"{BASE}page-{n + 1}.html"
+    return ListingPage(f"{BASE}page-{n}.html", [], nxt, "Travel", page_number=None, page_count=None, result_count=None)
+
+
+def _payload(n: int, **extra: Any) -> dict[str, Any]:
+    return {"url": f"{BASE}page-{n}.html", "depth": n, "category": "Travel", **extra}
+
+
+def test_the_next_page_is_not_followed_at_max_pages() -> None:
+    config = sandbox_config("http://127.0.0.1:9/", max_pages=3)
+    assert listing_tasks(_payload(2), _page(2), config).next is not None
+    assert listing_tasks(_payload(3), _page(3), config).next is None
+
+
+def test_a_page_with_new_books_resets_the_count_and_one_without_adds_one() -> None:
+    config = sandbox_config("http://127.0.0.1:9/", listing_trap_pages=3)
+    outcome = listing_tasks(_payload(2, stale=2), _page(2), config)
+    fresh, stale = follow_chain(_payload(2, stale=2), outcome, 4, config), follow_chain(_payload(2), outcome, 0, config)
+    assert not isinstance(fresh, ListingTrap) and fresh is not None and fresh.payload["stale"] == 0
+    assert not isinstance(stale, ListingTrap) and stale is not None and stale.payload["stale"] == 1
+    assert stale.payload["url"] == f"{BASE}page-3.html" and stale.payload["depth"] == 3
+
+
+def test_listing_trap_pages_in_a_row_without_a_new_book_stop_the_chain_unless_it_ends_there() -> None:
+    config = sandbox_config("http://127.0.0.1:9/", listing_trap_pages=3)
+    payload = _payload(4, stale=2)
+    trap = follow_chain(payload, listing_tasks(payload, _page(4), config), 0, config)
+    assert isinstance(trap, ListingTrap) and trap.reason.startswith("3 listing pages in a row brought no new books")
+    assert follow_chain(payload, listing_tasks(payload, _page(4, last=True), config), 0, config) is None
