@@ -63,6 +63,8 @@ class CrawlConfig:
     workers: int
     max_pages: int | None
     categories: tuple[str, ...]
+    #: Query parameter patterns discovery drops from links (:func:`book_assets.urls.without_query_params`).
+    drop_query_params: tuple[str, ...]
     min_interval_s: float
     max_in_flight_per_domain: int | None
     obey_robots: bool

@@ -511,7 +511,7 @@ class Worker:
         if outcome.tasks:
             await self._db(self.queue.enqueue_many, outcome.tasks)
         url = str(task.payload["url"])
-        record = listing_record(task.payload, page, outcome)
+        record = listing_record(task.payload, page, outcome, drop_query_params=self.config.drop_query_params)
 
         def _store(cur: Any) -> None:
             write_page(cur, url, fetched, keep_body=True, validated_at=validated_at)
