@@ -20,7 +20,6 @@ import time
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Any, Self
-from urllib.parse import urljoin
 
 import aiohttp
 from aiohttp.helpers import basicauth_from_netrc, get_env_proxy_for_url, netrc_from_env
@@ -38,7 +37,7 @@ from book_assets.scraper.fetching import (
     declared_length,
     error_for_status,
     fetch_error,
-    host_allowed,
+    redirect_target,
     refuse_offsite,
     too_large_error,
     truncation_error,
@@ -170,15 +169,13 @@ class HttpFetcher:
             status, headers, body, sent = await self._get(current, conditional)
             location = headers.get("location")
             if status in REDIRECT_STATUSES and location:
-                target = urljoin(current, location.strip())
-                if not host_allowed(target, self.settings.allowed_domains):
-                    self._counters["offsite_blocked"] += 1
-                    raise fetch_error(
-                        ErrorKind.OFFSITE_REDIRECT,
-                        f"redirect to {target} outside allowed_domains",
-                        url=url,
-                        status=status,
-                    )
+                try:
+                    target = redirect_target(url, current, location, self.settings.allowed_domains)
+                except FetchError as exc:
+                    if exc.kind is ErrorKind.OFFSITE_REDIRECT:
+                        self._counters["offsite_blocked"] += 1
+                    exc.status = status
+                    raise
                 self._counters["redirects_followed"] += 1
                 current = target
                 continue
