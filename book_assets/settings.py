@@ -108,7 +108,8 @@ class Settings(BaseSettings):
         default=("utm_*", "fbclid", "gclid", "dclid", "gbraid", "wbraid", "msclkid", "mc_cid", "mc_eid", "_ga", "_gl"),
         description="Query parameters dropped from every discovered link before it is enqueued (tracking tags, so "
         "one page is one task and one book): shell-style patterns matched against the parameter's name, any case, "
-        "comma-separated, applied to every site; empty: keep every parameter.",
+        "comma-separated; NAME applies on every site, HOST:NAME on the hosts matching HOST only (*.example.com:sid); "
+        "empty: keep every parameter.",
     )
 
     # --- fetching ------------------------------------------------------------------------------

@@ -53,16 +53,29 @@ def without_query_params(url: str, patterns: Sequence[str]) -> str:
     """``url`` without the query parameters whose names match one of ``patterns`` (pure).
 
     A pattern is a shell-style glob matched against the parameter's decoded name, case-insensitively
-    (``utm_*`` matches ``utm_source`` and ``UTM_Medium``; ``fbclid`` only ``fbclid``). The other parameters keep
-    their order and spelling; a query left empty is dropped with its ``?``. The fragment is kept.
+    (``utm_*`` matches ``utm_source`` and ``UTM_Medium``; ``fbclid`` only ``fbclid``), on every site; one
+    written ``HOST:NAME`` applies on the hosts matching the glob ``HOST`` only (``*.example.com:sid``). The
+    other parameters keep their order and spelling; a query left empty is dropped with its ``?``. The
+    fragment is kept.
     """
     parts = urlsplit(url)
     if not parts.query or not patterns:
         return url
-    kept = [pair for pair in parts.query.split("&") if not _matches(_param_name(pair), patterns)]
+    host = (parts.hostname or "").rstrip(".")
+    names = [_site_pattern(p, host) for p in patterns]
+    here = [name for name in names if name is not None]
+    kept = [pair for pair in parts.query.split("&") if not _matches(_param_name(pair), here)]
     if len(kept) == len(parts.query.split("&")):
         return url
     return urlunsplit(parts._replace(query="&".join(kept)))
+
+
+def _site_pattern(pattern: str, host: str) -> str | None:
+    """The name pattern of ``pattern`` when it applies on ``host``; None when it is another site's."""
+    site, colon, name = pattern.rpartition(":")
+    if not colon:
+        return pattern
+    return name if fnmatch.fnmatchcase(host, site.lower()) else None
 
 
 def _param_name(pair: str) -> str:

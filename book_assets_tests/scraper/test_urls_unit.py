@@ -82,3 +82,15 @@ def test_tracking_parameters_are_dropped_by_name_pattern_and_the_rest_kept_as_wr
 def test_no_patterns_keep_every_query_parameter() -> None:
     url = "http://h/a.html?utm_source=x"
     assert without_query_params(url, ()) == url
+
+
+@pytest.mark.parametrize(
+    ("url", "kept"),
+    [
+        ("http://shop.example.com/a?sid=1&utm_source=x&p=2", "http://shop.example.com/a?p=2"),
+        ("http://Shop.Example.com./a?SID=1", "http://Shop.Example.com./a"),
+        ("http://books.toscrape.com/a?sid=1&utm_source=x", "http://books.toscrape.com/a?sid=1"),
+    ],
+)
+def test_a_pattern_with_a_host_drops_its_parameter_on_that_site_only(url: str, kept: str) -> None:
+    assert without_query_params(url, ("utm_*", "*.example.com:sid")) == kept
