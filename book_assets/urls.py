@@ -5,12 +5,12 @@
 one-live-task-per-URL index and ``books.url UNIQUE`` as separate rows. :func:`canonical_url` applies RFC 3986's
 syntax-based normalisation (section 6.2.2) and its scheme-based one (6.2.3) for http(s):
 
-* scheme and host lower-cased, a trailing dot dropped from the host, a non-ASCII host in its IDNA (punycode)
-  form, the default port dropped;
+* scheme and host lower-cased, a trailing dot dropped from the host, the default port dropped (a non-ASCII
+  host is kept as written: ``allowed_domains`` and the fetchers' guards compare hosts as written);
 * percent-encoding normalised in the userinfo, path and query (6.2.2.1, 6.2.2.2): hex digits upper-cased, an
   encoded unreserved character (``%7E``, ``%41``) decoded, and every character a URI cannot hold as it is
-  (non-ASCII, a space, ``"<>\\^`{|}``, controls) encoded as the percent-encoded bytes of its UTF-8, as browsers
-  send it; a ``%`` that starts no escape is kept as written;
+  (non-ASCII, a space, ``"<>\\^`{|}``, controls) encoded as the percent-encoded bytes of its UTF-8 (section
+  2.5; how browsers send a non-ASCII path); a ``%`` that starts no escape is kept as written;
 * dot segments removed (after the decoding, so ``%2E%2E`` is ``..``), an empty path made ``/``;
 * the fragment dropped (it never reaches the server).
 
@@ -40,7 +40,7 @@ def canonical_url(url: str) -> str:
     """The canonical spelling of an http(s) URL (see the module docstring).
 
     Raises:
-        ValueError: the URL cannot be parsed (a malformed host or port, a host IDNA cannot encode).
+        ValueError: the URL cannot be parsed (a malformed host or port).
     """
     parts = urlsplit(url.strip())
     scheme = parts.scheme.lower()
@@ -92,8 +92,6 @@ def _canonical_netloc(scheme: str, netloc: str) -> str:
     parts = urlsplit(f"{scheme}://{netloc}/")
     host = (parts.hostname or "").rstrip(".")
     port = parts.port  # raises ValueError on a malformed or out-of-range port
-    if not host.isascii():
-        host = host.encode("idna").decode("ascii")  # UnicodeError (a ValueError) for a label IDNA refuses
     if ":" in host:
         host = f"[{host}]"
     userinfo, _, _ = netloc.rpartition("@")
