@@ -115,6 +115,13 @@ class Settings(BaseSettings):
     categories: Annotated[tuple[str, ...], NoDecode] = Field(
         default=(), description="Only these categories (names or slugs, comma-separated); empty: all."
     )
+    drop_query_params: Annotated[tuple[str, ...], NoDecode] = Field(
+        default=("utm_*", "fbclid", "gclid", "dclid", "gbraid", "wbraid", "msclkid", "mc_cid", "mc_eid", "_ga", "_gl"),
+        description="Query parameters dropped from every discovered link before it is enqueued (tracking tags, so "
+        "one page is one task and one book): shell-style patterns matched against the parameter's name, any case, "
+        "comma-separated; NAME applies on every site, HOST:NAME on the hosts matching HOST only (*.example.com:sid); "
+        "empty: keep every parameter.",
+    )
 
     # --- fetching ------------------------------------------------------------------------------
     fetch_mode: Literal["browser", "http", "adaptive"] = Field(
@@ -302,7 +309,14 @@ class Settings(BaseSettings):
         default="http://127.0.0.1:3000", description="Base URL of the Dagster UI, for the run links in alerts."
     )
 
-    @field_validator("categories", "allowed_domains", "block_resource_types", "block_url_patterns", mode="before")
+    @field_validator(
+        "categories",
+        "allowed_domains",
+        "block_resource_types",
+        "block_url_patterns",
+        "drop_query_params",
+        mode="before",
+    )
     @classmethod
     def _split_commas(cls, value: object) -> object:
         # From the environment or a CLI option: "Travel,Mystery"; from code or JSON: a list.

@@ -64,6 +64,8 @@ class CrawlConfig:
     max_pages: int
     listing_trap_pages: int
     categories: tuple[str, ...]
+    #: Query parameter patterns discovery drops from links (:func:`book_assets.urls.without_query_params`).
+    drop_query_params: tuple[str, ...]
     min_interval_s: float
     max_in_flight_per_domain: int | None
     obey_robots: bool

@@ -20,7 +20,7 @@ from book_assets.crawl.config import DETAIL, DETAIL_PRIORITY, LISTING, LISTING_P
 from book_assets.queue import NewTask
 from book_assets.scraper.fetching import host_allowed
 from book_assets.scraper.models import ListingPage
-from book_assets.urls import canonical_url
+from book_assets.urls import canonical_url, without_query_params
 
 
 @dataclass
@@ -52,6 +52,7 @@ def start_task(config: CrawlConfig) -> NewTask:
 def listing_tasks(payload: dict[str, Any], page: ListingPage, config: CrawlConfig) -> ListingOutcome:
     """Tasks created by one fetched listing page."""
     outcome = ListingOutcome()
+    drop = config.drop_query_params
     depth = int(payload.get("depth", 1))
     category = page.category or payload.get("category")
 
@@ -62,7 +63,8 @@ def listing_tasks(payload: dict[str, Any], page: ListingPage, config: CrawlConfi
                 continue
             if is_one_of(name, config.categories):
                 outcome.categories += 1
-                outcome.tasks.append(NewTask(LISTING, {"url": url, "depth": 1, "category": name}, LISTING_PRIORITY))
+                link = _link(url, drop)
+                outcome.tasks.append(NewTask(LISTING, {"url": link, "depth": 1, "category": name}, LISTING_PRIORITY))
         if outcome.categories or config.categories:
             return outcome  # the books arrive through their categories
 
@@ -75,12 +77,13 @@ def listing_tasks(payload: dict[str, Any], page: ListingPage, config: CrawlConfi
             continue
         outcome.cards += 1
         listing = {"title": card.title, "price": str(card.price), "rating": card.rating}
+        url = _link(card.url, drop)
         outcome.tasks.append(
-            NewTask(DETAIL, {"url": card.url, "category": category, "listing": listing}, DETAIL_PRIORITY, category)
+            NewTask(DETAIL, {"url": url, "category": category, "listing": listing}, DETAIL_PRIORITY, category)
         )
     if page.next_url and depth < config.max_pages:
         if host_allowed(page.next_url, config.allowed_domains):
-            nxt = {"url": page.next_url, "depth": depth + 1, "category": category}
+            nxt = {"url": _link(page.next_url, drop), "depth": depth + 1, "category": category}
             outcome.next = NewTask(LISTING, nxt, LISTING_PRIORITY)
         else:
             outcome.offsite_skipped += 1
@@ -104,33 +107,43 @@ def follow_chain(
     return NewTask(outcome.next.task_type, {**outcome.next.payload, "stale": stale}, outcome.next.priority)
 
 
-def listing_record(payload: dict[str, Any], page: ListingPage, outcome: ListingOutcome) -> dict[str, Any] | None:
+def listing_record(
+    payload: dict[str, Any], page: ListingPage, outcome: ListingOutcome, *, drop_query_params: tuple[str, ...]
+) -> dict[str, Any] | None:
     """The ``listing_pages`` row of a processed listing page; None when it listed nothing this crawl follows.
 
     A start page records the categories its sidebar links (to count those not crawled); a category page
     records its cards only when discovery took them (:attr:`ListingOutcome.followed`), so a page of a
-    category left out by ``--categories`` is never evidence that its books are gone.
+    category left out by ``--categories`` is never evidence that its books are gone. Its links are read as
+    discovery reads them (``drop_query_params``), so it names each book as the book's task does.
     """
     start = bool(payload.get("start")) and not outcome.followed
     if not outcome.followed and not start:
         return None
+    drop = drop_query_params
     return {
         "url": canonical_url(str(payload["url"])),
         "category": outcome.category if outcome.followed else None,
         "depth": int(payload.get("depth", 1)),
         # A next link that does not parse is kept as served: no page matches it, so the chain stays open.
-        "next_url": (_canonical(page.next_url) or page.next_url) if page.next_url and outcome.followed else None,
+        "next_url": (_canonical(page.next_url, drop) or page.next_url) if page.next_url and outcome.followed else None,
         "result_count": page.result_count,
         "cards": len(page.cards),
-        "book_urls": sorted({u for c in page.cards if (u := _canonical(c.url))}) if outcome.followed else [],
+        "book_urls": sorted({u for c in page.cards if (u := _canonical(c.url, drop))}) if outcome.followed else [],
         "sidebar": sorted({name for name, _url in page.category_links}) if start else [],
     }
 
 
-def _canonical(url: str) -> str | None:
-    """The canonical URL, or None for a link that does not parse (a card whose link does not parse is
-    neither a task nor a sighting)."""
+def _canonical(url: str, drop_query_params: tuple[str, ...]) -> str | None:
+    """The canonical URL without the dropped query parameters, or None for a link that does not parse (a card
+    whose link does not parse is neither a task nor a sighting)."""
     try:
-        return canonical_url(url)
+        return canonical_url(without_query_params(url, drop_query_params))
     except ValueError:
         return None
+
+
+def _link(url: str, drop_query_params: tuple[str, ...]) -> str:
+    """A discovered link as it is enqueued: canonical, without the dropped query parameters; one that does
+    not parse is left for the queue to refuse with its message."""
+    return _canonical(url, drop_query_params) or url

@@ -15,7 +15,8 @@ What a fetch outcome means (RFC 9309 2.3.1, the rules Google and Bing follow):
   interval (``TaskQueue.set_domain_policy``) to at least that many seconds, for every worker, and pushes its
   next slot that far past the robots.txt request itself.
 * **4xx** (404 on the live site, which has none) and other permanent failures (a redirect off the allowed
-  hosts, too large) ``unavailable``: there are no rules, everything is allowed.
+  hosts) ``unavailable``: there are no rules, everything is allowed. A file of any size is read: its first
+  :data:`MAX_BYTES` count, the rest is never downloaded (``max_body_bytes`` is for pages).
 * **5xx, 429, timeouts, connection errors** ``unreachable``: the site may be overloaded or its rules
   unknown, so nothing is fetched. The fetch is tried ``FETCH_ATTEMPTS`` times first (a single bad moment
   must not stop a crawl); then every task of the origin fails as *retryable* ``robots_unreachable`` with a
@@ -185,9 +186,18 @@ def origin_of(url: str) -> str:
 
 
 def parse_file(origin: str, body: bytes | str, user_agent: str) -> RobotsFile:
-    """A fetched robots.txt (its first :data:`MAX_BYTES`), parsed: its rules and our Crawl-delay (pure)."""
+    """A fetched robots.txt, parsed: its rules and our Crawl-delay (pure).
+
+    Only the first :data:`MAX_BYTES` count (RFC 9309 2.5), up to the last line they end: a rule cut in the
+    middle (``Disallow: /pri`` of ``/private/``) would be another rule. A NUL byte becomes U+FFFD, as in
+    pages (:func:`~book_assets.scraper.charset.decode_html`): PostgreSQL text cannot hold it, and no URL
+    path holds one, so no rule changes what it matches.
+    """
     raw = body.encode("utf-8") if isinstance(body, str) else body
-    text = raw[:MAX_BYTES].decode("utf-8", errors="replace")
+    if len(raw) > MAX_BYTES:
+        raw = raw[:MAX_BYTES]
+        raw = raw[: max(raw.rfind(b"\n"), raw.rfind(b"\r")) + 1]
+    text = raw.decode("utf-8", errors="replace").replace("\x00", "\ufffd")
     rules = Protego.parse(text)
     delay = rules.crawl_delay(user_agent)
     return RobotsFile(
@@ -365,7 +375,8 @@ class RobotsGate:
             await self._run(functools.partial(self._extend, origin, hold_s))
             await asyncio.sleep(max(0.0, start - time.monotonic()))
             try:
-                return fetch_outcome(origin, await self._http.fetch(url), None, self._user_agent)
+                result = await self._http.fetch(url, first_bytes=MAX_BYTES + 1)  # one more: was it cut?
+                return fetch_outcome(origin, result, None, self._user_agent)
             except FetchError as exc:
                 error = exc
                 if not exc.retryable:

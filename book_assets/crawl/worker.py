@@ -68,7 +68,7 @@ from book_assets.queue import ClaimResult, GroupCommit, LeaseLost, Task
 from book_assets.scraper.errors import ErrorKind, FetchError, ParseError
 from book_assets.scraper.fetching import FetchResult, Validators
 from book_assets.scraper.parsers import parse_listing
-from book_assets.scraper.softblock import soft_block
+from book_assets.scraper.softblock import soft_block, soft_block_retry_s
 from book_assets.store.books import StoredBook, parse_served_or_rendered, write_book
 from book_assets.store.held import HELD_KINDS
 from book_assets.store.pages import StaleCopy, forget_page, page_validators, revalidate_book, stored_copy, write_page
@@ -369,9 +369,12 @@ class Worker:
             fetched = await self._fetch_paced(task, validators)
         except FetchError as exc:
             self._emit(FetchEnded(task, exc.status, time.monotonic() - sent))
+            retry_after_s = exc.retry_after
             if exc.kind is ErrorKind.SOFT_BLOCK:
                 await self._back_off(task)
-            await self._fail(task, exc.kind, str(exc), retry_after_s=exc.retry_after)
+                cap_s = self.config.autothrottle_max_interval_s
+                retry_after_s = soft_block_retry_s(task.attempt, task.max_attempts, cap_s)
+            await self._fail(task, exc.kind, str(exc), retry_after_s=retry_after_s)
             return
         self._emit(FetchEnded(task, fetched.page.status, fetched.page.elapsed_s, len(fetched.page.body)))
         if fetched.page.not_modified and validators is not None:
@@ -517,7 +520,7 @@ class Worker:
         if step is not None:
             await self._db(self.queue.enqueue_many, [step])
         url = str(task.payload["url"])
-        record = listing_record(task.payload, page, outcome)
+        record = listing_record(task.payload, page, outcome, drop_query_params=self.config.drop_query_params)
 
         def _store(cur: Any) -> None:
             write_page(cur, url, fetched, keep_body=True, validated_at=validated_at)

@@ -39,6 +39,7 @@ class ErrorKind(StrEnum):
     OFFSITE = "offsite"
     OFFSITE_REDIRECT = "offsite_redirect"
     REDIRECT_LOOP = "redirect_loop"
+    BAD_REDIRECT = "bad_redirect"  # a redirect whose Location is no http(s) URL (unparsable, javascript:, a bad port)
     TOO_LARGE = "too_large"
     BAD_URL = "bad_url"
     DOWNLOAD = "download"

@@ -25,6 +25,10 @@ Why the design is as it is:
 - ``max_body_bytes`` holds on the decoded body as it arrives (``Network.dataReceived``), as the HTTP
   fetcher's streamed read does: a gzip bomb fails as "too_large" near the limit instead of being inflated
   and parsed until the load times out (and then retried), and Chromium's memory stays near a normal page's.
+- A redirect Chromium will not follow is a permanent ``bad_redirect``: ``ERR_INVALID_REDIRECT`` (a Location
+  that is no URL), and an ``ERR_ABORTED`` navigation whose last response was a redirect to a Location that
+  is no http(s) URL (``javascript:``, read from ``Network.responseReceivedExtraInfo``, which can arrive after
+  the failure: the fetch waits for it, up to the fetch timeout, before it classifies an abort).
 - The browser is relaunched after ``relaunch_after_pages`` pages (bounding Chromium's memory growth) once
   in-flight fetches drain, and transparently after it crashes or is killed: fetches in flight at that
   moment fail with the retryable kind "browser_crashed", the next fetch gets a fresh browser.
@@ -53,6 +57,7 @@ from book_assets.scraper.blocking import blocked_url_patterns
 from book_assets.scraper.chromium import CHROMIUM_ARGS, browser_environment, find_chromium, sandbox_available
 from book_assets.scraper.errors import ErrorKind, FetchError
 from book_assets.scraper.fetching import (
+    REDIRECT_STATUSES,
     FetchResult,
     FetchSettings,
     build_result,
@@ -61,6 +66,7 @@ from book_assets.scraper.fetching import (
     fetch_error,
     host_allowed,
     meta_refresh_target,
+    redirect_target,
     refuse_offsite,
     too_large_error,
     truncation_error,
@@ -77,6 +83,7 @@ _NET_ERROR_KINDS: tuple[tuple[str, ErrorKind], ...] = (
     ("ERR_CONNECTION_TIMED_OUT", ErrorKind.TIMEOUT),
     ("ERR_FILE_TOO_BIG", ErrorKind.TOO_LARGE),
     ("ERR_UNSAFE_REDIRECT", ErrorKind.OFFSITE_REDIRECT),
+    ("ERR_INVALID_REDIRECT", ErrorKind.BAD_REDIRECT),
     ("ERR_INVALID_URL", ErrorKind.BAD_URL),
     ("ERR_BLOCKED_BY_CLIENT", ErrorKind.BAD_URL),  # the page's own URL matches block_resource_types/block_url_patterns
     ("ERR_ABORTED", ErrorKind.CONNECTION),
@@ -127,6 +134,10 @@ class _NavTrace:
     failure: str | None = None
     #: The classified error when a listener already knows it (a body over the limit), else None.
     error: FetchError | None = None
+    #: The Location of the main navigation's last response when it was a redirect, and that response's
+    #: headers arriving (``Network.responseReceivedExtraInfo``: an aborted redirect's only trace).
+    redirect_location: str | None = None
+    responded: asyncio.Event = field(default_factory=asyncio.Event)
     # Set when the main navigation request fails. A body cut short after the response committed never
     # fires "load", so goto() would sit until its timeout; racing it against this event fails fast.
     failed: asyncio.Event = field(default_factory=asyncio.Event)
@@ -383,6 +394,7 @@ class BrowserFetcher:
         cdp.on("Network.requestWillBeSent", lambda event: self._on_request_sent(slot, event))
         cdp.on("Network.loadingFailed", lambda event: self._on_loading_failed(slot, event))
         cdp.on("Network.dataReceived", lambda event: self._on_data_received(slot, event))
+        cdp.on("Network.responseReceivedExtraInfo", lambda event: self._on_response_headers(slot, event))
         tree = await cdp.send("Page.getFrameTree")
         slot.main_frame = str(tree["frameTree"]["frame"]["id"])
         await cdp.send("Network.enable")
@@ -433,6 +445,16 @@ class BrowserFetcher:
             url = trace.navigation_urls[0] if trace.navigation_urls else ""
             error = too_large_error(url, trace.received, limit)
             trace.fail(str(error), error)
+
+    def _on_response_headers(self, slot: _Slot, event: dict[str, Any]) -> None:
+        """The raw headers of a response of the main navigation: a redirect's Location is kept."""
+        trace = slot.trace
+        if str(event.get("requestId")) not in trace.request_ids:
+            return
+        headers = {str(k).lower(): str(v) for k, v in (event.get("headers") or {}).items()}
+        redirect = int(event.get("statusCode") or 0) in REDIRECT_STATUSES
+        trace.redirect_location = headers.get("location") if redirect else None
+        trace.responded.set()
 
     def _release_count(self) -> None:
         self._inflight -= 1
@@ -529,6 +551,7 @@ class BrowserFetcher:
         except TimeoutError as exc:
             raise fetch_error(ErrorKind.TIMEOUT, f"fetch exceeded {self.settings.timeout_s * 2}s", url=url) from exc
         except PlaywrightError as exc:
+            await self._await_aborted_response(str(exc), slot.trace)
             raise self._classify(url, str(exc), slot) from exc
         result = build_result(
             url=url,
@@ -569,6 +592,13 @@ class BrowserFetcher:
             raise PlaywrightError(trace.failure or "navigation failed")
         return goto.result()
 
+    async def _await_aborted_response(self, text: str, trace: _NavTrace) -> None:
+        """After an ``ERR_ABORTED`` navigation, wait (up to the fetch timeout) for its response's headers,
+        which may arrive after the failure: they tell a redirect Chromium would not follow from an abort."""
+        if "ERR_ABORTED" in f"{trace.failure or ''} {text}" and not trace.responded.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(trace.responded.wait(), self.settings.timeout_s)
+
     def _classify(self, url: str, text: str, slot: _Slot) -> FetchError:
         """Map a Playwright error message (and what the page's listeners saw) to a FetchError kind."""
         message = text.splitlines()[0] if text else "unknown browser error"
@@ -579,6 +609,12 @@ class BrowserFetcher:
         except FetchError as offsite:
             return offsite
         evidence = f"{slot.trace.failure or ''} {text}"
+        if "ERR_ABORTED" in evidence and slot.trace.redirect_location is not None:
+            last_hop = slot.trace.navigation_urls[-1] if slot.trace.navigation_urls else url
+            try:
+                redirect_target(url, last_hop, slot.trace.redirect_location, self.settings.allowed_domains)
+            except FetchError as refused:
+                return refused
         for marker, kind in _NET_ERROR_KINDS:
             if marker in evidence:
                 return fetch_error(kind, message, url=url)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Literal, Protocol, Self
-from urllib.parse import urlsplit
+from urllib.parse import urljoin, urlsplit
 
 from book_assets.scraper.blocking import blocked_url_patterns
 from book_assets.scraper.charset import decode_html
@@ -36,6 +36,7 @@ __all__ = [
     "host_allowed",
     "not_modified_error",
     "parse_retry_after",
+    "redirect_target",
     "refuse_offsite",
     "truncation_error",
     "validators_of",
@@ -288,6 +289,27 @@ def refuse_offsite(url: str, allowed_domains: frozenset[str], counters: dict[str
     if not host_allowed(url, allowed_domains):
         counters["offsite_blocked"] += 1
         raise fetch_error(ErrorKind.OFFSITE, "host not in allowed_domains", url=url)
+
+
+def redirect_target(url: str, current: str, location: str, allowed_domains: frozenset[str]) -> str:
+    """The URL a redirect from ``current`` sends the fetch of ``url`` to (pure).
+
+    Raises:
+        FetchError: ``bad_redirect`` when ``location`` names no http(s) URL with a readable host and port
+            (``http://[::1``, ``javascript:...``, a port past 65535): the same answer every time, so
+            permanent; ``offsite_redirect`` when its host is not allowed.
+    """
+    try:
+        target = urljoin(current, location.strip())
+        parts = urlsplit(target)
+        parts.port  # noqa: B018 - raises on a malformed or out-of-range port
+    except ValueError as exc:
+        raise fetch_error(ErrorKind.BAD_REDIRECT, f"redirect to {location[:200]!r}: {exc}", url=url) from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise fetch_error(ErrorKind.BAD_REDIRECT, f"redirect to {location[:200]!r}: not an http(s) URL", url=url)
+    if not host_allowed(target, allowed_domains):
+        raise fetch_error(ErrorKind.OFFSITE_REDIRECT, f"redirect to {target} outside allowed_domains", url=url)
+    return target
 
 
 def parse_retry_after(value: str | None, now: datetime | None = None) -> float | None:

@@ -43,6 +43,21 @@ _CHALLENGE_MARKUP_RE = re.compile(
 _CHALLENGE_HEADERS = {"cf-mitigated": "challenge"}
 
 
+def soft_block_retry_s(attempt: int, max_attempts: int, backoff_cap_s: float) -> float:
+    """Seconds before a page soft-blocked on its attempt number ``attempt`` of ``max_attempts`` is tried again
+    (pure): the last retry waits ``backoff_cap_s``, each earlier one half the next.
+
+    Why not the queue's retry backoff: it is made for a server's bad moment (full jitter from
+    ``backoff_base_s``, five attempts in about eight seconds at the defaults), while a block lasts as long as
+    the site keeps it, so every attempt was spent inside the block and the page failed for good. The domain
+    itself is backed off up to ``backoff_cap_s`` (``autothrottle_max_interval_s``); spread like this, a page's
+    attempts span nearly twice that cap and the last starts at least the cap after the first, so a block
+    that lifts within the domain's backoff finds an attempt left.
+    """
+    retries_left = max(max_attempts - attempt, 1)
+    return float(backoff_cap_s / 2 ** (retries_left - 1))
+
+
 def soft_block(status: int, headers: Mapping[str, str], body: bytes, kind: str) -> str | None:
     """Why the response is a soft block instead of a page of ``kind`` ("detail", "listing"), or None.
 

@@ -128,6 +128,30 @@ def test_an_unreachable_robots_txt_holds_the_domain_until_it_can_be_read(
     assert paths[:4] == [ROBOTS] * 4 and sorted(paths[4:]) == books  # no page before robots.txt was read
 
 
+@pytest.mark.parametrize("shape", ["over the body limit", "with a NUL byte"])
+def test_a_robots_txt_over_the_body_limit_or_holding_a_nul_is_obeyed(
+    db: Database, database_url: str, sandbox_factory: Any, shape: str
+) -> None:
+    books = _books_of(sandbox_factory(), "Poetry")
+    banned, allowed = books[0], books[1:4]
+    rules = f"User-agent: *\nDisallow: {banned}\n"
+    if shape == "over the body limit":  # 600 KiB against a 64 KiB page limit; a rule past 500 KiB is ignored
+        robots = rules + "# padding\n" * (600 * 1024 // 10) + "Disallow: /\n"
+    else:
+        robots = rules + "# a NUL \x00 in a comment\nDisallow: /\x00\n"
+    server = sandbox_factory(faults=Faults(robots_txt=robots))
+    config = sandbox_config(server.url, workers=1, max_body_bytes=64 * 1024)
+    prepare(db, config)
+    _enqueue_details(db, config, server, [banned, *allowed])
+    stats = drain(database_url, config, task_types=(DETAIL,), workers=1)
+
+    hits = server.stats().hits
+    assert banned not in hits and all(hits.get(p) == 1 for p in allowed)
+    assert WorkerFigures.read(make_queue(db, config), stats).books == len(allowed)
+    failed = db.query("SELECT payload->>'url' AS url, error_kind FROM tasks WHERE status = 'failed'")
+    assert failed == [{"url": server.url_for(banned), "error_kind": "robots_disallowed"}]
+
+
 @pytest.mark.parametrize("how", ["stop", "cancel"])
 def test_a_worker_stopped_or_cancelled_while_fetching_robots_txt_releases_the_fetch_at_once(
     db: Database, database_url: str, sandbox_factory: Any, how: str

@@ -5,18 +5,21 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
-from book_assets.crawl.config import make_queue
-from book_assets.crawl.pipeline import crawl
+from book_assets.crawl.config import DETAIL, DETAIL_PRIORITY, make_queue
+from book_assets.crawl.pipeline import crawl, drain, prepare
 from book_assets.db.connection import Database
 from book_assets.queue.context import domain_of
 from book_assets.sandbox.faults import Faults
 from book_assets_tests.conftest import child_env
 from book_assets_tests.crawl.conftest import sandbox_config, stored_vs_truth
+from book_assets_tests.reliability.stub_site import Page, StubSite
 
 CATEGORIES = ("Travel", "Poetry")  # 30 books on 3 listing pages
 
@@ -72,6 +75,34 @@ def test_a_login_wall_on_a_listing_is_retried_not_taken_for_an_empty_last_page(
         "SELECT status, attempts, error_kind FROM tasks WHERE payload->>'url' = %s", (server.url_for(travel),)
     )
     assert row == [{"status": "completed", "attempts": 2, "error_kind": "soft_block"}]
+
+
+CHALLENGE = b"<html><head><title>Just a moment...</title></head><body><div class='cf-turnstile'></div></body></html>"
+
+
+def test_a_soft_block_that_lifts_within_the_domains_backoff_is_retried_and_the_page_stored(
+    db: Database, database_url: str, sandbox: Any, books_rows: Any
+) -> None:
+    path = sorted(sandbox.catalogue.ground_truth())[0]
+    book = Page(body=httpx.get(sandbox.url_for(path), timeout=10).content)
+    # The block lifts 2 s after the crawl starts, as long as the domain's backoff cap: attempts spent
+    # inside it must not be the last ones.
+    with StubSite({path: Page(body=CHALLENGE)}) as site:
+        config = sandbox_config(site.url_for("/"), max_attempts=3, autothrottle_max_interval_s=2.0)
+        prepare(db, config)
+        make_queue(db, config).enqueue(DETAIL, {"url": site.url_for(path)}, priority=DETAIL_PRIORITY)
+        lift = threading.Timer(2.0, site.pages.__setitem__, (path, book))
+        lift.start()
+        try:
+            stats = drain(database_url, config, task_types=(DETAIL,), workers=1)
+        finally:
+            lift.cancel()
+        hits = site.hits[path]
+
+    task = db.query("SELECT status, attempts, error_kind FROM tasks")
+    assert task == [{"status": "completed", "attempts": hits, "error_kind": "soft_block"}]
+    assert stats.errors["soft_block"] == hits - 1 >= 1
+    assert [r["url"] for r in books_rows()] == [site.url_for(path)]
 
 
 @pytest.mark.browser

@@ -92,7 +92,9 @@ def test_a_next_link_that_does_not_parse_keeps_the_chain_open() -> None:
 
     outcome = ListingOutcome(category="Travel", followed=True)
     payload = {"url": f"{BASE}/index.html", "depth": 1, "category": "Travel"}
-    record = listing_record(payload, _listing("http://[bad/page-2.html", ("http://[bad/x",)), outcome)
+    record = listing_record(
+        payload, _listing("http://[bad/page-2.html", ("http://[bad/x",)), outcome, drop_query_params=()
+    )
     assert record is not None and record["next_url"] == "http://[bad/page-2.html" and record["book_urls"] == []
     first = ListedPage(url=record["url"], category="Travel", depth=1, next_url=record["next_url"], cards=1)
     assert walk_chains([first])[KEY] is not None
@@ -102,4 +104,4 @@ def test_a_category_page_discovery_did_not_follow_is_no_evidence() -> None:
     from book_assets.crawl.discovery import ListingOutcome, listing_record
 
     payload = {"url": f"{BASE}/index.html", "depth": 1, "category": "Travel"}
-    assert listing_record(payload, _listing(None), ListingOutcome()) is None
+    assert listing_record(payload, _listing(None), ListingOutcome(), drop_query_params=()) is None

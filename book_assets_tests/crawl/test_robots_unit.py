@@ -58,3 +58,20 @@ def test_a_held_fetch_step_lasts_its_wait_one_request_timeout_and_the_margin() -
     assert step_hold_s(30.0) == 30.0 + HOLD_MARGIN_S
     assert step_hold_s(2.0, wait_s=1.5) == 3.5 + HOLD_MARGIN_S
     assert step_hold_s(2.0, wait_s=-0.1) == 2.0 + HOLD_MARGIN_S  # a slot already due waits nothing
+
+
+def test_a_rule_cut_by_the_500_kib_limit_is_dropped_not_shortened() -> None:
+    head = "User-agent: *\nDisallow: /a/\n#"
+    body = head + "#" * (MAX_BYTES - len(head) - len("\nDisallow: /pri")) + "\nDisallow: /private/\n"
+    file = parse_file(ORIGIN, body, UA)
+    assert file.verdict(f"{ORIGIN}/a/1", UA) is Verdict.DISALLOWED
+    assert file.verdict(f"{ORIGIN}/prices", UA) is Verdict.ALLOWED  # "Disallow: /pri" would have matched
+    assert file.body is not None and len(file.body.encode()) <= MAX_BYTES
+
+
+def test_a_nul_byte_is_replaced_and_the_rules_around_it_still_apply() -> None:
+    file = parse_file(ORIGIN, b"User-agent: *\nDisallow: /a/\n# a \x00 here\nDisallow: /b\x00c\n", UA)
+    assert file.body is not None and "\x00" not in file.body
+    assert file.verdict(f"{ORIGIN}/a/1", UA) is Verdict.DISALLOWED
+    assert file.verdict(f"{ORIGIN}/bc", UA) is Verdict.ALLOWED
+    assert parse_file(ORIGIN, file.body, UA).body == file.body  # read back from the stored row: the same

@@ -82,6 +82,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._send(302, b"", {"Location": f"http://localhost:{port}/target"})
         elif path == "/target":
             self._send(200, b"<p>off-domain target</p>")
+        elif path == "/bad-location":
+            self._send(302, b"", {"Location": "http://[::1/x"})  # an IPv6 host without its closing bracket
+        elif path == "/bad-port-location":
+            self._send(302, b"", {"Location": f"http://127.0.0.1:{port}0000/ok"})
+        elif path == "/javascript-location":
+            self._send(302, b"", {"Location": "javascript:alert(1)"})
         elif path == "/loop":
             self._send(302, b"", {"Location": "/loop"})
         elif path.startswith("/chain/"):

@@ -317,6 +317,17 @@ def test_browser_redirect_loop_is_permanent(local_site: LocalSite) -> None:
 @pytest.mark.browser
 @needs_chromium
 @pytest.mark.timeout(120)
+@pytest.mark.parametrize("path", ["/bad-location", "/bad-port-location", "/javascript-location"])
+def test_browser_redirect_to_a_location_that_is_no_http_url_fails_for_good_as_bad_redirect(
+    local_site: LocalSite, path: str
+) -> None:
+    error = fetch_error(local_site.url(path))
+    assert (error.kind, error.retryable) == ("bad_redirect", False)
+
+
+@pytest.mark.browser
+@needs_chromium
+@pytest.mark.timeout(120)
 def test_browser_truncated_body_is_retryable(local_site: LocalSite) -> None:
     error = fetch_error(local_site.url("/truncated"))
     assert (error.kind, error.retryable) == ("truncated", True)

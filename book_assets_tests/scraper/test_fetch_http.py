@@ -120,6 +120,15 @@ def test_redirect_loop_is_permanent(local_site: LocalSite) -> None:
     assert local_site.paths_hit().count("/loop") == 11
 
 
+@pytest.mark.parametrize("path", ["/bad-location", "/bad-port-location", "/javascript-location"])
+def test_a_redirect_to_a_location_that_is_no_http_url_fails_for_good_as_bad_redirect(
+    local_site: LocalSite, path: str
+) -> None:
+    error = fetch_error(local_site.url(path))
+    assert (error.kind, error.retryable, error.status) == ("bad_redirect", False, 302)
+    assert local_site.paths_hit() == [path]
+
+
 def test_redirect_chain_longer_than_limit_is_a_loop(local_site: LocalSite) -> None:
     error = fetch_error(local_site.url("/chain/5"), max_redirects=3)
     assert error.kind == "redirect_loop"

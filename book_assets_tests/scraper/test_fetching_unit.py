@@ -14,6 +14,7 @@ from book_assets.scraper.fetching import (
     host_allowed,
     meta_refresh_target,
     parse_retry_after,
+    redirect_target,
     truncation_error,
 )
 
@@ -152,3 +153,31 @@ def test_a_retry_after_http_date_far_ahead_is_clamped_too() -> None:
 def test_a_meta_refresh_target_is_read_from_the_markup(tag: bytes, target: str | None) -> None:
     body = b"<html><head>" + tag + b"</head><body>x</body></html>"
     assert meta_refresh_target(body, "https://books.toscrape.com/a/b.html") == target
+
+
+@pytest.mark.parametrize(
+    ("location", "target"),
+    [
+        ("/b.html", "http://h:8000/b.html"),
+        ("c.html", "http://h:8000/a/c.html"),
+        ("  http://h:8000/d.html ", "http://h:8000/d.html"),
+    ],
+)
+def test_a_redirect_resolves_its_location_against_the_hop_that_sent_it(location: str, target: str) -> None:
+    assert redirect_target("http://h:8000/a/x", "http://h:8000/a/x", location, frozenset({"h:8000"})) == target
+
+
+@pytest.mark.parametrize(
+    ("location", "kind"),
+    [
+        ("http://[::1/x", "bad_redirect"),
+        ("http://h:99999/", "bad_redirect"),
+        ("javascript:alert(1)", "bad_redirect"),
+        ("mailto:a@h", "bad_redirect"),
+        ("http://elsewhere:8000/", "offsite_redirect"),
+    ],
+)
+def test_a_redirect_to_no_http_url_or_another_host_is_refused_for_good(location: str, kind: str) -> None:
+    with pytest.raises(FetchError) as info:
+        redirect_target("http://h:8000/a", "http://h:8000/a", location, frozenset({"h:8000"}))
+    assert (info.value.kind, info.value.retryable) == (kind, False)

@@ -78,3 +78,13 @@ def test_a_page_that_is_merely_not_a_book_is_left_to_the_parser() -> None:
     garbage = b"\x00\xff<html><div class='product_main'><h1>\x89PNG</h1><table"
     assert soft_block(200, HTML, garbage, "detail") is None
     assert soft_block(200, HTML, b"<html><title>404 Not Found</title><h1>Not Found</h1></html>", "detail") is None
+
+
+def test_a_soft_blocked_pages_retries_double_up_to_the_domains_backoff_cap_on_the_last() -> None:
+    from book_assets.scraper.softblock import soft_block_retry_s
+
+    waits = [soft_block_retry_s(attempt, 5, 60.0) for attempt in range(1, 5)]
+    assert waits == [7.5, 15.0, 30.0, 60.0]
+    assert sum(waits) >= 60.0  # the last attempt starts at least the cap after the first
+    assert soft_block_retry_s(1, 2, 60.0) == 60.0
+    assert soft_block_retry_s(5, 5, 60.0) == 60.0  # no attempt left: the queue fails it, the wait is moot
