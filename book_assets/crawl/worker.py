@@ -61,11 +61,11 @@ from book_assets.crawl.events import (
 from book_assets.crawl.fetch_modes import Fetched, fetch_strategy
 from book_assets.crawl.robots import RobotsGate, Verdict
 from book_assets.crawl.stats import WorkerStats
-from book_assets.db.connection import Database
+from book_assets.db.connection import Database, Refused
 from book_assets.observe.metrics import worker_metrics
 from book_assets.observe.tracing import Outcome, Stage, task_traces
 from book_assets.queue import ClaimResult, GroupCommit, LeaseLost, Task
-from book_assets.scraper.errors import ErrorKind, FetchError, ParseError
+from book_assets.scraper.errors import ErrorKind, FetchError, ParseError, refusal_kind
 from book_assets.scraper.fetching import FetchResult, Validators
 from book_assets.scraper.parsers import parse_listing
 from book_assets.scraper.softblock import soft_block
@@ -340,6 +340,10 @@ class Worker:
         except LeaseLost:  # another worker owns the task now; it will finish it
             self._emit(LeaseGone(task))
             outcome = Outcome.LEASE_LOST
+        except Refused as exc:  # the database refused what the page would store: that page fails for good
+            kind = refusal_kind(exc.sqlstate)
+            with contextlib.suppress(Exception):
+                await self._fail(self._in_flight.get(task.id, task), kind, f"{kind}: {exc}")
         except Exception as exc:  # a bug or an outage: record it on the task, keep the worker alive
             log.exception("task %s (%s) failed unexpectedly", task.id, task.payload.get("url"))
             with contextlib.suppress(Exception):
