@@ -4,6 +4,9 @@ Discovery is category-first so that every detail task knows its category (its fa
 the book page is fetched: a start page that is not a category page (the root, ``catalogue/page-N.html``,
 the all-books category) contributes its sidebar's categories — filtered by ``--categories`` — and each
 category chain is followed through ``li.next`` with no hard-coded page count, up to ``max_pages`` pages.
+
+A link longer than ``max_url_length`` becomes no task: it is kept in :attr:`ListingOutcome.too_long` and
+recorded as a failure of its own (:func:`refused_links`), so one hostile link costs only itself.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ class ListingOutcome:
     #: only links categories, or a category left out by ``--categories``).
     category: str | None = None
     followed: bool = False
+    #: The tasks whose URL is longer than ``max_url_length``: never enqueued, each recorded as failed.
+    too_long: list[NewTask] = field(default_factory=list)
 
 
 def start_task(config: CrawlConfig) -> NewTask:
@@ -49,7 +54,7 @@ def listing_tasks(payload: dict[str, Any], page: ListingPage, config: CrawlConfi
                 continue
             if is_one_of(name, config.categories):
                 outcome.categories += 1
-                outcome.tasks.append(NewTask(LISTING, {"url": url, "depth": 1, "category": name}, LISTING_PRIORITY))
+                _add(outcome, NewTask(LISTING, {"url": url, "depth": 1, "category": name}, LISTING_PRIORITY), config)
         if outcome.categories or config.categories:
             return outcome  # the books arrive through their categories
 
@@ -62,16 +67,41 @@ def listing_tasks(payload: dict[str, Any], page: ListingPage, config: CrawlConfi
             continue
         outcome.cards += 1
         listing = {"title": card.title, "price": str(card.price), "rating": card.rating}
-        outcome.tasks.append(
-            NewTask(DETAIL, {"url": card.url, "category": category, "listing": listing}, DETAIL_PRIORITY, category)
-        )
+        detail = NewTask(DETAIL, {"url": card.url, "category": category, "listing": listing}, DETAIL_PRIORITY, category)
+        _add(outcome, detail, config)
     if page.next_url and (config.max_pages is None or depth < config.max_pages):
         if host_allowed(page.next_url, config.allowed_domains):
             nxt = {"url": page.next_url, "depth": depth + 1, "category": category}
-            outcome.tasks.append(NewTask(LISTING, nxt, LISTING_PRIORITY))
+            _add(outcome, NewTask(LISTING, nxt, LISTING_PRIORITY), config)
         else:
             outcome.offsite_skipped += 1
     return outcome
+
+
+def _add(outcome: ListingOutcome, task: NewTask, config: CrawlConfig) -> None:
+    """``task`` goes to the outcome's tasks, or to :attr:`ListingOutcome.too_long` when its URL (canonical, as
+    the queue stores it) is longer than ``max_url_length``."""
+    url = str(task.payload["url"])
+    too_long = len(_canonical(url) or url) > config.max_url_length
+    (outcome.too_long if too_long else outcome.tasks).append(task)
+
+
+def refused_links(
+    outcome: ListingOutcome, found_by: int, found_on: str, max_url_length: int
+) -> list[tuple[NewTask, str]]:
+    """The failed tasks to record for the outcome's links over ``max_url_length``, each with its error: the URL
+    cut to the cap (the queue indexes URLs, and PostgreSQL refuses an index key past about 2,700 bytes),
+    ``refused_by`` the task ``found_by`` that found it on ``found_on`` (pure)."""
+    refused = []
+    for task in outcome.too_long:
+        url = _canonical(str(task.payload["url"])) or str(task.payload["url"])
+        payload = {**task.payload, "url": url[:max_url_length], "refused_by": found_by}
+        error = (
+            f"url_too_long: a link of {len(url)} characters, over max_url_length ({max_url_length}), "
+            f"on {found_on}: {url[:200]}…"
+        )
+        refused.append((NewTask(task.task_type, payload, task.priority, task.group), error))
+    return refused
 
 
 def listing_record(payload: dict[str, Any], page: ListingPage, outcome: ListingOutcome) -> dict[str, Any] | None:

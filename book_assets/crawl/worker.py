@@ -38,7 +38,7 @@ from typing import Any, TypeVar
 from book_assets.archive.writer import ArchiveWriter
 from book_assets.crawl.autoscale import Autoscaler, LoadMonitor
 from book_assets.crawl.config import DETAIL, LISTING, TASK_TYPES, CrawlConfig, make_queue
-from book_assets.crawl.discovery import listing_record, listing_tasks
+from book_assets.crawl.discovery import listing_record, listing_tasks, refused_links
 from book_assets.crawl.events import (
     Claimed,
     Claiming,
@@ -515,6 +515,9 @@ class Worker:
         if outcome.tasks:
             await self._db(self.queue.enqueue_many, outcome.tasks)
         url = str(task.payload["url"])
+        if outcome.too_long:  # each a failure of its own; the rest of the page goes on
+            refused = refused_links(outcome, task.id, url, self.config.max_url_length)
+            await self._db(self.queue.record_failed, refused, kind=ErrorKind.URL_TOO_LONG)
         record = listing_record(task.payload, page, outcome)
 
         def _store(cur: Any) -> None:
