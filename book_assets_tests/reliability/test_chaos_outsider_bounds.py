@@ -207,15 +207,21 @@ def test_a_raw_non_ascii_link_is_stored_and_archived_percent_encoded(
     assert stub.url_for(encoded) in _archived(tmp_path)
 
 
+@pytest.mark.parametrize("mode", ["http", pytest.param("browser", marks=pytest.mark.browser)])
 def test_a_latin_1_header_byte_is_stored_and_archived_byte_for_byte(
-    db: Database, database_url: str, tmp_path: Path
+    mode: str, db: Database, database_url: str, tmp_path: Path
 ) -> None:
     site, html, paths = _mystery()
     with StubSite() as stub:
         # http.server writes header values as Latin-1: the byte 0xE9 goes out raw.
         _serve(stub, site, html, paths[:3], **{"X-Note": "café"})
         config = sandbox_config(
-            stub.url_for(LISTING), max_pages=1, max_attempts=2, warc_dir=str(tmp_path), categories=("Mystery",)
+            stub.url_for(LISTING),
+            mode=mode,
+            max_pages=1,
+            max_attempts=2,
+            warc_dir=str(tmp_path),
+            categories=("Mystery",),
         )
         crawl(database_url, config)
 
@@ -225,6 +231,9 @@ def test_a_latin_1_header_byte_is_stored_and_archived_byte_for_byte(
     archived = _archived(tmp_path)
     assert len(archived) == 1 + 3  # the listing and its books (a 404 is not archived)
     note = archived[stub.url_for(LISTING)].get_header("X-Note")
-    assert note == "caf%E9"  # the server's bytes, percent-encoded: unquote_to_bytes gives b"caf\xe9"
     stored = db.query("SELECT headers->>'x-note' AS note FROM pages WHERE url = %s", (stub.url_for(LISTING),))
+    if mode == "browser":  # Chromium reports the header without the byte it cannot decode: nothing to keep
+        assert note == "caf" and stored == [{"note": "caf"}]
+        return
+    assert note == "caf%E9"  # the server's bytes, percent-encoded: unquote_to_bytes gives b"caf\xe9"
     assert stored == [{"note": "caf%E9"}]
