@@ -129,9 +129,11 @@ SELECT count(*) AS released FROM released LEFT JOIN wake ON true;
 -- requeue --
 -- Move failed tasks matching the filters back to pending with their attempts reset. A failed task whose URL
 -- already has a live task (the partial unique index) is skipped, as are all but the newest failed row per URL.
+-- A task recorded failed before any claim (record_failed: a link refused where it was found, its URL cut) is
+-- never moved: it holds no request to make again.
 WITH matching AS (
     SELECT t.id, t.payload->>'url' AS url FROM tasks t
-    WHERE t.status = 'failed'
+    WHERE t.status = 'failed' AND NOT t.payload ? 'refused_by'
       AND (%(task_type)s::TEXT IS NULL OR t.task_type = %(task_type)s::TEXT)
       AND (%(domain)s::TEXT IS NULL OR t.domain = %(domain)s::TEXT)
       AND (%(error_like)s::TEXT IS NULL OR t.error LIKE %(error_like)s::TEXT)

@@ -127,6 +127,8 @@ def test_a_link_over_max_url_length_fails_alone_and_the_rest_of_its_listing_is_s
     assert task_counts(db) == {"completed": 1 + len(good), "failed": 1}
     rows = db.query("SELECT * FROM books ORDER BY id")
     assert stored_vs_truth(rows, _truth(good), stub.url_for("/")) == []
+    # Its URL is cut to the cap: no requeue, even of every failure, makes it a request.
+    assert make_queue(db, config).requeue() == 0
 
 
 def test_a_result_count_past_an_integer_fails_its_listing_for_good_as_value_out_of_range(
