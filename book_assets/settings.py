@@ -89,6 +89,12 @@ class Settings(BaseSettings):
         description="Obey each site's robots.txt (fetched once per domain per crawl): disallowed URLs are never "
         "fetched, and a Crawl-delay raises the domain's interval.",
     )
+    crawl_delay_max_s: float = Field(
+        default=60.0,
+        ge=0,
+        description="Cap on a robots.txt Crawl-delay (seconds); a longer one is applied as this, and the crawl "
+        "summary says so.",
+    )
     autothrottle: bool = Field(
         default=False,
         description="AutoThrottle: a domain's interval follows its observed latency toward the target concurrency "
@@ -185,6 +191,13 @@ class Settings(BaseSettings):
         default=10 * 1024 * 1024, ge=1024, description="Pages larger than this fail permanently (real ones: ~50 KB)."
     )
     max_redirects: int = Field(default=10, ge=0, description="Redirects followed per fetch before it fails.")
+    max_url_length: int = Field(
+        default=2048,
+        ge=256,
+        le=2500,
+        description="Links longer than this (characters, canonical form) are never enqueued: each fails alone as "
+        "url_too_long (PostgreSQL cannot index a key much past 2,700 bytes).",
+    )
     conditional_requests: bool = Field(
         default=True,
         description="Re-crawls send If-None-Match / If-Modified-Since from the stored response (http and the plain "

@@ -17,6 +17,11 @@ scripts ran is written as a ``conversion`` record that refers to the response (`
 of a page that only scripts build is in the archive too, while the response stays what the server sent. A
 304 to a conditional re-crawl is a ``revisit`` record of the ``server-not-modified`` profile (its status line
 and headers, no payload), paired with its request as a response is.
+
+A record holds only ASCII where warcio writes ASCII: the target URI is the URL's URI form (a non-ASCII
+character percent-encoded as UTF-8, RFC 3987 3.1), and a header value with a byte outside ASCII is
+percent-encoded byte for byte (:func:`~book_assets.scraper.fetching.header_text`), so a raw ``café_1/``
+link or a Latin-1 header byte is archived, recoverably, instead of failing the page.
 """
 
 from __future__ import annotations
@@ -32,12 +37,12 @@ from io import BytesIO
 from pathlib import Path
 from types import TracebackType
 from typing import BinaryIO, Self
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
-from book_assets.scraper.fetching import FetchResult
+from book_assets.scraper.fetching import FetchResult, header_text
 
 #: Files are rotated past this size (Heritrix's default); a full sandbox crawl is far smaller.
 MAX_FILE_BYTES = 1_000_000_000
@@ -50,6 +55,14 @@ NOT_MODIFIED_PROFILE = "http://netpreserve.org/warc/1.1/revisit/server-not-modif
 _WIRE_HEADERS = ("content-encoding", "transfer-encoding")
 #: One number per file opened by this process: two writers in one process never pick the same name.
 _serial = itertools.count()
+#: What :func:`uri_of` leaves as it is: RFC 3986's reserved and unreserved characters, and ``%``.
+_URI_SAFE = "!#$%&'()*+,/:;=?@[]~-._"
+
+
+def uri_of(url: str) -> str:
+    """``url`` in its URI form: each character outside ASCII (or not allowed in a URI) percent-encoded as
+    UTF-8 (RFC 3987 3.1), an escape already there kept (pure)."""
+    return quote(url.encode("utf-8", "surrogateescape"), safe=_URI_SAFE)
 
 
 def day_folder(archive_dir: Path, day: date) -> Path:
@@ -66,7 +79,7 @@ def archived_headers(fetched: FetchResult) -> list[tuple[str, str]]:
     """The response headers as the record states them: wire-only headers renamed, the body's length declared
     (a 304's as they came: it has no body)."""
     # Chromium joins repeated headers (Set-Cookie) with newlines; a header block needs one line each.
-    lines = [(name, line) for name, value in fetched.headers.items() for line in value.split("\n")]
+    lines = [(header_text(n), header_text(line)) for n, value in fetched.headers.items() for line in value.split("\n")]
     if fetched.not_modified:
         return lines  # no body: its headers describe the stored copy it confirms
     headers: list[tuple[str, str]] = []
@@ -83,9 +96,9 @@ def archived_headers(fetched: FetchResult) -> list[tuple[str, str]]:
 
 def request_headers(fetched: FetchResult) -> list[tuple[str, str]]:
     """The request's headers as sent, with ``Host`` first when the fetcher did not report it (Chromium)."""
-    sent = list(fetched.request_headers.items())
+    sent = [(header_text(name), header_text(value)) for name, value in fetched.request_headers.items()]
     if not any(name.lower() == "host" for name, _ in sent):
-        sent.insert(0, ("host", urlsplit(fetched.final_url).netloc))
+        sent.insert(0, ("host", header_text(urlsplit(fetched.final_url).netloc)))
     return sent
 
 
@@ -120,7 +133,7 @@ class ArchiveWriter:
     def write_now(self, fetched: FetchResult) -> None:
         """Append the request, response (and rendered DOM) records of ``fetched``, in the calling thread."""
         warc = self._writer_for(fetched.fetched_at.astimezone(UTC).date())
-        uri, when = fetched.final_url, warc_date(fetched.fetched_at)
+        uri, when = uri_of(fetched.final_url), warc_date(fetched.fetched_at)
         status = StatusAndHeaders(
             f"{fetched.status} {_reason(fetched.status)}", archived_headers(fetched), protocol="HTTP/1.1"
         )

@@ -69,6 +69,8 @@ class CrawlConfig:
     min_interval_s: float
     max_in_flight_per_domain: int | None
     obey_robots: bool
+    crawl_delay_max_s: float
+    max_url_length: int
     autothrottle: bool
     autothrottle_target_concurrency: float
     autothrottle_max_interval_s: float

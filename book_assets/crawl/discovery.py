@@ -8,6 +8,9 @@ category chain is followed through ``li.next`` with no hard-coded page count, up
 A chain is followed once its page's books are enqueued (:func:`follow_chain`): the queue creates a task only for
 a URL new to the crawl, so a chain whose ``listing_trap_pages`` pages in a row bring no new book (a pagination
 that repeats its books, however it numbers its pages) is a trap, and is not followed.
+
+A link longer than ``max_url_length`` becomes no task: it is kept in :attr:`ListingOutcome.too_long` and
+recorded as a failure of its own (:func:`refused_links`), so one hostile link costs only itself.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ class ListingOutcome:
     followed: bool = False
     #: The chain's next page, enqueued after the page's books (:func:`follow_chain`); None: the chain ends here.
     next: NewTask | None = None
+    #: The tasks whose URL is longer than ``max_url_length``: never enqueued, each recorded as failed.
+    too_long: list[NewTask] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -64,7 +69,7 @@ def listing_tasks(payload: dict[str, Any], page: ListingPage, config: CrawlConfi
             if is_one_of(name, config.categories):
                 outcome.categories += 1
                 link = _link(url, drop)
-                outcome.tasks.append(NewTask(LISTING, {"url": link, "depth": 1, "category": name}, LISTING_PRIORITY))
+                _add(outcome, NewTask(LISTING, {"url": link, "depth": 1, "category": name}, LISTING_PRIORITY), config)
         if outcome.categories or config.categories:
             return outcome  # the books arrive through their categories
 
@@ -78,13 +83,16 @@ def listing_tasks(payload: dict[str, Any], page: ListingPage, config: CrawlConfi
         outcome.cards += 1
         listing = {"title": card.title, "price": str(card.price), "rating": card.rating}
         url = _link(card.url, drop)
-        outcome.tasks.append(
-            NewTask(DETAIL, {"url": url, "category": category, "listing": listing}, DETAIL_PRIORITY, category)
-        )
+        detail = NewTask(DETAIL, {"url": url, "category": category, "listing": listing}, DETAIL_PRIORITY, category)
+        _add(outcome, detail, config)
     if page.next_url and depth < config.max_pages:
         if host_allowed(page.next_url, config.allowed_domains):
             nxt = {"url": _link(page.next_url, drop), "depth": depth + 1, "category": category}
-            outcome.next = NewTask(LISTING, nxt, LISTING_PRIORITY)
+            following = NewTask(LISTING, nxt, LISTING_PRIORITY)
+            if _too_long(following, config):
+                outcome.too_long.append(following)
+            else:
+                outcome.next = following
         else:
             outcome.offsite_skipped += 1
     return outcome
@@ -105,6 +113,35 @@ def follow_chain(
     if stale >= config.listing_trap_pages:
         return ListingTrap(f"{stale} listing pages in a row brought no new books; the next page is not followed")
     return NewTask(outcome.next.task_type, {**outcome.next.payload, "stale": stale}, outcome.next.priority)
+
+
+def _too_long(task: NewTask, config: CrawlConfig) -> bool:
+    """Whether ``task``'s URL (canonical, as the queue stores it) is longer than ``max_url_length``."""
+    url = str(task.payload["url"])
+    return len(_canonical(url, ()) or url) > config.max_url_length
+
+
+def _add(outcome: ListingOutcome, task: NewTask, config: CrawlConfig) -> None:
+    """``task`` goes to the outcome's tasks, or to :attr:`ListingOutcome.too_long` when its URL is too long."""
+    (outcome.too_long if _too_long(task, config) else outcome.tasks).append(task)
+
+
+def refused_links(
+    outcome: ListingOutcome, found_by: int, found_on: str, max_url_length: int
+) -> list[tuple[NewTask, str]]:
+    """The failed tasks to record for the outcome's links over ``max_url_length``, each with its error: the URL
+    cut to the cap (the queue indexes URLs, and PostgreSQL refuses an index key past about 2,700 bytes),
+    ``refused_by`` the task ``found_by`` that found it on ``found_on`` (pure)."""
+    refused = []
+    for task in outcome.too_long:
+        url = _canonical(str(task.payload["url"]), ()) or str(task.payload["url"])
+        payload = {**task.payload, "url": url[:max_url_length], "refused_by": found_by}
+        error = (
+            f"url_too_long: a link of {len(url)} characters, over max_url_length ({max_url_length}), "
+            f"on {found_on}: {url[:200]}…"
+        )
+        refused.append((NewTask(task.task_type, payload, task.priority, task.group), error))
+    return refused
 
 
 def listing_record(

@@ -515,7 +515,7 @@ def read_report(
         elapsed_s=(queue.now() - run.since).total_seconds(),
         decisions=list_decisions(db) if config.fetch.mode == "adaptive" else [],
         archive=archive,
-        robots=list_robots(db, sorted(config.allowed_domains)),
+        robots=list_robots(db, sorted(config.allowed_domains), config.crawl_delay_max_s),
         politeness=[p for d in politeness_domains(config) if (p := queue.domain_policy(d))],
         crawl_id=run.opened.id if run.opened is not None else None,
         chains_cut=chains_cut_since(db, run.since, config.max_pages),

@@ -13,7 +13,9 @@ What a fetch outcome means (RFC 9309 2.3.1, the rules Google and Bing follow):
 
 * **2xx** ``fetched``: the file's rules apply. Its ``Crawl-delay`` for our user agent raises the domain's
   interval (``TaskQueue.set_domain_policy``) to at least that many seconds, for every worker, and pushes its
-  next slot that far past the robots.txt request itself.
+  next slot that far past the robots.txt request itself. A delay past ``crawl_delay_max_s`` is applied as
+  that cap (a site asking for a day between requests would stall a crawl for a day per page); the stored
+  file keeps what the site declared, and the crawl's summary says it was capped.
 * **4xx** (404 on the live site, which has none) and other permanent failures (a redirect off the allowed
   hosts) ``unavailable``: there are no rules, everything is allowed. A file of any size is read: its first
   :data:`MAX_BYTES` count, the rest is never downloaded (``max_body_bytes`` is for pages).
@@ -168,11 +170,16 @@ class RobotsRecord:
     crawl_delay_s: float | None
     error: str | None
     fetched_at: datetime | None
+    #: The crawl's cap on a Crawl-delay (None: uncapped).
+    crawl_delay_max_s: float | None = None
 
     def line(self) -> str:
         status = f"HTTP {self.http_status}" if self.http_status is not None else "no response"
         if self.state == RobotsState.FETCHED:
             delay = f", Crawl-delay {self.crawl_delay_s:g} s applied" if self.crawl_delay_s is not None else ""
+            cap = self.crawl_delay_max_s
+            if self.crawl_delay_s is not None and cap is not None and self.crawl_delay_s > cap:
+                delay = f", Crawl-delay {self.crawl_delay_s:g} s capped to {cap:g} s (crawl_delay_max_s)"
             return f"robots.txt {self.origin}: {status}, rules obeyed{delay}"
         if self.state == RobotsState.UNAVAILABLE:
             return f"robots.txt {self.origin}: {status}, none (everything allowed)"
@@ -277,7 +284,7 @@ class RobotsGate:
             )
         if verdict is Verdict.DISALLOWED:
             return RobotsCheck(verdict, reason=f"robots.txt of {origin} disallows {url}")
-        delay = file.crawl_delay_s
+        delay = self._applied_delay(file)
         reslot = delay is not None and delay > self.config.min_interval_s and claimed_at < self._learnt_at[origin]
         return RobotsCheck(verdict, reslot=reslot)
 
@@ -348,9 +355,17 @@ class RobotsGate:
 
     async def _fetch_and_share(self, origin: str) -> RobotsFile:
         file = await self._fetch(origin)
-        if file.crawl_delay_s is not None and file.crawl_delay_s > self.config.min_interval_s:
+        delay = self._applied_delay(file)
+        if delay is not None and delay != file.crawl_delay_s:
+            log.warning(
+                "robots.txt of %s: Crawl-delay %g s capped to %g s (crawl_delay_max_s)",
+                origin,
+                file.crawl_delay_s,
+                delay,
+            )
+        if delay is not None and delay > self.config.min_interval_s:
             # Before the file is shared: whoever reads it finds the domain's interval already raised.
-            await self._run(functools.partial(self._apply_crawl_delay, origin, file.crawl_delay_s))
+            await self._run(functools.partial(self._apply_crawl_delay, origin, delay))
         await self._run(functools.partial(self._store, file))
         if file.state is RobotsState.UNREACHABLE:
             file = replace(file, retry_in_s=self.config.backoff_max_s)
@@ -383,6 +398,10 @@ class RobotsGate:
                     break
         return fetch_outcome(origin, None, error, self._user_agent)
 
+    def _applied_delay(self, file: RobotsFile) -> float | None:
+        """The file's Crawl-delay as this crawl applies it: at most ``crawl_delay_max_s``."""
+        return None if file.crawl_delay_s is None else min(file.crawl_delay_s, self.config.crawl_delay_max_s)
+
     def _apply_crawl_delay(self, origin: str, delay_s: float) -> None:
         domain = domain_of(origin + "/")
         self.queue.set_domain_policy(domain, min_interval_s=max(self.config.min_interval_s, delay_s))
@@ -407,6 +426,7 @@ def forget_robots(db: Database, hosts: list[str]) -> None:
     db.query(Q["forget_robots"], {"hosts": hosts})
 
 
-def list_robots(db: Database, hosts: list[str]) -> list[RobotsRecord]:
-    """The stored robots.txt outcomes of ``hosts``."""
-    return [RobotsRecord(**row) for row in db.query(Q["list_robots"], {"hosts": hosts})]
+def list_robots(db: Database, hosts: list[str], crawl_delay_max_s: float | None = None) -> list[RobotsRecord]:
+    """The stored robots.txt outcomes of ``hosts``, their Crawl-delay judged against ``crawl_delay_max_s``."""
+    rows = db.query(Q["list_robots"], {"hosts": hosts})
+    return [RobotsRecord(**row, crawl_delay_max_s=crawl_delay_max_s) for row in rows]

@@ -38,7 +38,7 @@ from typing import Any, TypeVar
 from book_assets.archive.writer import ArchiveWriter
 from book_assets.crawl.autoscale import Autoscaler, LoadMonitor
 from book_assets.crawl.config import DETAIL, LISTING, TASK_TYPES, CrawlConfig, make_queue
-from book_assets.crawl.discovery import ListingTrap, follow_chain, listing_record, listing_tasks
+from book_assets.crawl.discovery import ListingTrap, follow_chain, listing_record, listing_tasks, refused_links
 from book_assets.crawl.events import (
     Claimed,
     Claiming,
@@ -61,11 +61,11 @@ from book_assets.crawl.events import (
 from book_assets.crawl.fetch_modes import Fetched, fetch_strategy
 from book_assets.crawl.robots import RobotsGate, Verdict
 from book_assets.crawl.stats import WorkerStats
-from book_assets.db.connection import Database
+from book_assets.db.connection import Database, Refused
 from book_assets.observe.metrics import worker_metrics
 from book_assets.observe.tracing import Outcome, Stage, task_traces
 from book_assets.queue import ClaimResult, GroupCommit, LeaseLost, Task
-from book_assets.scraper.errors import ErrorKind, FetchError, ParseError
+from book_assets.scraper.errors import ErrorKind, FetchError, ParseError, refusal_kind
 from book_assets.scraper.fetching import FetchResult, Validators
 from book_assets.scraper.parsers import parse_listing
 from book_assets.scraper.softblock import soft_block, soft_block_retry_s
@@ -340,6 +340,10 @@ class Worker:
         except LeaseLost:  # another worker owns the task now; it will finish it
             self._emit(LeaseGone(task))
             outcome = Outcome.LEASE_LOST
+        except Refused as exc:  # the database refused what the page would store: that page fails for good
+            kind = refusal_kind(exc.sqlstate)
+            with contextlib.suppress(Exception):
+                await self._fail(self._in_flight.get(task.id, task), kind, f"{kind}: {exc}")
         except Exception as exc:  # a bug or an outage: record it on the task, keep the worker alive
             log.exception("task %s (%s) failed unexpectedly", task.id, task.payload.get("url"))
             with contextlib.suppress(Exception):
@@ -512,6 +516,10 @@ class Worker:
         outcome = listing_tasks(task.payload, page, self.config)
         self._emit(StageEntered(task, Stage.STORE))
         created = await self._db(self.queue.enqueue_many, outcome.tasks) if outcome.tasks else []
+        url = str(task.payload["url"])
+        if outcome.too_long:  # each a failure of its own; the rest of the page goes on
+            refused = refused_links(outcome, task.id, url, self.config.max_url_length)
+            await self._db(self.queue.record_failed, refused, kind=ErrorKind.URL_TOO_LONG)
         new_books = sum(r.created for t, r in zip(outcome.tasks, created, strict=True) if t.task_type == DETAIL)
         step = follow_chain(task.payload, outcome, new_books, self.config)
         if isinstance(step, ListingTrap):
@@ -519,7 +527,6 @@ class Worker:
             return
         if step is not None:
             await self._db(self.queue.enqueue_many, [step])
-        url = str(task.payload["url"])
         record = listing_record(task.payload, page, outcome, drop_query_params=self.config.drop_query_params)
 
         def _store(cur: Any) -> None:

@@ -4,6 +4,11 @@ Every component (queue, storage, Dagster resources) talks to PostgreSQL through 
 connection per process, opened lazily, reopened after a fork or a lost server, and a ``run`` helper that
 retries a whole transaction with exponential backoff when the connection drops (a database restart in the
 middle of a crawl costs a pause, not a crash). The seed opened a new connection for every call.
+
+Only a lost connection or a transient state of the server is retried (:func:`connection_lost`). What the
+database refuses to store (a value out of its column's range, a string it cannot hold, an index row past its
+size limit: SQLSTATE classes 22 and 54) is raised at once as :class:`Refused`: the same statement is refused
+on every connection, and its caller records it as a permanent failure of the one task that wrote it.
 """
 
 from __future__ import annotations
@@ -18,13 +23,7 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg2
 import psycopg2.extensions
 import psycopg2.extras
-from tenacity import (
-    Retrying,
-    retry_if_exception,
-    retry_if_exception_type,
-    stop_after_delay,
-    wait_exponential_jitter,
-)
+from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_exponential_jitter
 
 from book_assets.settings import Settings, load_settings
 
@@ -32,12 +31,66 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 Cursor = psycopg2.extras.RealDictCursor
 
-#: Errors that mean "the connection is gone": retry the transaction on a new connection.
+#: Errors that may mean "the connection is gone" (:func:`connection_lost` tells): the connection is discarded.
 CONNECTION_ERRORS = (psycopg2.OperationalError, psycopg2.InterfaceError)
+#: SQLSTATE classes of an OperationalError that another try can get past: connection exception (08),
+#: transaction rollback (40: deadlock, serialization), insufficient resources (53: too many connections),
+#: operator intervention (57: admin or crash shutdown, a cancelled statement), system error (58).
+TRANSIENT_CLASSES = frozenset({"08", "40", "53", "57", "58"})
+#: Transient SQLSTATEs of other classes: lock_not_available (a lock_timeout).
+TRANSIENT_STATES = frozenset({"55P03"})
+#: SQLSTATE classes of a refusal: data exception (22: a value out of range, a string the database cannot
+#: hold), program limit exceeded (54: an index row too large). The same statement is refused every time.
+REFUSED_CLASSES = frozenset({"22", "54"})
 
 
 class DatabaseUnavailable(RuntimeError):
     """The database cannot be reached; the message says where (password masked) and why."""
+
+
+class Refused(Exception):
+    """The database (or the driver, before sending) refused what a transaction stores: never retried.
+
+    ``sqlstate`` is PostgreSQL's code (``22003`` numeric_value_out_of_range, ``54000`` an index row too large,
+    ...), None when the driver refused the value itself: a string with a NUL or a lone surrogate, which no
+    ``text`` column holds. The message is the database's first line.
+    """
+
+    def __init__(self, sqlstate: str | None, message: str) -> None:
+        super().__init__(f"{sqlstate or 'driver'}: {message}")
+        self.sqlstate = sqlstate
+
+
+def connection_lost(exc: BaseException) -> bool:
+    """Whether ``exc`` means the connection or the server went away (or a transient state of the server), so
+    the transaction can succeed on another try.
+
+    psycopg2 raises OperationalError for a lost connection (no SQLSTATE: the socket closed) and for many
+    server errors that are not about the connection at all, among them an index row over its size limit
+    (``54000``): retrying those for ``reconnect_for_s`` would only repeat the refusal and stall the caller.
+    """
+    if isinstance(exc, DatabaseUnavailable | psycopg2.InterfaceError):
+        return True
+    if not isinstance(exc, psycopg2.OperationalError):
+        return False
+    code = exc.pgcode
+    return code is None or code[:2] in TRANSIENT_CLASSES or code in TRANSIENT_STATES
+
+
+def refusal(exc: BaseException) -> Refused | None:
+    """``exc`` as a :class:`Refused` when it is the database's (or the driver's) refusal of a value or a row."""
+    if isinstance(exc, psycopg2.Error) and exc.pgcode is not None and exc.pgcode[:2] in REFUSED_CLASSES:
+        return Refused(exc.pgcode, _first_line(exc))
+    if isinstance(exc, UnicodeEncodeError):  # a lone surrogate: UTF-8 cannot encode it
+        return Refused(None, f"a string the database cannot hold ({exc.reason} at {exc.start})")
+    if isinstance(exc, ValueError) and "NUL (0x00)" in str(exc):  # psycopg2's refusal of a NUL in a string
+        return Refused(None, str(exc))
+    return None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def mask_url(url: str) -> str:
@@ -239,8 +292,7 @@ class Database:
 
     def _retrying(self, fn: Callable[[Cursor], T], cursor: Callable[[], Any]) -> T:
         retrying = Retrying(
-            retry=retry_if_exception_type((*CONNECTION_ERRORS, DatabaseUnavailable))
-            & retry_if_exception(lambda _: self._ever_connected),
+            retry=retry_if_exception(connection_lost) & retry_if_exception(lambda _: self._ever_connected),
             wait=wait_exponential_jitter(initial=0.1, max=5.0),
             stop=stop_after_delay(self.reconnect_for_s),
             reraise=True,
@@ -250,7 +302,13 @@ class Database:
         )
         for attempt in retrying:
             with attempt, cursor() as cur:
-                return fn(cur)
+                try:
+                    return fn(cur)
+                except Exception as exc:
+                    refused = refusal(exc)
+                    if refused is None:
+                        raise
+                    raise refused from exc
         raise AssertionError("unreachable")  # pragma: no cover
 
     def query(self, sql: str, params: Any = None) -> list[dict[str, Any]]:

@@ -324,6 +324,19 @@ class QueueCore:
 
         return FailOutcome.RETRY if self.db.run(_txn) == "pending" else FailOutcome.DEAD
 
+    def record_failed(self, items: Sequence[tuple[NewTask, str]], *, kind: str) -> int:
+        """Record tasks that failed before they could be claimed, each ``(task, error)``, as failed for good with
+        ``kind``: what the caller refused to enqueue (a link too long to store) is counted with the failures
+        instead of vanishing. Each payload carries ``refused_by`` (the id of the task that found it), which
+        makes a replay harmless. Returns how many were recorded."""
+        rows = [
+            {**self._row(i, task), "error": str(error)[:10_000], "kind": str(kind)}
+            for i, (task, error) in enumerate(items)
+        ]
+        if not rows:
+            return 0
+        return len(self.db.query(named_queries()["record_failed"], {"rows": json.dumps(rows)}))
+
     def release(self, tasks: Sequence[Task]) -> int:
         """Give held tasks back without counting the attempt (graceful shutdown); returns how many."""
         if not tasks:

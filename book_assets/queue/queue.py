@@ -159,6 +159,7 @@ class TaskQueue:
     complete_all_with = _by("core", QueueCore.complete_all_with)
     complete_many = _by("core", QueueCore.complete_many)
     fail = _by("core", QueueCore.fail)
+    record_failed = _by("core", QueueCore.record_failed)
     release = _by("core", QueueCore.release)
 
     # --- domain policy: politeness slots, AutoThrottle, Retry-After ----------------------------------------

@@ -50,6 +50,10 @@ class ErrorKind(StrEnum):
     BAD_VALUE = "bad_value"  # a book page whose field's value is not of its type (a negative price, 1e308)
     ROBOTS_DISALLOWED = "robots_disallowed"  # the site's robots.txt disallows the URL: it is never requested
     LISTING_TRAP = "listing_trap"  # listing pages in a row that bring no new book (listing_trap_pages): not followed
+    URL_TOO_LONG = "url_too_long"  # a link longer than max_url_length: never enqueued, failed alone
+    VALUE_OUT_OF_RANGE = "value_out_of_range"  # a value past its column's range (SQLSTATE 22003, 22008)
+    UNSTORABLE = "unstorable"  # a value the store cannot hold (other SQLSTATE class 22, a NUL, lone surrogates)
+    ROW_TOO_LARGE = "row_too_large"  # past one of PostgreSQL's limits (SQLSTATE class 54: an index row too large)
     UNKNOWN = "unknown"  # a name no member has: a bug in the code that raised it, so retrying cannot help
 
     @property
@@ -86,6 +90,20 @@ _RETRYABLE: frozenset[ErrorKind] = frozenset(
         ErrorKind.SOFT_BLOCK,
     }
 )
+
+
+#: SQLSTATEs of a value past its type's range: numeric_value_out_of_range, datetime_field_overflow.
+_OUT_OF_RANGE_STATES = frozenset({"22003", "22008"})
+
+
+def refusal_kind(sqlstate: str | None) -> ErrorKind:
+    """The kind of a task whose data the database refused with ``sqlstate`` (None: refused before it was sent,
+    a string the driver cannot encode); every refusal is permanent, as the same value is refused again."""
+    if sqlstate in _OUT_OF_RANGE_STATES:
+        return ErrorKind.VALUE_OUT_OF_RANGE
+    if sqlstate is not None and sqlstate.startswith("54"):
+        return ErrorKind.ROW_TOO_LARGE
+    return ErrorKind.UNSTORABLE
 
 
 class ParseError(ValueError):

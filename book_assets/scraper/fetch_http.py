@@ -37,6 +37,7 @@ from book_assets.scraper.fetching import (
     declared_length,
     error_for_status,
     fetch_error,
+    header_text,
     redirect_target,
     refuse_offsite,
     too_large_error,
@@ -268,10 +269,11 @@ def _request_url(url: str) -> URL:
 
 
 def _lower(items: Iterable[tuple[str, str]]) -> dict[str, str]:
-    """Headers by lower-cased name; a repeated header's values joined with ", " (RFC 9110, 5.3)."""
+    """Headers by lower-cased name, values kept as ASCII (:func:`header_text`); a repeated header's values
+    joined with ", " (RFC 9110, 5.3)."""
     headers: dict[str, str] = {}
-    for name, value in items:
-        key = name.lower()
+    for name, raw in items:
+        key, value = header_text(name.lower()), header_text(raw)
         headers[key] = f"{headers[key]}, {value}" if key in headers else value
     return headers
 

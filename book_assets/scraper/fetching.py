@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Literal, Protocol, Self
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import quote, urljoin, urlsplit
 
 from book_assets.scraper.blocking import blocked_url_patterns
 from book_assets.scraper.charset import decode_html
@@ -272,6 +272,23 @@ def fetch_error(
 ) -> FetchError:
     """Build a ``FetchError``; its ``retryable`` is its kind's (a name no kind has is a permanent ``unknown``)."""
     return FetchError(kind, message, url=url, status=status, retry_after=retry_after)
+
+
+#: What :func:`header_text` leaves as it is: printable ASCII but ``%``, and the space and tab a value may hold.
+_HEADER_SAFE = "".join(chr(c) for c in range(0x20, 0x7F) if chr(c) != "%") + "\t"
+
+
+def header_text(value: str) -> str:
+    """A response header's value as ASCII that keeps its bytes: a value with a byte outside ASCII (RFC 9110's
+    obs-text, Latin-1 mostly) is percent-encoded byte for byte, ``%`` included, so ``unquote_to_bytes`` gives
+    back what the server sent; an ASCII value is returned as it is (pure).
+
+    aiohttp hands a byte that is not UTF-8 over as a lone surrogate (``surrogateescape``), which neither
+    PostgreSQL (``jsonb``) nor a WARC header block can hold: a page with one would fail on every fetch.
+    """
+    if value.isascii():
+        return value
+    return quote(value.encode("utf-8", "surrogateescape"), safe=_HEADER_SAFE)
 
 
 def host_allowed(url: str, allowed_domains: frozenset[str]) -> bool:

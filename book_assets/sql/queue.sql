@@ -108,6 +108,25 @@ WITH target AS (
 )
 SELECT status FROM failed UNION ALL SELECT status FROM replayed;
 
+-- record_failed --
+-- Insert tasks that failed before anyone could claim them (a link refused where it was found), failed for good
+-- with their kind and error and no attempt made: counted with the other failures, never handed out. A row
+-- whose URL already failed as found by the same task (the payload names it) is not inserted again, so a
+-- replay after a lost acknowledgement records each refusal once.
+WITH input AS (
+    SELECT * FROM jsonb_to_recordset(%(rows)s::jsonb) AS x(
+        task_type TEXT, payload JSONB, priority INTEGER, domain TEXT, task_group TEXT, max_attempts INTEGER,
+        error TEXT, kind TEXT)
+)
+INSERT INTO tasks (task_type, payload, priority, domain, task_group, max_attempts, status, error, error_kind,
+                   started_at, completed_at)
+SELECT x.task_type, x.payload, x.priority, x.domain, x.task_group, x.max_attempts, 'failed', x.error, x.kind,
+       now(), now()
+FROM input x
+WHERE NOT EXISTS (SELECT 1 FROM tasks t WHERE t.payload->>'url' = x.payload->>'url' AND t.status = 'failed'
+                                          AND t.payload->'refused_by' = x.payload->'refused_by')
+RETURNING id;
+
 -- release --
 -- Give leased tasks back (graceful shutdown): pending again, the attempt not counted.
 WITH released AS (
@@ -125,9 +144,11 @@ SELECT count(*) AS released FROM released LEFT JOIN wake ON true;
 -- requeue --
 -- Move failed tasks matching the filters back to pending with their attempts reset. A failed task whose URL
 -- already has a live task (the partial unique index) is skipped, as are all but the newest failed row per URL.
+-- A task recorded failed before any claim (record_failed: a link refused where it was found, its URL cut) is
+-- never moved: it holds no request to make again.
 WITH matching AS (
     SELECT t.id, t.payload->>'url' AS url FROM tasks t
-    WHERE t.status = 'failed'
+    WHERE t.status = 'failed' AND NOT t.payload ? 'refused_by'
       AND (%(task_type)s::TEXT IS NULL OR t.task_type = %(task_type)s::TEXT)
       AND (%(domain)s::TEXT IS NULL OR t.domain = %(domain)s::TEXT)
       AND (%(error_like)s::TEXT IS NULL OR t.error LIKE %(error_like)s::TEXT)
