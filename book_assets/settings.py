@@ -268,6 +268,13 @@ class Settings(BaseSettings):
     queue_metrics_port: int = Field(
         default=9465, ge=1, le=65535, description="Port of the queue exporter (`book-pipeline metrics`)."
     )
+    queue_metrics_timeout_s: float = Field(
+        default=5.0,
+        ge=2,
+        le=60,
+        description="The queue exporter answers a scrape within this: a database that does not answer in time "
+        "(or cannot be connected to) gives queue_up 0; keep it under Prometheus' scrape timeout (10 s by default).",
+    )
 
     # --- logs (book_assets/logs.py) ----------------------------------------------------------------
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(

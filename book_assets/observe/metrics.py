@@ -39,6 +39,8 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 from book_assets.scraper.errors import ErrorKind
 
 if TYPE_CHECKING:  # imported where metrics are on: prometheus_client costs a crawl's start ~0.15 s
+    from concurrent.futures import Future
+
     import psutil
     from prometheus_client.metrics_core import Metric
 
@@ -436,12 +438,32 @@ class QueueReader(Protocol):
 
 
 class QueueCollector:
-    """The queue's figures, read from PostgreSQL at each scrape (one transaction). A database that does not
-    answer gives ``book_pipeline_queue_up 0`` and nothing else, never a failed scrape."""
+    """The queue's figures, read from PostgreSQL at each scrape (one transaction), answered within
+    ``answer_within_s`` whatever the database does: a read that fails or takes longer gives
+    ``book_pipeline_queue_up 0`` and nothing else, never a failed or timed-out scrape.
 
-    def __init__(self, queue: QueueReader) -> None:
+    The read runs on a thread of its own, one at a time (the queue has one connection). A scrape that comes
+    while a read is under way waits for that read's figures, within its own bound, rather than for a lock: two
+    Prometheus replicas scraping together both get the figures, and a read hung on a frozen database holds no
+    scrape beyond its bound. The queue's database is opened with no reconnect loop and a short connect
+    timeout (``book-pipeline metrics``), so a hung read ends by itself and the next scrape reads again.
+    """
+
+    def __init__(self, queue: QueueReader, *, answer_within_s: float) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
         self.queue = queue
-        self._reading = threading.Lock()  # scrapes come on threads of their own; the queue has one connection
+        self.answer_within_s = answer_within_s
+        self._reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="queue-read")
+        self._lock = threading.Lock()  # held only to start a read or join the one under way
+        self._reading: Future[Any] | None = None
+
+    def _read(self) -> Future[Any]:
+        """The read under way, or a new one when none is."""
+        with self._lock:
+            if self._reading is None or self._reading.done():
+                self._reading = self._reader.submit(self.queue.gauges)
+            return self._reading
 
     def collect(self) -> Iterator[Metric]:
         from prometheus_client.core import GaugeMetricFamily
@@ -452,9 +474,8 @@ class QueueCollector:
         }
         started = time.monotonic()
         try:
-            with self._reading:
-                gauges = self.queue.gauges()
-        except Exception:  # an outage is a figure of its own: up 0
+            gauges = self._read().result(timeout=self.answer_within_s)
+        except Exception:  # an outage (an error, or no answer in time) is a figure of its own: up 0
             families["queue_up"].add_metric([], 0)
             yield families["queue_up"]
             return
@@ -483,13 +504,14 @@ class QueueCollector:
         yield from families.values()
 
 
-def serve_queue(queue: QueueReader, host: str, port: int) -> tuple[Any, Callable[[], None]]:
-    """Serve the queue exporter on ``host:port`` (a thread); returns the server and a function that stops it."""
+def serve_queue(queue: QueueReader, host: str, port: int, *, answer_within_s: float) -> tuple[Any, Callable[[], None]]:
+    """Serve the queue exporter on ``host:port`` (a thread), each scrape answered within ``answer_within_s``;
+    returns the server and a function that stops it."""
     import prometheus_client
     from prometheus_client.registry import CollectorRegistry
 
     registry = CollectorRegistry()
-    registry.register(QueueCollector(queue))
+    registry.register(QueueCollector(queue, answer_within_s=answer_within_s))
     server, _thread = prometheus_client.start_http_server(port, addr=host, registry=registry)
 
     def stop() -> None:
