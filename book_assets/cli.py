@@ -364,6 +364,7 @@ def metrics_cmd(**overrides: Any) -> None:
 
     from book_assets.crawl.config import CrawlConfig, make_queue
     from book_assets.observe.metrics import serve_queue
+    from book_assets.store.lifecycle import last_successful_crawl
 
     settings = load_settings(**overrides)
     timeout_s = settings.queue_metrics_timeout_s
@@ -376,7 +377,13 @@ def metrics_cmd(**overrides: Any) -> None:
         connect_timeout_s=math.ceil(timeout_s),
     )
     queue = make_queue(database, CrawlConfig.from_settings(settings))
-    _server, stop = serve_queue(queue, settings.metrics_host, settings.queue_metrics_port, answer_within_s=timeout_s)
+    _server, stop = serve_queue(
+        queue,
+        settings.metrics_host,
+        settings.queue_metrics_port,
+        answer_within_s=timeout_s,
+        last_success=lambda: last_successful_crawl(database),
+    )
     click.echo(f"queue metrics on http://{settings.metrics_host}:{settings.queue_metrics_port}/metrics", err=True)
     stopped = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -34,6 +34,8 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from book_assets.scraper.errors import ErrorKind
@@ -96,6 +98,10 @@ QUEUE_METRICS: Final[dict[str, tuple[str, tuple[str, ...]]]] = {
     "domain_floor_interval_seconds": ("The interval an AutoThrottle or Crawl-delay cannot go under.", ("domain",)),
     "domain_next_slot_seconds": ("Seconds until the domain's next request slot (0: free now).", ("domain",)),
     "queue_scrape_duration_seconds": ("Time the exporter took to read the queue.", ()),
+    "last_successful_crawl_timestamp_seconds": (
+        "When the latest crawl that decided its removals ended (Unix time); absent until one has.",
+        (),
+    ),
 }
 
 
@@ -437,6 +443,18 @@ class QueueReader(Protocol):
     def gauges(self) -> Any: ...
 
 
+#: When the latest successful crawl ended (:func:`book_assets.store.lifecycle.last_successful_crawl`).
+LastSuccess = Callable[[], "datetime | None"]
+
+
+@dataclass(frozen=True)
+class _Read:
+    """One read of the exporter: the queue's gauges and when the latest successful crawl ended."""
+
+    gauges: Any
+    last_success: datetime | None
+
+
 class QueueCollector:
     """The queue's figures, read from PostgreSQL at each scrape (one transaction), answered within
     ``answer_within_s`` whatever the database does: a read that fails or takes longer gives
@@ -446,24 +464,29 @@ class QueueCollector:
     while a read is under way waits for that read's figures, within its own bound, rather than for a lock: two
     Prometheus replicas scraping together both get the figures, and a read hung on a frozen database holds no
     scrape beyond its bound. The queue's database is opened with no reconnect loop and a short connect
-    timeout (``book-pipeline metrics``), so a hung read ends by itself and the next scrape reads again.
+    timeout (``book-pipeline metrics``): a database that is down fails the read at once, and the next scrape
+    reads again.
     """
 
-    def __init__(self, queue: QueueReader, *, answer_within_s: float) -> None:
+    def __init__(self, queue: QueueReader, *, answer_within_s: float, last_success: LastSuccess | None = None) -> None:
         from concurrent.futures import ThreadPoolExecutor
 
         self.queue = queue
+        self.last_success = last_success
         self.answer_within_s = answer_within_s
         self._reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="queue-read")
         self._lock = threading.Lock()  # held only to start a read or join the one under way
-        self._reading: Future[Any] | None = None
+        self._reading: Future[_Read] | None = None
 
-    def _read(self) -> Future[Any]:
+    def _read(self) -> Future[_Read]:
         """The read under way, or a new one when none is."""
         with self._lock:
             if self._reading is None or self._reading.done():
-                self._reading = self._reader.submit(self.queue.gauges)
+                self._reading = self._reader.submit(self._read_now)
             return self._reading
+
+    def _read_now(self) -> _Read:
+        return _Read(self.queue.gauges(), self.last_success() if self.last_success else None)
 
     def collect(self) -> Iterator[Metric]:
         from prometheus_client.core import GaugeMetricFamily
@@ -474,12 +497,15 @@ class QueueCollector:
         }
         started = time.monotonic()
         try:
-            gauges = self._read().result(timeout=self.answer_within_s)
+            read = self._read().result(timeout=self.answer_within_s)
         except Exception:  # an outage (an error, or no answer in time) is a figure of its own: up 0
             families["queue_up"].add_metric([], 0)
             yield families["queue_up"]
             return
         families["queue_up"].add_metric([], 1)
+        gauges = read.gauges
+        if read.last_success is not None:
+            families["last_successful_crawl_timestamp_seconds"].add_metric([], read.last_success.timestamp())
         for t in gauges.tasks:
             families["queue_tasks"].add_metric([t.task_type, t.status, t.domain], t.n)
             key = (t.task_type, t.domain)
@@ -504,14 +530,16 @@ class QueueCollector:
         yield from families.values()
 
 
-def serve_queue(queue: QueueReader, host: str, port: int, *, answer_within_s: float) -> tuple[Any, Callable[[], None]]:
+def serve_queue(
+    queue: QueueReader, host: str, port: int, *, answer_within_s: float, last_success: LastSuccess | None = None
+) -> tuple[Any, Callable[[], None]]:
     """Serve the queue exporter on ``host:port`` (a thread), each scrape answered within ``answer_within_s``;
     returns the server and a function that stops it."""
     import prometheus_client
     from prometheus_client.registry import CollectorRegistry
 
     registry = CollectorRegistry()
-    registry.register(QueueCollector(queue, answer_within_s=answer_within_s))
+    registry.register(QueueCollector(queue, answer_within_s=answer_within_s, last_success=last_success))
     server, _thread = prometheus_client.start_http_server(port, addr=host, registry=registry)
 
     def stop() -> None:
