@@ -179,6 +179,11 @@ class Settings(BaseSettings):
 
     # --- queue ---------------------------------------------------------------------------------
     lease_s: float = Field(default=60.0, gt=0, description="How long a claimed task stays leased without heartbeat.")
+    health_file: Path | None = Field(
+        default=None,
+        description="A file the worker touches at each turn of its claim loop (at most every second): its age "
+        "tells a probe whether the worker claims (deploy/k8s/worker-deployment.yaml). Unset: none.",
+    )
     max_attempts: int = Field(default=5, ge=1, description="Attempts before a task is dead-lettered as failed.")
     backoff_base_s: float = Field(default=1.0, ge=0, description="First retry delay; doubles each attempt.")
     backoff_max_s: float = Field(default=300.0, ge=0, description="Cap on a retry delay.")
