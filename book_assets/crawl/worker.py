@@ -371,7 +371,7 @@ class Worker:
             self._emit(StageEntered(task, Stage.FETCH))
             fetched = await self._fetch_paced(task, validators)
         except FetchError as exc:
-            self._emit(FetchEnded(task, exc.status, time.monotonic() - sent))
+            self._emit(FetchEnded(task, exc.status, time.monotonic() - sent, kind=exc.kind))
             if exc.kind is ErrorKind.SOFT_BLOCK:
                 await self._back_off(task)
             await self._fail(task, exc.kind, str(exc), retry_after_s=exc.retry_after)
