@@ -41,8 +41,6 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 from book_assets.scraper.errors import ErrorKind
 
 if TYPE_CHECKING:  # imported where metrics are on: prometheus_client costs a crawl's start ~0.15 s
-    from concurrent.futures import Future
-
     import psutil
     from prometheus_client.metrics_core import Metric
 
@@ -455,6 +453,38 @@ class _Read:
     last_success: datetime | None
 
 
+class _Reading:
+    """A read under way on a daemon thread of its own (a read hung on a frozen database never holds the
+    process's exit), and what it gave: its figures or its error."""
+
+    def __init__(self, read: Callable[[], _Read]) -> None:
+        self._read = read
+        self._done = threading.Event()
+        self._result: _Read | None = None
+        self._error: BaseException | None = None
+        threading.Thread(target=self._run, name="queue-read", daemon=True).start()
+
+    def _run(self) -> None:
+        try:
+            self._result = self._read()
+        except BaseException as exc:  # handed to every scrape that waits for this read
+            self._error = exc
+        finally:
+            self._done.set()
+
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def result(self, timeout: float) -> _Read:
+        """The figures, waiting at most ``timeout``; raises the read's error, or TimeoutError."""
+        if not self._done.wait(timeout):
+            raise TimeoutError(f"no answer from the database within {timeout} s")
+        if self._error is not None:
+            raise self._error
+        assert self._result is not None
+        return self._result
+
+
 class QueueCollector:
     """The queue's figures, read from PostgreSQL at each scrape (one transaction), answered within
     ``answer_within_s`` whatever the database does: a read that fails or takes longer gives
@@ -469,20 +499,17 @@ class QueueCollector:
     """
 
     def __init__(self, queue: QueueReader, *, answer_within_s: float, last_success: LastSuccess | None = None) -> None:
-        from concurrent.futures import ThreadPoolExecutor
-
         self.queue = queue
         self.last_success = last_success
         self.answer_within_s = answer_within_s
-        self._reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="queue-read")
         self._lock = threading.Lock()  # held only to start a read or join the one under way
-        self._reading: Future[_Read] | None = None
+        self._reading: _Reading | None = None
 
-    def _read(self) -> Future[_Read]:
+    def _read(self) -> _Reading:
         """The read under way, or a new one when none is."""
         with self._lock:
             if self._reading is None or self._reading.done():
-                self._reading = self._reader.submit(self._read_now)
+                self._reading = _Reading(self._read_now)
             return self._reading
 
     def _read_now(self) -> _Read:
