@@ -358,15 +358,32 @@ def metrics_cmd(**overrides: Any) -> None:
 
     The figures are read from PostgreSQL at each scrape, the same for every host: run one exporter.
     """
+    import math
     import signal
     import threading
 
     from book_assets.crawl.config import CrawlConfig, make_queue
     from book_assets.observe.metrics import serve_queue
+    from book_assets.store.lifecycle import last_successful_crawl
 
     settings = load_settings(**overrides)
-    queue = make_queue(open_database(settings), CrawlConfig.from_settings(settings))
-    _server, stop = serve_queue(queue, settings.metrics_host, settings.queue_metrics_port)
+    timeout_s = settings.queue_metrics_timeout_s
+    open_database(settings).close()  # migrated (or a newer schema refused) before the first scrape
+    # A scrape never waits for a reconnect loop: one attempt, within the scrape's bound (QueueCollector).
+    database = Database(
+        resolve_database_url(settings),
+        application_name="book-pipeline-metrics",
+        reconnect_for_s=0,
+        connect_timeout_s=math.ceil(timeout_s),
+    )
+    queue = make_queue(database, CrawlConfig.from_settings(settings))
+    _server, stop = serve_queue(
+        queue,
+        settings.metrics_host,
+        settings.queue_metrics_port,
+        answer_within_s=timeout_s,
+        last_success=lambda: last_successful_crawl(database),
+    )
     click.echo(f"queue metrics on http://{settings.metrics_host}:{settings.queue_metrics_port}/metrics", err=True)
     stopped = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -210,6 +210,11 @@ class Settings(BaseSettings):
 
     # --- queue ---------------------------------------------------------------------------------
     lease_s: float = Field(default=60.0, gt=0, description="How long a claimed task stays leased without heartbeat.")
+    health_file: Path | None = Field(
+        default=None,
+        description="A file the worker touches at each turn of its claim loop (at most every second): its age "
+        "tells a probe whether the worker claims (deploy/k8s/worker-deployment.yaml). Unset: none.",
+    )
     max_attempts: int = Field(default=5, ge=1, description="Attempts before a task is dead-lettered as failed.")
     backoff_base_s: float = Field(default=1.0, ge=0, description="First retry delay; doubles each attempt.")
     backoff_max_s: float = Field(default=300.0, ge=0, description="Cap on a retry delay.")
@@ -298,6 +303,13 @@ class Settings(BaseSettings):
     )
     queue_metrics_port: int = Field(
         default=9465, ge=1, le=65535, description="Port of the queue exporter (`book-pipeline metrics`)."
+    )
+    queue_metrics_timeout_s: float = Field(
+        default=5.0,
+        ge=2,
+        le=60,
+        description="The queue exporter answers a scrape within this: a database that does not answer in time "
+        "(or cannot be connected to) gives queue_up 0; keep it under Prometheus' scrape timeout (10 s by default).",
     )
 
     # --- logs (book_assets/logs.py) ----------------------------------------------------------------

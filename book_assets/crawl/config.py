@@ -98,6 +98,8 @@ class CrawlConfig:
     metrics_port: int | None
     metrics_host: str
     metrics_final_scrape_s: float
+    #: The worker's health signal (:mod:`book_assets.crawl.health`); None: none.
+    health_file: Path | None
 
     @property
     def requeue_policy(self) -> RequeuePolicy:

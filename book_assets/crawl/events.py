@@ -71,12 +71,13 @@ class WaitedForSlot(NamedTuple):
 
 class FetchEnded(NamedTuple):
     """``task``'s fetch ended after ``seconds``: with a response of ``status`` (None: none came) and a body of
-    ``body_bytes``."""
+    ``body_bytes``; ``kind``: why it failed (None: it succeeded)."""
 
     task: Task
     status: int | None
     seconds: float
     body_bytes: int = 0
+    kind: ErrorKind | None = None
 
 
 class IntervalSet(NamedTuple):
@@ -305,6 +306,7 @@ class TraceRecorder:
         events.connect(Claiming, self.claiming)
         events.connect(Started, self.started)
         events.connect(StageEntered, self.stage_entered)
+        events.connect(FetchEnded, self.fetched)
         events.connect(Failed, self.failed)
         events.connect(Ended, self.ended)
         events.connect(Stopped, self.stopped)
@@ -317,6 +319,9 @@ class TraceRecorder:
 
     def stage_entered(self, event: StageEntered) -> None:
         self.traces.stage(event.task, event.stage)
+
+    def fetched(self, event: FetchEnded) -> None:
+        self.traces.fetched(event.task, event.status, event.seconds, event.kind)
 
     def failed(self, event: Failed) -> None:
         self.traces.failed(event.task, event.kind, event.outcome)

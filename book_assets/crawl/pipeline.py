@@ -361,6 +361,8 @@ class CrawlRun:
     requeued: int = 0
     #: The deep budget's quota per category, set once discovery has finished (:func:`split_before_details`).
     quotas: Mapping[str, int] = field(default_factory=dict)
+    #: The orchestrator's run that began it (Dagster's run id), on the crawl's root span; None: the CLI.
+    run_id: str | None = None
 
     @property
     def started_on(self) -> date:
@@ -368,17 +370,17 @@ class CrawlRun:
         return self.since.astimezone(UTC).date()
 
 
-def begin(database_url: str, config: CrawlConfig) -> CrawlRun:
+def begin(database_url: str, config: CrawlConfig, *, run_id: str | None = None) -> CrawlRun:
     """Store the crawl's policies, open the crawl and its queue epoch (each URL enqueued once in the crawl) and
     seed the start page: the run, which starts when its crawl opens (on the database's clock). ``seeded`` is
-    False when the start page was already queued."""
+    False when the start page was already queued; ``run_id``: the orchestrator's run (Dagster's run id), or None."""
     warm_up(config.workers, config.metrics_port)
     with Database(database_url) as db:
         prepare(db, config)
         opened = open_crawl(db)
         make_queue(db, config).begin_epoch()
         seeded = seed(db, config)
-    return CrawlRun(config, since=opened.started_at, opened=opened, seeded=seeded)
+    return CrawlRun(config, since=opened.started_at, opened=opened, seeded=seeded, run_id=run_id)
 
 
 def begin_retry(database_url: str, config: CrawlConfig, *, include_permanent: bool = False) -> CrawlRun:
@@ -550,7 +552,7 @@ def close_trace(run: CrawlRun, report: CrawlReport) -> None:
     """Record the crawl's root span, by the run that opened (or settles) it; a retry of the failures records
     none (its crawl's trace was closed by its own run)."""
     if run.opened is not None and not run.retrying:
-        record_crawl(run.opened, report.span_attributes(), report.failure)
+        record_crawl(run.opened, report.span_attributes(), report.failure, run.run_id)
 
 
 def crawl_days(first: date) -> list[date]:

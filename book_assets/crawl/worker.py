@@ -59,6 +59,7 @@ from book_assets.crawl.events import (
     subscribe_worker,
 )
 from book_assets.crawl.fetch_modes import Fetched, fetch_strategy
+from book_assets.crawl.health import HealthFile
 from book_assets.crawl.robots import RobotsGate, Verdict
 from book_assets.crawl.stats import WorkerStats
 from book_assets.db.connection import Database, Refused
@@ -167,6 +168,8 @@ class Worker:
         self._scaler = Autoscaler(min(config.min_concurrency, config.fetch.concurrency), config.fetch.concurrency)
         self._robots = RobotsGate(config, self.queue, self.worker_id, self._db) if config.obey_robots else None
         subscribe_worker(self.events, self.stats, worker_metrics(config.fetch.mode), task_traces(), self._strategy)
+        if config.health_file is not None:
+            HealthFile(config.health_file).subscribe(self.events)
 
     async def _db(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         loop = asyncio.get_running_loop()
@@ -372,7 +375,7 @@ class Worker:
             self._emit(StageEntered(task, Stage.FETCH))
             fetched = await self._fetch_paced(task, validators)
         except FetchError as exc:
-            self._emit(FetchEnded(task, exc.status, time.monotonic() - sent))
+            self._emit(FetchEnded(task, exc.status, time.monotonic() - sent, kind=exc.kind))
             retry_after_s = exc.retry_after
             if exc.kind is ErrorKind.SOFT_BLOCK:
                 await self._back_off(task)

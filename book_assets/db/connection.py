@@ -164,7 +164,10 @@ class Database:
     Args:
         url: a ``postgresql://`` URL.
         application_name: shown in ``pg_stat_activity``.
-        reconnect_for_s: how long :meth:`run` keeps retrying a transaction while the server is away.
+        reconnect_for_s: how long :meth:`run` keeps retrying a transaction while the server is away (0: one
+            attempt, for a caller that must answer within a bound, as the queue exporter's scrape).
+        connect_timeout_s: how long opening a connection may take (libpq's ``connect_timeout``, whole seconds,
+            at least 2).
         options: server settings for the session (default: :func:`session_options` of the settings).
         direct_url: PostgreSQL itself, when ``url`` is a pooler in transaction mode (default: the
             ``database_direct_url`` setting). A database whose ``url`` is not its direct URL is *pooled*: it
@@ -178,12 +181,14 @@ class Database:
         *,
         application_name: str = "book-pipeline",
         reconnect_for_s: float = 60.0,
+        connect_timeout_s: int = 5,
         options: str | None = None,
         direct_url: str | None = None,
     ):
         self.url = url
         self.application_name = application_name
         self.reconnect_for_s = reconnect_for_s
+        self.connect_timeout_s = connect_timeout_s
         self.options = options
         self._direct_url = direct_url
         self._settings: Settings | None = None
@@ -213,7 +218,12 @@ class Database:
         """A database on :attr:`direct_url` for what needs a session of its own; this one when not pooled."""
         if not self.pooled:
             return self
-        return Database(self.direct_url, application_name=self.application_name, reconnect_for_s=self.reconnect_for_s)
+        return Database(
+            self.direct_url,
+            application_name=self.application_name,
+            reconnect_for_s=self.reconnect_for_s,
+            connect_timeout_s=self.connect_timeout_s,
+        )
 
     def connection(self) -> psycopg2.extensions.connection:
         """The process's connection, (re)opened when missing, closed, or inherited through a fork."""
@@ -226,7 +236,7 @@ class Database:
             try:
                 self._conn = psycopg2.connect(
                     self.url,
-                    connect_timeout=5,
+                    connect_timeout=self.connect_timeout_s,
                     application_name=self.application_name,
                     cursor_factory=Cursor,
                     options=self.options or None,

@@ -34,6 +34,8 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from book_assets.scraper.errors import ErrorKind
@@ -94,6 +96,10 @@ QUEUE_METRICS: Final[dict[str, tuple[str, tuple[str, ...]]]] = {
     "domain_floor_interval_seconds": ("The interval an AutoThrottle or Crawl-delay cannot go under.", ("domain",)),
     "domain_next_slot_seconds": ("Seconds until the domain's next request slot (0: free now).", ("domain",)),
     "queue_scrape_duration_seconds": ("Time the exporter took to read the queue.", ()),
+    "last_successful_crawl_timestamp_seconds": (
+        "When the latest crawl that decided its removals ended (Unix time); absent until one has.",
+        (),
+    ),
 }
 
 
@@ -435,13 +441,79 @@ class QueueReader(Protocol):
     def gauges(self) -> Any: ...
 
 
-class QueueCollector:
-    """The queue's figures, read from PostgreSQL at each scrape (one transaction). A database that does not
-    answer gives ``book_pipeline_queue_up 0`` and nothing else, never a failed scrape."""
+#: When the latest successful crawl ended (:func:`book_assets.store.lifecycle.last_successful_crawl`).
+LastSuccess = Callable[[], "datetime | None"]
 
-    def __init__(self, queue: QueueReader) -> None:
+
+@dataclass(frozen=True)
+class _Read:
+    """One read of the exporter: the queue's gauges and when the latest successful crawl ended."""
+
+    gauges: Any
+    last_success: datetime | None
+
+
+class _Reading:
+    """A read under way on a daemon thread of its own (a read hung on a frozen database never holds the
+    process's exit), and what it gave: its figures or its error."""
+
+    def __init__(self, read: Callable[[], _Read]) -> None:
+        self._read = read
+        self._done = threading.Event()
+        self._result: _Read | None = None
+        self._error: BaseException | None = None
+        threading.Thread(target=self._run, name="queue-read", daemon=True).start()
+
+    def _run(self) -> None:
+        try:
+            self._result = self._read()
+        except BaseException as exc:  # handed to every scrape that waits for this read
+            self._error = exc
+        finally:
+            self._done.set()
+
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def result(self, timeout: float) -> _Read:
+        """The figures, waiting at most ``timeout``; raises the read's error, or TimeoutError."""
+        if not self._done.wait(timeout):
+            raise TimeoutError(f"no answer from the database within {timeout} s")
+        if self._error is not None:
+            raise self._error
+        assert self._result is not None
+        return self._result
+
+
+class QueueCollector:
+    """The queue's figures, read from PostgreSQL at each scrape (one transaction), answered within
+    ``answer_within_s`` whatever the database does: a read that fails or takes longer gives
+    ``book_pipeline_queue_up 0`` and nothing else, never a failed or timed-out scrape.
+
+    The read runs on a thread of its own, one at a time (the queue has one connection). A scrape that comes
+    while a read is under way waits for that read's figures, within its own bound, rather than for a lock: two
+    Prometheus replicas scraping together both get the figures, and a read hung on a frozen database holds no
+    scrape beyond its bound. The queue's database is opened with no reconnect loop and a short connect
+    timeout (``book-pipeline metrics``): a database that is down fails the read at once, and the next scrape
+    reads again.
+    """
+
+    def __init__(self, queue: QueueReader, *, answer_within_s: float, last_success: LastSuccess | None = None) -> None:
         self.queue = queue
-        self._reading = threading.Lock()  # scrapes come on threads of their own; the queue has one connection
+        self.last_success = last_success
+        self.answer_within_s = answer_within_s
+        self._lock = threading.Lock()  # held only to start a read or join the one under way
+        self._reading: _Reading | None = None
+
+    def _read(self) -> _Reading:
+        """The read under way, or a new one when none is."""
+        with self._lock:
+            if self._reading is None or self._reading.done():
+                self._reading = _Reading(self._read_now)
+            return self._reading
+
+    def _read_now(self) -> _Read:
+        return _Read(self.queue.gauges(), self.last_success() if self.last_success else None)
 
     def collect(self) -> Iterator[Metric]:
         from prometheus_client.core import GaugeMetricFamily
@@ -452,13 +524,15 @@ class QueueCollector:
         }
         started = time.monotonic()
         try:
-            with self._reading:
-                gauges = self.queue.gauges()
-        except Exception:  # an outage is a figure of its own: up 0
+            read = self._read().result(timeout=self.answer_within_s)
+        except Exception:  # an outage (an error, or no answer in time) is a figure of its own: up 0
             families["queue_up"].add_metric([], 0)
             yield families["queue_up"]
             return
         families["queue_up"].add_metric([], 1)
+        gauges = read.gauges
+        if read.last_success is not None:
+            families["last_successful_crawl_timestamp_seconds"].add_metric([], read.last_success.timestamp())
         for t in gauges.tasks:
             families["queue_tasks"].add_metric([t.task_type, t.status, t.domain], t.n)
             key = (t.task_type, t.domain)
@@ -483,13 +557,16 @@ class QueueCollector:
         yield from families.values()
 
 
-def serve_queue(queue: QueueReader, host: str, port: int) -> tuple[Any, Callable[[], None]]:
-    """Serve the queue exporter on ``host:port`` (a thread); returns the server and a function that stops it."""
+def serve_queue(
+    queue: QueueReader, host: str, port: int, *, answer_within_s: float, last_success: LastSuccess | None = None
+) -> tuple[Any, Callable[[], None]]:
+    """Serve the queue exporter on ``host:port`` (a thread), each scrape answered within ``answer_within_s``;
+    returns the server and a function that stops it."""
     import prometheus_client
     from prometheus_client.registry import CollectorRegistry
 
     registry = CollectorRegistry()
-    registry.register(QueueCollector(queue))
+    registry.register(QueueCollector(queue, answer_within_s=answer_within_s, last_success=last_success))
     server, _thread = prometheus_client.start_http_server(port, addr=host, registry=registry)
 
     def stop() -> None:

@@ -24,15 +24,21 @@ taken from a queue and processed) from its claim to its end, with the seconds it
 attributes; the stages follow one another, so they add up to the span's duration. The span is made after the
 task ended, so a stage costs the worker a clock reading. A task span carries the task's id, type, domain,
 attempt and URL, its :class:`Outcome`, the stage it ended in and, when it failed, ``error.type`` = its
-:class:`~book_assets.scraper.errors.ErrorKind` and an error status. The worker is the span's resource
-(``service.instance.id``, ``host:pid``, the worker's id) and the crawl its trace (the root carries the crawl's
-id): what every span of a process or of a crawl shares is not repeated on each.
+:class:`~book_assets.scraper.errors.ErrorKind` and an error status. Each fetch of the task is a child span
+``GET`` (span kind client) following OpenTelemetry's HTTP client conventions: ``http.request.method``,
+``url.full``, ``server.address``, ``server.port``, ``http.response.status_code`` when a response came, and
+``error.type`` (the status code of a 4xx or 5xx, else the fetch's error kind: ``timeout``, ``soft_block``)
+with an error status; so 304s and 429s are visible per request. The worker is the span's resource
+(``service.instance.id``, ``host:pid``, the worker's id; ``service.version``, the package's) and the crawl its
+trace (the root carries the crawl's id and the orchestrator's run id): what every span of a process or of a
+crawl shares is not repeated on each.
 
 **Sampling** is the lever for what traces cost. Every task span is kept by default; the SDK's samplers
 (``OTEL_TRACES_SAMPLER``) apply as to any span, and ``OTEL_TRACES_SAMPLER=book_pipeline_tasks`` with
 ``OTEL_TRACES_SAMPLER_ARG=<ratio>`` keeps the crawl's root, every attempt that did not complete and every later
 attempt of a task, and that ratio of the tasks that completed at their first attempt (:func:`keeps_task`,
-:mod:`book_assets.observe.sampling`). A span the sampler drops is never built; ``docs/observability.md``
+:mod:`book_assets.observe.sampling`). A fetch's span is built only under a task span that was kept, so
+sampling the tasks samples their fetches too. A span the sampler drops is never built; ``docs/observability.md``
 ("Cost") has what a kept and a dropped one cost a crawl.
 
 **Through the SDK's public API.** Task spans are started and ended through the SDK's tracer and exported by its
@@ -41,7 +47,9 @@ task span, as it sees any other.
 
 Why attributes and not a child span or an event per stage: the SDK's cost is per span and per event, not per
 attribute (``benchmarks/observe_bench.py --shapes-only`` measures the shapes); attributes are also what a
-backend's queries filter and aggregate on (``{ span.book_pipeline.task.politeness_wait_s > 1 }``).
+backend's queries filter and aggregate on (``{ span.book_pipeline.task.politeness_wait_s > 1 }``). The fetch
+is the one stage that is a span as well: a client span is what backends' HTTP views and the semantic
+conventions look for, and a task retried after a 429 shows its requests as such.
 """
 
 from __future__ import annotations
@@ -59,7 +67,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
+from book_assets import __version__
 from book_assets.queue import FailOutcome, Task
 from book_assets.scraper.errors import ErrorKind
 from book_assets.settings import ConfigError
@@ -103,6 +113,8 @@ SERVICE_NAME = "book-pipeline"
 NS = "book_pipeline"
 #: The crawl root span's attribute naming the crawl (task spans belong to it as its trace).
 CRAWL_ID = f"{NS}.crawl.id"
+#: The crawl root span's attribute naming the orchestrator's run that opened the crawl (Dagster's run id).
+RUN_ID = f"{NS}.run.id"
 #: The instrumentation scope of this pipeline's spans.
 SCOPE = "book_pipeline"
 #: ``OTEL_TRACES_SAMPLER`` naming the task sampler (:func:`keeps_task`); its ratio is ``OTEL_TRACES_SAMPLER_ARG``.
@@ -280,9 +292,15 @@ def traceparent(crawl: OpenCrawl) -> str:
     return f"00-{trace_id:032x}-{span_id:016x}-01"
 
 
-def record_crawl(crawl: OpenCrawl, attributes: Mapping[str, str | int | float | bool], failure: str | None) -> None:
+def record_crawl(
+    crawl: OpenCrawl,
+    attributes: Mapping[str, str | int | float | bool],
+    failure: str | None,
+    run_id: str | None = None,
+) -> None:
     """Record the crawl's root span, from its start until now, with its ids (:func:`crawl_span_ids`); exported
-    at once. ``failure``: why the run failed (an error status), or None."""
+    at once. ``failure``: why the run failed (an error status), or None; ``run_id``: the orchestrator's run
+    (Dagster's), or None (the CLI)."""
     if not enabled():
         return
     from opentelemetry.context import Context
@@ -294,7 +312,7 @@ def record_crawl(crawl: OpenCrawl, attributes: Mapping[str, str | int | float | 
             "crawl",
             context=Context(),  # a root, whatever span is current
             start_time=(crawl.started_at - _EPOCH) // timedelta(microseconds=1) * 1000,
-            attributes={CRAWL_ID: crawl.id, **attributes},
+            attributes={CRAWL_ID: crawl.id, **attributes, **({RUN_ID: run_id} if run_id else {})},
         )
     if failure is not None:
         span.set_status(Status(StatusCode.ERROR, failure))
@@ -341,6 +359,7 @@ class _Sdk:
         named = "OTEL_SERVICE_NAME" in env or "service.name=" in env.get("OTEL_RESOURCE_ATTRIBUTES", "")
         host = socket.gethostname()
         resource: dict[str, str | int] = {
+            "service.version": __version__,
             "host.name": host,
             "process.pid": os.getpid(),
             "service.instance.id": f"{host}:{os.getpid()}",
@@ -404,6 +423,10 @@ class TaskTraces:
     def stage(self, task: Task, stage: Stage) -> None:
         """``task`` enters ``stage`` (the previous stage ends)."""
 
+    def fetched(self, task: Task, status: int | None, seconds: float, kind: ErrorKind | None) -> None:
+        """``task``'s fetch ended after ``seconds``, with a response of ``status`` (None: none came), failed as
+        ``kind`` (None: it succeeded)."""
+
     def failed(self, task: Task, kind: ErrorKind, outcome: FailOutcome) -> None:
         """The queue recorded ``task``'s failure as ``kind``, with ``outcome``."""
 
@@ -426,14 +449,41 @@ _STAGE_KEYS = {stage: f"{NS}.task.{stage}_s" for stage in Stage}
 
 
 @dataclass(slots=True)
+class _Fetch:
+    """One fetch of a task: when it started and ended (ns), the response's status, the error kind."""
+
+    start: int
+    end: int
+    status: int | None
+    kind: ErrorKind | None
+
+
+@dataclass(slots=True)
 class _Open:
     """A task the worker is on: the crawl it belongs to (None: a trace of its own), when each stage began (ns),
-    how it failed."""
+    its fetches, how it failed."""
 
     parent: Context | None
     stages: list[tuple[Stage, int]]
     kind: ErrorKind | None = None
     outcome: Outcome | None = None
+    fetches: list[_Fetch] | None = None
+
+
+def http_client_attributes(url: str, status: int | None, kind: ErrorKind | None) -> dict[str, str | int]:
+    """A fetch's attributes by OpenTelemetry's HTTP client conventions; ``error.type`` is the status code of a
+    4xx or 5xx response, else the fetch's error kind, and absent for a fetch that succeeded."""
+    parts = urlsplit(url)
+    attributes: dict[str, str | int] = {"http.request.method": "GET", _URL: url, "server.address": parts.hostname or ""}
+    with contextlib.suppress(ValueError):  # a port that is not a number: none said (a receiver never raises)
+        attributes["server.port"] = parts.port or (443 if parts.scheme == "https" else 80)
+    if status is not None:
+        attributes["http.response.status_code"] = status
+    if status is not None and status >= 400:
+        attributes[_ERROR_TYPE] = str(status)
+    elif kind is not None:
+        attributes[_ERROR_TYPE] = str(kind)
+    return attributes
 
 
 class _Spans(TaskTraces):
@@ -443,7 +493,7 @@ class _Spans(TaskTraces):
 
     def __init__(self) -> None:
         from opentelemetry.context import Context
-        from opentelemetry.trace import SpanKind, Status, StatusCode
+        from opentelemetry.trace import SpanKind, Status, StatusCode, set_span_in_context
 
         self._sdk = _current_sdk()
         self._open: dict[int, _Open] = {}
@@ -452,6 +502,8 @@ class _Spans(TaskTraces):
         self._wall_minus_monotonic_ns = time.time_ns() - time.monotonic_ns()
         self._root: Callable[[], Context] = Context
         self._kind = SpanKind.CONSUMER
+        self._client = SpanKind.CLIENT
+        self._under = set_span_in_context
         self._error: Callable[[str], Status] = lambda kind: Status(StatusCode.ERROR, kind)
 
     def watch(self, db: Database) -> None:
@@ -474,6 +526,15 @@ class _Spans(TaskTraces):
     def stage(self, task: Task, stage: Stage) -> None:
         if (open_ := self._open.get(task.id)) is not None:
             open_.stages.append((stage, time.time_ns()))
+
+    def fetched(self, task: Task, status: int | None, seconds: float, kind: ErrorKind | None) -> None:
+        if (open_ := self._open.get(task.id)) is not None:
+            ended = time.time_ns()
+            fetch = _Fetch(ended - round(seconds * 1e9), ended, status, kind)
+            if open_.fetches is None:
+                open_.fetches = [fetch]
+            else:
+                open_.fetches.append(fetch)
 
     def failed(self, task: Task, kind: ErrorKind, outcome: FailOutcome) -> None:
         if (open_ := self._open.get(task.id)) is not None:
@@ -507,9 +568,24 @@ class _Spans(TaskTraces):
             attributes=attributes,
             start_time=stages[0][1],
         )
-        if open_.kind is not None and span.is_recording():
-            span.set_status(self._error(str(open_.kind)))
+        if span.is_recording():
+            if open_.kind is not None:
+                span.set_status(self._error(str(open_.kind)))
+            if open_.fetches is not None:
+                self._fetch_spans(span, str(attributes[_URL]), open_.fetches)
         span.end(end_time=ended)
+
+    def _fetch_spans(self, task_span: Any, url: str, fetches: list[_Fetch]) -> None:
+        """A client span per fetch, children of the (kept) task span."""
+        context = self._under(task_span)
+        for fetch in fetches:
+            attributes = http_client_attributes(url, fetch.status, fetch.kind)
+            span = self._sdk.tracer.start_span(
+                "GET", context=context, kind=self._client, attributes=attributes, start_time=fetch.start
+            )
+            if _ERROR_TYPE in attributes and span.is_recording():
+                span.set_status(self._error(str(attributes[_ERROR_TYPE])))
+            span.end(end_time=fetch.end)
 
     def flush(self) -> None:
         self._sdk.provider.force_flush()

@@ -19,6 +19,11 @@ SELECT id, started_at FROM crawls WHERE id = %(id)s;
 SELECT id, started_at, finished_at, outcome, removed, returned FROM crawls
 WHERE finished_at > %(since)s ORDER BY finished_at, id;
 
+-- last_successful_crawl --
+-- When the latest successful crawl ended (decided: every listing page of at least one category completed, so it
+-- decided removals), on the database's clock; NULL when none has. The queue exporter's dead-man signal.
+SELECT max(finished_at) AS finished_at FROM crawls WHERE outcome = 'decided';
+
 -- running_crawl --
 -- The crawl now running (opened, not yet reported): the trace a worker's task spans join.
 SELECT id, started_at FROM crawls WHERE finished_at IS NULL ORDER BY id DESC LIMIT 1;

@@ -64,3 +64,10 @@ def running_crawl(db: Database) -> OpenCrawl | None:
     """The crawl opened and not yet reported (the latest, should two be open); None between crawls."""
     rows = db.query(Q["running_crawl"])
     return OpenCrawl(rows[0]["id"], rows[0]["started_at"]) if rows else None
+
+
+def last_successful_crawl(db: Database) -> datetime | None:
+    """When the latest crawl that decided its removals ended; None when none has (the dead-man alert's signal,
+    served by the queue exporter so that it holds with the Dagster daemon dead)."""
+    finished: datetime | None = db.query(Q["last_successful_crawl"])[0]["finished_at"]
+    return finished

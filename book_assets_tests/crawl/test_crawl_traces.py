@@ -21,6 +21,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib.metadata import entry_points
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from opentelemetry.context import Context
@@ -32,6 +33,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.sdk.trace.sampling import Decision, Sampler
 from opentelemetry.trace import SpanKind, StatusCode
 
+from book_assets import __version__
 from book_assets.crawl.pipeline import begin, finish, work
 from book_assets.db.connection import Database
 from book_assets.observe import tracing
@@ -57,6 +59,8 @@ class ReceivedSpan:
     pid: int
     instance: str
     duration_ns: int
+    kind: int
+    version: str
 
 
 def _value(any_value: Any) -> Any:
@@ -108,6 +112,8 @@ class OtlpReceiver:
                                 pid=int(resource["process.pid"]),
                                 instance=str(resource["service.instance.id"]),
                                 duration_ns=span.end_time_unix_nano - span.start_time_unix_nano,
+                                kind=span.kind,
+                                version=str(resource["service.version"]),
                             )
                         )
 
@@ -129,19 +135,23 @@ def test_a_crawl_under_faults_is_one_trace_of_task_trees_whose_outcomes_match_th
     travel = sorted(p for p, b in TRUTH.items() if b.category == "Travel")
     site = sandbox_factory(faults=Faults(error_rate=0.15, reset_rate=0.05, scripted={p: ["404"] for p in travel[:2]}))
     config = sandbox_config(site.url, categories=("Travel", "Mystery"), workers=2, concurrency=4)
-    run = begin(database_url, config)
+    run = begin(database_url, config, run_id="a-dagster-run")
     report = finish(database_url, *work(database_url, run))
     assert run.opened is not None
     trace_id, root_id = tracing.crawl_span_ids(run.opened)
 
     spans = receiver.spans
     assert {s.trace_id for s in spans} == {trace_id}  # every span of the crawl in the crawl's trace
+    assert {s.version for s in spans} == {__version__}  # service.version, on every process's resource
     [root] = [s for s in spans if s.name == "crawl"]
     assert (root.span_id, root.parent_id) == (root_id, None)
     assert root.attributes["book_pipeline.crawl.pages"] == report.run.pages
+    assert root.attributes["book_pipeline.run.id"] == "a-dagster-run"
 
     tasks = [s for s in spans if s.name.startswith("task ")]
-    assert len(tasks) == len(spans) - 1
+    fetches = [s for s in spans if s.name == "GET"]
+    assert len(tasks) + len(fetches) == len(spans) - 1
+    _assert_one_client_span_per_fetch(tasks, fetches, site.url)
     assert {s.parent_id for s in tasks} == {root_id}  # the crawl's tree: its root, one span per task attempt
     workers = {s.pid for s in tasks}
     assert len(workers) == 2 and os.getpid() not in workers  # the drain's two forked worker processes
@@ -182,6 +192,31 @@ def test_a_crawl_under_faults_is_one_trace_of_task_trees_whose_outcomes_match_th
     assert {(r["id"], r["status"]) for r in rows} <= final  # each task's last span says what the queue says
 
 
+def _assert_one_client_span_per_fetch(tasks: list[ReceivedSpan], fetches: list[ReceivedSpan], site_url: str) -> None:
+    """Each task span that fetched has one child client span by OpenTelemetry's HTTP client conventions, its
+    status and its error as the task saw them: 5xx answers among them."""
+    by_task = {t.span_id: t for t in tasks}
+    assert all(f.parent_id in by_task and f.kind == SpanKind.CLIENT.value + 1 for f in fetches)  # proto: +1
+    children = Counter(f.parent_id for f in fetches)
+    assert {t.span_id for t in tasks if "book_pipeline.task.fetch_s" in t.attributes} == set(children)
+    assert set(children.values()) == {1}
+    site = urlsplit(site_url)
+    for fetch in fetches:
+        task = by_task[fetch.parent_id]  # type: ignore[index]
+        a = fetch.attributes
+        assert (a["http.request.method"], a["url.full"]) == ("GET", task.attributes["url.full"])
+        assert (a["server.address"], a["server.port"]) == (site.hostname, site.port)
+        status = a.get("http.response.status_code")
+        if task.attributes["book_pipeline.task.outcome"] == "completed":
+            assert status == 200 and "error.type" not in a and not fetch.error
+        elif status is not None and status >= 400:
+            assert a["error.type"] == str(status) and fetch.error
+        elif "error.type" in a:
+            assert ErrorKind(a["error.type"]) and fetch.error
+    statuses = Counter(f.attributes.get("http.response.status_code") for f in fetches)
+    assert statuses[200] and any(s is not None and s >= 500 for s in statuses)
+
+
 def test_the_task_sampler_keeps_every_attempt_that_did_not_complete_and_its_ratio_of_the_rest(
     db: Database, database_url: str, sandbox_factory: Any, receiver: OtlpReceiver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -192,7 +227,11 @@ def test_the_task_sampler_keeps_every_attempt_that_did_not_complete_and_its_rati
     report = finish(database_url, *work(database_url, begin(database_url, config)))
 
     tasks = [s for s in receiver.spans if s.name.startswith("task ")]
-    assert [s.name for s in receiver.spans if not s.name.startswith("task ")] == ["crawl"]
+    fetches = [s for s in receiver.spans if s.name == "GET"]
+    assert [s.name for s in receiver.spans if s not in tasks and s not in fetches] == ["crawl"]
+    # a fetch's span only under a task span that was kept: one for each kept task that fetched
+    fetched = {t.span_id for t in tasks if "book_pipeline.task.fetch_s" in t.attributes}
+    assert sorted(f.parent_id or 0 for f in fetches) == sorted(fetched)
     outcomes = Counter(s.attributes["book_pipeline.task.outcome"] for s in tasks)
     assert outcomes["retried"] == report.run.retries > 0  # every attempt that failed is kept
     rows = db.query("SELECT id, attempts FROM tasks WHERE status = 'completed'")
@@ -227,16 +266,35 @@ def test_a_task_span_is_kept_or_dropped_by_the_sampler_the_sdk_is_told_to_use(
     for task in (done, retried):
         traces.begin(task, None)
         traces.stage(task, tracing.Stage.FETCH)
+    traces.fetched(done, 304, 0.01, None)
     traces.stage(done, tracing.Stage.STORE)
+    traces.fetched(retried, 503, 0.02, ErrorKind.HTTP_5XX)
+    traces.fetched(retried, None, 0.03, ErrorKind.TIMEOUT)  # a second fetch of one attempt: no response came
     traces.failed(retried, ErrorKind.HTTP_5XX, FailOutcome.RETRY)
     traces.end(done, tracing.Outcome.COMPLETED)
     traces.end(retried, tracing.Outcome.ABANDONED)
     traces.flush()
 
     if not kept:
-        assert receiver.spans == []
+        assert receiver.spans == []  # the fetches' spans with their tasks'
         return
-    spans = {s.attributes["book_pipeline.task.id"]: s for s in receiver.spans}
+    spans = {s.attributes["book_pipeline.task.id"]: s for s in receiver.spans if s.name != "GET"}
+    fetches: dict[int | None, list[ReceivedSpan]] = {}
+    for span in sorted((s for s in receiver.spans if s.name == "GET"), key=lambda s: s.duration_ns):
+        fetches.setdefault(span.parent_id, []).append(span)
+    assert set(fetches) == {spans[1].span_id, spans[2].span_id}
+    [ok], [throttled, timed_out] = fetches[spans[1].span_id], fetches[spans[2].span_id]
+    assert ok.attributes == {
+        "http.request.method": "GET",
+        "url.full": done.url,
+        "server.address": "127.0.0.1",
+        "server.port": 9,
+        "http.response.status_code": 304,
+    }
+    assert not ok.error and ok.duration_ns == pytest.approx(0.01e9, rel=1e-3)
+    assert throttled.attributes["http.response.status_code"] == 503 and throttled.attributes["error.type"] == "503"
+    assert throttled.error and timed_out.error and timed_out.attributes["error.type"] == "timeout"
+    assert "http.response.status_code" not in timed_out.attributes
     assert [s.name for s in spans.values()] == ["task detail", "task detail"]
     assert all(s.parent_id is None and s.pid == os.getpid() for s in spans.values())  # no crawl: traces of their own
     assert spans[1].attributes["book_pipeline.task.outcome"] == "completed" and not spans[1].error
@@ -404,3 +462,31 @@ def test_with_traces_off_a_worker_imports_nothing_of_opentelemetry() -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_dagster_runs_crawl_span_carries_the_run_id(
+    db: Database, database_url: str, sandbox: Any, receiver: OtlpReceiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import dagster as dg
+
+    from book_assets.defs.crawl.steps import drain_queue, report_crawl, seed_queue, share_work
+    from book_assets.defs.resources import DatabaseResource, FetcherResource, SchedulingResource, SiteResource
+
+    monkeypatch.setenv("BOOK_PIPELINE_CATEGORIES", "Travel")
+
+    @dg.job(
+        resource_defs={
+            "database": DatabaseResource(url=database_url),
+            "site": SiteResource(base_url=f"{sandbox.url}/", allowed_domains=[sandbox.host]),
+            "fetcher": FetcherResource(fetch_mode="http", workers=1, concurrency=4),
+            "scheduling": SchedulingResource(),
+        }
+    )
+    def crawl_job() -> None:
+        shared, steps = share_work(seed_queue())
+        report_crawl(shared=shared, drained=steps.map(drain_queue).collect())
+
+    result = crawl_job.execute_in_process()
+    assert result.success
+    [root] = [s for s in receiver.spans if s.name == "crawl"]
+    assert root.attributes["book_pipeline.run.id"] == result.run_id

@@ -454,10 +454,13 @@ def test_the_projects_own_pods_have_a_read_only_root_and_write_only_to_their_vol
         assert {e["name"]: e.get("value") for e in container["env"]}["HOME"] == "/tmp", name
 
 
-def test_the_worker_has_startup_readiness_and_liveness_probes_on_its_metrics_port() -> None:
+def test_the_worker_starts_on_its_metrics_port_and_is_ready_and_alive_while_its_health_file_is_fresh() -> None:
     (container,) = worker_deployment()["spec"]["template"]["spec"]["containers"]
-    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
-        assert container[probe]["httpGet"] == {"path": "/metrics", "port": "metrics"}, probe
+    assert container["startupProbe"]["httpGet"] == {"path": "/metrics", "port": "metrics"}
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["BOOK_PIPELINE_HEALTH_FILE"].startswith("/tmp/")  # the writable emptyDir
+    for probe in ("readinessProbe", "livenessProbe"):
+        assert "$BOOK_PIPELINE_HEALTH_FILE" in container[probe]["exec"]["command"][-1], probe
     assert container["livenessProbe"]["failureThreshold"] * container["livenessProbe"]["periodSeconds"] >= 60
 
 

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -19,6 +20,7 @@ from book_assets.db.connection import Database
 from book_assets.db.embedded import free_port
 from book_assets.observe import metrics
 from book_assets.settings import default
+from book_assets.store.lifecycle import last_successful_crawl
 from book_assets_tests.conftest import child_env
 
 
@@ -90,6 +92,33 @@ def test_the_metrics_command_serves_the_queue_on_loopback_until_stopped(db: Data
     finally:
         process.terminate()
         assert process.wait(timeout=30) == 0
+
+
+def _samples(text: str) -> dict[str, float]:
+    """The unlabelled samples of an exposition: name to value."""
+    return {line.split()[0]: float(line.split()[1]) for line in text.splitlines() if line and line[0] != "#"}
+
+
+def test_the_queue_exporter_serves_when_the_latest_successful_crawl_ended(db: Database, database_url: str) -> None:
+    queue = make_queue(db, CrawlConfig.resolve(base_url="https://books.example/"))
+    port = free_port()
+    _served, stop = metrics.serve_queue(
+        queue, "127.0.0.1", port, answer_within_s=30, last_success=lambda: last_successful_crawl(db)
+    )
+    gauge = "book_pipeline_last_successful_crawl_timestamp_seconds"
+    try:
+        assert _samples(_scrape(port))["book_pipeline_queue_up"] == 1 and gauge not in _samples(_scrape(port))
+        db.query(
+            "INSERT INTO crawls (started_at, finished_at, outcome) VALUES"
+            " ('2026-12-01T02:00Z', '2026-12-01T03:00Z', 'decided'),"
+            " ('2026-12-02T02:00Z', '2026-12-02T03:00Z', 'undecided'),"
+            " ('2026-12-03T02:00Z', '2026-12-03T02:10Z', 'abandoned'),"
+            " ('2026-12-04T02:00Z', NULL, NULL) RETURNING id"
+        )
+        decided = datetime(2026, 12, 1, 3, tzinfo=UTC).timestamp()
+        assert _samples(_scrape(port))[gauge] == decided
+    finally:
+        stop()
 
 
 @dataclass

@@ -26,6 +26,7 @@ from book_assets.db.embedded import free_port
 from book_assets.observe import metrics
 from book_assets.queue import FailOutcome
 from book_assets.sandbox import Faults
+from book_assets.settings import default
 from book_assets_tests.crawl.conftest import sandbox_config
 
 #: A bound on waiting for Prometheus, only so a broken set-up fails instead of hanging; never a verdict.
@@ -117,7 +118,9 @@ def test_prometheus_figures_of_a_faulty_crawl_equal_the_databases(
         metrics_final_scrape_s=0,
     )
     queue = make_queue(db, config)
-    _exporter, stop_exporter = metrics.serve_queue(queue, "127.0.0.1", queue_port)
+    _exporter, stop_exporter = metrics.serve_queue(
+        queue, "127.0.0.1", queue_port, answer_within_s=default("queue_metrics_timeout_s")
+    )
     prometheus = Prometheus(
         prometheus_folder, {"workers": f"127.0.0.1:{worker_port}", "queue": f"127.0.0.1:{queue_port}"}
     )

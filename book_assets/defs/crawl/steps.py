@@ -142,7 +142,7 @@ def seed_queue(
             return dg.Output(run, metadata={"requeued": run.requeued})
         if not config.seed:
             return dg.Output(join(url, resolved), metadata={"seeded": False})
-        run = begin(url, resolved)
+        run = begin(url, resolved, run_id=context.run_id)
     assert run.opened is not None
     context.log.info(f"seeded {resolved.base_url}" if run.seeded else f"{resolved.base_url} is already queued")
     return dg.Output(run, metadata={"start_url": resolved.base_url, "created": run.seeded, "crawl": run.opened.id})
