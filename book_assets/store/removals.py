@@ -9,9 +9,13 @@ category's listing was seen whole, so a partial crawl never removes anything it 
   category, depth, next page, "N results" and the cards it showed (:func:`record_listing`);
 * when the crawl reports, a (host, category) counts as complete only if the chain of its pages processed
   since the crawl started runs from a first page (depth 1) through every ``next`` link to a page without one,
-  and the cards on the chain add up to the "N results" the first page shows (:func:`walk_chains`). A failed,
-  pending or never-enqueued page (``max_pages``), a category left out by ``--categories``, a loop, or a
-  listing that changed while it was read (the count disagrees) all leave the category undecided;
+  and the cards on the chain add up to the "N results" every page of it shows (:func:`walk_chains`). A failed,
+  pending or never-enqueued page (``max_pages``), a category left out by ``--categories``, a loop, a first
+  page without a result count, or a listing that changed while it was read (the counts disagree) all leave
+  the category undecided;
+* only a page that proved itself the listing its task asked for is recorded: a page with no card and no
+  result count (a 200 error page in the site's template) or one of another category or another place in the
+  chain fails its task instead (:func:`~book_assets.crawl.discovery.check_listing`), leaving a gap;
 * only books whose category and host are complete, and whose URL no listing page of this crawl showed, are
   marked removed; books of other hosts or categories are never touched.
 
@@ -120,11 +124,15 @@ def walk_chains(pages: Iterable[ListedPage]) -> dict[tuple[str, str], str | None
 
 
 def _chain_gap(first: ListedPage, by_url: dict[str, ListedPage]) -> str | None:
+    if first.result_count is None:
+        return f"{first.url} shows no result count"
     seen: set[str] = set()
     page, cards = first, 0
     while True:
         if page.category != first.category:
             return f"{page.url} lists {page.category!r}"
+        if page.result_count is not None and page.result_count != first.result_count:
+            return f"{page.url} shows {page.result_count} results, its first page {first.result_count}"
         seen.add(page.url)
         cards += page.cards
         if page.next_url is None:

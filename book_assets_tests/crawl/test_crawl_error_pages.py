@@ -37,7 +37,7 @@ def test_a_200_error_page_on_a_category_listing_fails_it_with_a_kind_and_marks_n
 
     assert server.stats().responses[TRAVEL] == [200, 200]
     assert db.query("SELECT count(*) AS n FROM books WHERE removed_at IS NOT NULL")[0]["n"] == 0
-    assert db.query("SELECT count(*) AS n FROM book_presence WHERE change = 'removed'")[0]["n"] == 0
+    assert db.query("SELECT count(*) AS n FROM book_presence WHERE event = 'removed'")[0]["n"] == 0
     task = db.query(
         "SELECT status, error_kind FROM tasks WHERE payload->>'url' = %s AND status = 'failed'",
         (server.url_for(TRAVEL),),
