@@ -99,8 +99,9 @@ def check_listing(payload: dict[str, Any], page: ListingPage, outcome: ListingOu
         raise NotAListingPage(f"page {number} of its chain shows {shows}")
     if payload.get("start") and not outcome.tasks:
         raise NotAListingPage(
-            f"the start page links no category and lists no book this crawl follows "
-            f"({len(page.category_links)} category links, {len(page.cards)} cards, {outcome.offsite_skipped} off-site)"
+            f"a start page with nothing to follow: none of its {len(page.category_links)} category links and "
+            f"{len(page.cards)} book cards is on an allowed host and among the categories asked for"
+            + (f" ({outcome.offsite_skipped} off-site)" if outcome.offsite_skipped else "")
         )
 
 

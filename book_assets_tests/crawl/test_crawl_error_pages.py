@@ -84,7 +84,21 @@ def test_a_start_page_that_is_no_listing_fails_the_dagster_crawl(
     with dg.DagsterInstance.ephemeral() as instance:
         result = dg.materialize([crawl_asset], instance=instance, resources=resources, raise_on_error=False)
     assert not result.success
-    failures = [e for e in result.all_events if e.is_step_failure]
-    assert failures, [e.event_type_value for e in result.all_events]
-    message = str(failures[0].step_failure_data.error)
-    assert f"the start page {server.url}/ yielded nothing: not_a_listing_page" in message, message
+    (failure,) = [e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE]
+    error = failure.step_failure_data.user_failure_data
+    assert error is not None and error.description is not None
+    assert error.description.startswith(f"the start page {server.url}/ yielded nothing: not_a_listing_page: ")
+    assert result.get_asset_materialization_events() == []
+
+
+def test_a_start_page_whose_links_are_all_filtered_out_fails_the_crawl_naming_why(
+    db: Database, database_url: str, sandbox_factory: Any
+) -> None:
+    server = sandbox_factory()
+    report = crawl(database_url, sandbox_config(server.url, categories=("Cookery",)))  # no such category
+    assert report.failure is not None
+    assert report.failure.startswith(
+        f"the start page {server.url} yielded nothing: not_a_listing_page: a start page with nothing to follow: "
+        "none of its 50 category links and 20 book cards"
+    ), report.failure
+    assert f"RUN FAILED: {report.failure}" in report.summary_lines()
