@@ -16,6 +16,7 @@ from book_assets.crawl.pipeline import crawl
 from book_assets.db.connection import Database
 from book_assets.defs.crawl.assets import crawl as crawl_asset
 from book_assets.defs.resources import DatabaseResource, FetcherResource, SchedulingResource, SiteResource
+from book_assets.sandbox.catalogue import Catalogue
 from book_assets.sandbox.faults import Faults
 from book_assets_tests.conftest import child_env
 from book_assets_tests.crawl.conftest import sandbox_config
@@ -25,28 +26,33 @@ CATEGORIES = ("Travel", "Poetry")
 START = ("/", "/index.html")
 
 
+@pytest.mark.parametrize("mode", ["http", pytest.param("browser", marks=pytest.mark.browser)])
 def test_a_200_error_page_on_a_category_listing_fails_it_with_a_kind_and_marks_none_of_its_books_removed(
-    db: Database, database_url: str, sandbox_factory: Any
+    db: Database, database_url: str, sandbox_factory: Any, mode: str
 ) -> None:
-    server = sandbox_factory(faults=Faults(scripted={TRAVEL: ["serve", "error_page"]}))
-    config = sandbox_config(server.url, categories=CATEGORIES)
+    poetry_book = sorted(p for p, b in Catalogue().ground_truth().items() if b.category == "Poetry")[0]
+    # Served whole on the first crawl, then an error page for every request (a render asks again in browser mode).
+    script = ["serve", *["error_page"] * 5]
+    server = sandbox_factory(faults=Faults(scripted={TRAVEL: script, poetry_book: script}))
+    config = sandbox_config(server.url, mode=mode, categories=CATEGORIES)
     first = crawl(database_url, config)
     assert first.failed_by_reason == {} and first.counts["total"] == 30
 
     report = crawl(database_url, config)
 
-    assert server.stats().responses[TRAVEL] == [200, 200]
+    assert set(server.stats().responses[TRAVEL]) == {200}
     assert db.query("SELECT count(*) AS n FROM books WHERE removed_at IS NOT NULL")[0]["n"] == 0
     assert db.query("SELECT count(*) AS n FROM book_presence WHERE event = 'removed'")[0]["n"] == 0
-    task = db.query(
-        "SELECT status, error_kind FROM tasks WHERE payload->>'url' = %s AND status = 'failed'",
-        (server.url_for(TRAVEL),),
-    )
-    assert task == [{"status": "failed", "error_kind": "not_a_listing_page"}]
-    assert report.failed_by_reason == {"not_a_listing_page": 1}
+    failed = db.query("SELECT payload->>'url' AS url, error_kind FROM tasks WHERE status = 'failed'")
+    assert {r["url"]: r["error_kind"] for r in failed} == {
+        server.url_for(TRAVEL): "not_a_listing_page",
+        server.url_for(poetry_book): "not_a_book_page",
+    }
+    assert report.failed_by_reason == {"not_a_listing_page": 1, "not_a_book_page": 1}
     lines = report.summary_lines()
     assert any(line.split() == ["failed", "1", "not_a_listing_page"] for line in lines), lines
     assert report.removals is not None and report.removals.complete == 1  # Poetry's listing proved itself
+    assert db.query("SELECT max(version) AS v FROM books")[0]["v"] == 1  # the error page stored over no book
 
 
 @pytest.mark.parametrize("fault", ["maintenance", "error_page"])
