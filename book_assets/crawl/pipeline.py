@@ -547,7 +547,7 @@ def settle_removals(db: Database, queue: TaskQueue, run: CrawlRun) -> Removals:
     left = queue.outstanding((LISTING,))
     if left:
         return Removals(decided=False, reason=f"{left} listing pages still queued; the crawl stays open")
-    return settle(db, run.opened)
+    return settle(db, run.opened, categories=run.config.categories)
 
 
 def prune_finished(queue: TaskQueue, config: CrawlConfig) -> int:

@@ -52,6 +52,9 @@ def test_a_200_error_page_on_a_category_listing_fails_it_with_a_kind_and_marks_n
     lines = report.summary_lines()
     assert any(line.split() == ["failed", "1", "not_a_listing_page"] for line in lines), lines
     assert report.removals is not None and report.removals.complete == 1  # Poetry's listing proved itself
+    host = server.url.removeprefix("http://")
+    unreached = f"not decided in 1 whose first listing page did not complete (Travel ({host})), 48 not crawled"
+    assert report.removals.line().endswith(unreached) and report.removals.line() in lines
     assert db.query("SELECT max(version) AS v FROM books")[0]["v"] == 1  # the error page stored over no book
 
 
