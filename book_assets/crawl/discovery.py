@@ -18,9 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from book_assets.categories import is_one_of
+from book_assets.categories import is_one_of, slugify
 from book_assets.crawl.config import DETAIL, DETAIL_PRIORITY, LISTING, LISTING_PRIORITY, CrawlConfig
 from book_assets.queue import NewTask
+from book_assets.scraper.errors import NotAListingPage
 from book_assets.scraper.fetching import host_allowed
 from book_assets.scraper.models import ListingPage
 from book_assets.urls import canonical_url, without_query_params
@@ -88,6 +89,8 @@ def listing_tasks(payload: dict[str, Any], page: ListingPage, config: CrawlConfi
     if page.next_url and depth < config.max_pages:
         if host_allowed(page.next_url, config.allowed_domains):
             nxt = {"url": _link(page.next_url, drop), "depth": depth + 1, "category": category}
+            if page.page_number is not None:  # the page its "next" link promises, for check_listing
+                nxt["page"] = page.page_number + 1
             following = NewTask(LISTING, nxt, LISTING_PRIORITY)
             if _too_long(following, config):
                 outcome.too_long.append(following)
@@ -142,6 +145,34 @@ def refused_links(
         )
         refused.append((NewTask(task.task_type, payload, task.priority, task.group), error))
     return refused
+
+
+def check_listing(payload: dict[str, Any], page: ListingPage, outcome: ListingOutcome) -> None:
+    """Refuse a listing page that is not the one its task asked for, or a start page that yields nothing.
+
+    A parsed page is a listing (:func:`~book_assets.scraper.parsers.parse_listing`); this checks that it is
+    *this* listing: a category's page shows that category (its heading under Home > Books), a page reached by
+    a "next" link shows the number that link promised, and a start page yields a category or a book to
+    follow. Only a page that passes is recorded, so a category's removals are decided only from pages that
+    were what their task expected (:mod:`book_assets.store.removals`).
+
+    Raises:
+        NotAListingPage: the page disagrees with its task (its task fails with that kind, recording nothing).
+    """
+    expected = payload.get("category")
+    if expected is not None and (page.category is None or slugify(page.category) != slugify(str(expected))):
+        shows = f"category {page.category!r}" if page.category else "no category heading"
+        raise NotAListingPage(f"a listing of {expected!r} shows {shows}")
+    number = payload.get("page")
+    if number is not None and page.page_number != int(number):
+        shows = f"page {page.page_number}" if page.page_number is not None else "no page number"
+        raise NotAListingPage(f"page {number} of its chain shows {shows}")
+    if payload.get("start") and not outcome.tasks and outcome.next is None:
+        raise NotAListingPage(
+            f"a start page with nothing to follow: none of its {len(page.category_links)} category links and "
+            f"{len(page.cards)} book cards is on an allowed host and among the categories asked for"
+            + (f" ({outcome.offsite_skipped} off-site)" if outcome.offsite_skipped else "")
+        )
 
 
 def listing_record(

@@ -131,12 +131,17 @@ class CrawlReport:
     fields: FieldJudgement | None = None
     #: Listing chains this run cut at ``max_pages``, their next page not followed.
     chains_cut: int = 0
+    #: The error of the start page when it yielded nothing: the run opened a crawl and completed no listing page.
+    start_failure: str | None = None
 
     @property
     def failure(self) -> str | None:
-        """Why this run failed though it ran to its end, or None: every task it worked on failed, or every book
-        page did (a site that answers only errors must end as a failed run, never pass as a crawl)."""
+        """Why this run failed though it ran to its end, or None: its start page yielded nothing, every task it
+        worked on failed, or every book page did (a site that answers only errors, or a start page that is a
+        maintenance page, must end as a failed run, never pass as a crawl)."""
         run = self.run
+        if self.start_failure is not None:
+            return f"the start page {self.config.base_url} yielded nothing: {self.start_failure}"
         if run.failed and not run.pages:
             return f"every task this run worked on failed ({run.failed}): nothing was stored"
         if run.failed_details and not run.detail_pages:
@@ -504,11 +509,12 @@ def read_report(
 ) -> CrawlReport:
     """What the run did, every count read from the database (removals and pruning are the steps after)."""
     config = run.config
+    figures = RunFigures.read(db, queue, run.since)
     return CrawlReport(
         config=config,
         stats=stats,
         counts=book_counts(db),
-        run=RunFigures.read(db, queue, run.since),
+        run=figures,
         failed_by_reason=queue.failed_kinds_since(run.since),
         seeded=run.seeded,
         requeued=run.requeued,
@@ -521,7 +527,21 @@ def read_report(
         politeness=[p for d in politeness_domains(config) if (p := queue.domain_policy(d))],
         crawl_id=run.opened.id if run.opened is not None else None,
         chains_cut=chains_cut_since(db, run.since, config.max_pages),
+        start_failure=start_failure(queue, run, figures),
     )
+
+
+def start_failure(queue: TaskQueue, run: CrawlRun, figures: RunFigures) -> str | None:
+    """The start page's error when it yielded nothing, else None.
+
+    A run that opened a crawl and completed no listing page did not get past its start page (nothing else is
+    queued before it completes), so its listing failures are the start page's: fetched and refused (a
+    maintenance page, a start page that links nothing to follow) or never fetched (its retries ran out).
+    """
+    if run.opened is None or run.retrying or figures.listing_pages:
+        return None
+    errors = queue.failures_since(run.since, LISTING, [str(kind) for kind in ErrorKind])
+    return errors[0][1] if errors else None
 
 
 def settle_removals(db: Database, queue: TaskQueue, run: CrawlRun) -> Removals:
@@ -538,7 +558,7 @@ def settle_removals(db: Database, queue: TaskQueue, run: CrawlRun) -> Removals:
     left = queue.outstanding((LISTING,))
     if left:
         return Removals(decided=False, reason=f"{left} listing pages still queued; the crawl stays open")
-    return settle(db, run.opened)
+    return settle(db, run.opened, categories=run.config.categories)
 
 
 def prune_finished(queue: TaskQueue, config: CrawlConfig) -> int:

@@ -38,7 +38,14 @@ from typing import Any, TypeVar
 from book_assets.archive.writer import ArchiveWriter
 from book_assets.crawl.autoscale import Autoscaler, LoadMonitor
 from book_assets.crawl.config import DETAIL, LISTING, TASK_TYPES, CrawlConfig, make_queue
-from book_assets.crawl.discovery import ListingTrap, follow_chain, listing_record, listing_tasks, refused_links
+from book_assets.crawl.discovery import (
+    ListingTrap,
+    check_listing,
+    follow_chain,
+    listing_record,
+    listing_tasks,
+    refused_links,
+)
 from book_assets.crawl.events import (
     Claimed,
     Claiming,
@@ -517,6 +524,7 @@ class Worker:
         self._emit(StageEntered(task, Stage.PARSE))
         page = parse_listing(fetched.html, fetched.final_url)
         outcome = listing_tasks(task.payload, page, self.config)
+        check_listing(task.payload, page, outcome)
         self._emit(StageEntered(task, Stage.STORE))
         created = await self._db(self.queue.enqueue_many, outcome.tasks) if outcome.tasks else []
         url = str(task.payload["url"])

@@ -34,6 +34,9 @@ class Action(enum.Enum):
     SOFT_BLOCK_CHALLENGE = "soft_block_challenge"  # a Cloudflare-style "Attention Required!" block page
     SOFT_BLOCK_LOGIN = "soft_block_login"  # a "Please log in" wall in the site's chrome
     SOFT_BLOCK_EMPTY = "soft_block_empty"  # an empty body
+    # A 200 in the site's own template that is no page of the catalogue (see ``pages.render_notice``).
+    ERROR_PAGE = "error_page"  # "Something went wrong": a server error the site renders as a 200
+    MAINTENANCE = "maintenance"  # "Down for maintenance": the whole site's holding page
 
     @property
     def is_soft_block(self) -> bool:
@@ -63,6 +66,8 @@ SCRIPT_NAMES: dict[str, Action] = {
     "challenge": Action.SOFT_BLOCK_CHALLENGE,
     "login": Action.SOFT_BLOCK_LOGIN,
     "empty": Action.SOFT_BLOCK_EMPTY,
+    "error_page": Action.ERROR_PAGE,
+    "maintenance": Action.MAINTENANCE,
     **{action.value: action for action in SOFT_BLOCKS},
 }
 
@@ -113,8 +118,10 @@ class Faults:
         scripted: per-path steps consumed in order, e.g. ``{"/catalogue/x_1/index.html": [503, 503]}``:
             the first two requests for that path get 503, later ones are served normally (subject to the
             probabilities). Steps are status codes (404, 500, 503, 429, 304, 200) or names ("reset", "hang",
-            "truncate", "bomb", "serve", "soft_block" or "challenge", "login", "empty"); 304 answers Not
-            Modified whatever the request's validators. Resetting the stats restarts the scripts.
+            "truncate", "bomb", "serve", "soft_block" or "challenge", "login", "empty", "error_page",
+            "maintenance"); 304 answers Not Modified whatever the request's validators; "error_page" and
+            "maintenance" are 200s in the site's template that are no page of the catalogue (scripted only).
+            Resetting the stats restarts the scripts.
         max_connections: cap on simultaneously open client connections (``None``: no cap).
         over_capacity: what happens to a connection beyond the cap: ``"wait"`` (it is accepted by the
             kernel but not read until a slot frees up; idle keep-alive connections are closed after

@@ -576,6 +576,44 @@ def render_login_wall(path: str) -> str:
     )
 
 
+def render_notice(path: str, title: str, heading: str, message: str) -> str:
+    """A page of the site's chrome served at ``path`` that is no page of the catalogue: a heading and a message,
+    breadcrumb Home > ``title``, no product, no listing, no result count (Oscar's error and maintenance pages)."""
+    prefix = "../" * max(0, path.count("/") - 1)
+    return (
+        _head(prefix, title, "")
+        + _breadcrumb([("Home", f"{prefix}index.html"), (title, None)])
+        + f"""
+<div class="page-header action">
+    <h1>{escape(heading)}</h1>
+</div>
+
+<div id="messages">
+</div>
+
+<p>{escape(message)}</p>
+
+            </div><!-- /page_inner -->
+        </div><!-- /container-fluid -->
+"""
+        + _foot(prefix)
+    )
+
+
+def render_error_page(path: str) -> str:
+    """A server error rendered by the site as a 200 in its own template."""
+    return render_notice(
+        path, "Server error", "Something went wrong", "We're sorry, but an error occurred. Please try again later."
+    )
+
+
+def render_maintenance_page(path: str) -> str:
+    """The site's holding page while it is down for maintenance, served as a 200."""
+    return render_notice(
+        path, "Down for maintenance", "We'll be back soon", "The shop is down for scheduled maintenance."
+    )
+
+
 NOT_FOUND_HTML = (
     "<html>\r\n<head><title>404 Not Found</title></head>\r\n<body>\r\n"
     "<center><h1>404 Not Found</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n"

@@ -33,7 +33,7 @@ from urllib.parse import parse_qs
 from book_assets.sandbox.bomb import gzip_bomb
 from book_assets.sandbox.catalogue import BOOK_COUNT, CATEGORY_COUNT, Catalogue
 from book_assets.sandbox.faults import NO_FAULTS, Action, Faults
-from book_assets.sandbox.pages import Site, error_html
+from book_assets.sandbox.pages import Site, error_html, render_error_page, render_maintenance_page
 from book_assets.sandbox.redesign import Redesign, parse_changes
 from book_assets.sandbox.softblock import ray_id, soft_block_body
 
@@ -412,6 +412,10 @@ class SandboxApp:
                 host = request.get("host") or f"{self.host}:{self.port}"
                 body = soft_block_body(action, path, host, ray_id(self.seed, path, n))
                 respond(200, body, soft_block=action, head_only=method == "HEAD")
+                return True
+            if action is Action.ERROR_PAGE or action is Action.MAINTENANCE:  # a 200 that is no catalogue page
+                render = render_error_page if action is Action.ERROR_PAGE else render_maintenance_page
+                respond(200, render(path).encode("utf-8"), head_only=method == "HEAD")
                 return True
             if method not in ("GET", "HEAD"):
                 respond(405, error_html(405, "Not Allowed"), head_only=False)

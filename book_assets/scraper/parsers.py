@@ -13,6 +13,7 @@ field contract (:class:`ContractViolation` naming the fields if not); neither is
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 from urllib.parse import urljoin, urlsplit
@@ -174,23 +175,70 @@ def _result_numbers(tree: LexborHTMLParser) -> tuple[int | None, int | None, int
     return numbers[0], None, None
 
 
+@dataclass(frozen=True)
+class _Shown:
+    """What a listing page shows about itself, for :func:`_listing_problem`."""
+
+    cards: int
+    result_count: int | None
+    first: int | None
+    last: int | None
+    page_number: int | None
+    page_count: int | None
+    has_next: bool
+
+
+def _listing_problem(shown: _Shown) -> str | None:
+    """Why a listing page disagrees with itself, or None when its cards, "N results - showing X to Y" and
+    "Page N of M" tell one story.
+
+    The site (Django Oscar) shows the range and the pager only when the listing has more than one page, so a
+    page that shows neither holds all of its results.
+    """
+    cards, results, first, last = shown.cards, shown.result_count, shown.first, shown.last
+    number, count = shown.page_number, shown.page_count
+    if first is not None and last is not None:
+        if last - first + 1 != cards:
+            return f"shows results {first}-{last} but has {cards} cards (truncated?)"
+        if first < 1 or (results is not None and last > results):
+            return f"shows results {first}-{last} of {results}"
+    if results is not None and cards > results:
+        return f"has {cards} cards but shows {results} results"
+    if results and not cards:
+        return f"shows {results} results but no book card"
+    if results is not None and first is None and number is None and cards != results:
+        return f"a single page of {results} results with {cards} cards (truncated?)"
+    if number is not None and count is not None:
+        if not 1 <= number <= count:
+            return f"shows page {number} of {count}"
+        if number < count and not shown.has_next:
+            return f"page {number} of {count} has no next link (truncated?)"
+    return None
+
+
 def parse_listing(html: str, url: str) -> ListingPage:
     """Parse a listing page (root, ``catalogue/page-N.html``, category page) into a ``ListingPage``.
 
-    Cross-checks guard against storing a truncated page as if it were complete: the number of cards must
-    match the "showing X to Y" range when shown, and a page that is not the last ("Page 2 of 50") must
-    have a next link.
+    A page is a listing only when it proves itself one, by what only a listing shows: book cards, or an
+    explicit result count ("0 results" is an empty listing). A page in the site's own template without
+    either (a 200 "Something went wrong", a maintenance page, a login wall) is not an empty listing: read as
+    one, it would tell the crawl that its category has no books left. What the page shows must then agree
+    with itself (:func:`_listing_problem`), so a page cut short or assembled wrong is never stored as whole.
+    Whether it is the listing its task asked for (its category, its place in the chain) is the crawl's to
+    judge (:func:`~book_assets.crawl.discovery.check_listing`).
 
     Raises:
-        NotAListingPage: not a listing (book page, error page, garbage) or visibly incomplete.
+        NotAListingPage: not a listing (book page, error or notice page, garbage) or visibly incomplete.
     """
     tree = LexborHTMLParser(html)
     if tree.css_first("article.product_page") is not None:
         raise NotAListingPage("is a book page")
     articles = tree.css("ol.row article.product_pod") or tree.css("article.product_pod")
-    heading = tree.css_first("div.page-header h1")
-    if not articles and heading is None:
-        raise NotAListingPage("no book cards and no page header")
+    result_count, first, last = _result_numbers(tree)
+    if not articles and result_count is None:
+        heading = _text(tree.css_first("div.page-header h1")) or _text(tree.css_first("title")) or ""
+        named = f" (heading {collapse_ws(heading)[:80]!r})" if heading else ""
+        raise NotAListingPage(f"no book cards and no result count{named}")
     cards = [_parse_card(article, url) for article in articles]
 
     page_number = page_count = None
@@ -204,11 +252,10 @@ def parse_listing(html: str, url: str) -> ListingPage:
     next_href = (next_link.attributes.get("href") or "").strip() if next_link is not None else ""
     next_url = resolve_link(url, next_href) if next_href else None
 
-    result_count, first, last = _result_numbers(tree)
-    if first is not None and last is not None and last - first + 1 != len(cards):
-        raise NotAListingPage(f"shows results {first}-{last} but has {len(cards)} cards (truncated?)")
-    if page_number is not None and page_count is not None and page_number < page_count and next_url is None:
-        raise NotAListingPage(f"page {page_number} of {page_count} has no next link (truncated?)")
+    shown = _Shown(len(cards), result_count, first, last, page_number, page_count, next_url is not None)
+    problem = _listing_problem(shown)
+    if problem is not None:
+        raise NotAListingPage(problem)
 
     return ListingPage(
         url=url,

@@ -9,9 +9,13 @@ category's listing was seen whole, so a partial crawl never removes anything it 
   category, depth, next page, "N results" and the cards it showed (:func:`record_listing`);
 * when the crawl reports, a (host, category) counts as complete only if the chain of its pages processed
   since the crawl started runs from a first page (depth 1) through every ``next`` link to a page without one,
-  and the cards on the chain add up to the "N results" the first page shows (:func:`walk_chains`). A failed,
-  pending or never-enqueued page (``max_pages``), a category left out by ``--categories``, a loop, or a
-  listing that changed while it was read (the count disagrees) all leave the category undecided;
+  and the cards on the chain add up to the "N results" every page of it shows (:func:`walk_chains`). A failed,
+  pending or never-enqueued page (``max_pages``), a category left out by ``--categories``, a loop, a first
+  page without a result count, or a listing that changed while it was read (the counts disagree) all leave
+  the category undecided;
+* only a page that proved itself the listing its task asked for is recorded: a page with no card and no
+  result count (a 200 error page in the site's template) or one of another category or another place in the
+  chain fails its task instead (:func:`~book_assets.crawl.discovery.check_listing`), leaving a gap;
 * only books whose category and host are complete, and whose URL no listing page of this crawl showed, are
   marked removed; books of other hosts or categories are never touched.
 
@@ -24,12 +28,13 @@ drain-only run, perhaps on another host while the crawl's own run is still at wo
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
+from book_assets.categories import is_one_of
 from book_assets.db.connection import Cursor, Database
 from book_assets.sql import load_queries
 from book_assets.store.lifecycle import OpenCrawl
@@ -66,8 +71,11 @@ class Removals:
     incomplete: tuple[str, ...] = ()
     #: Why nothing was decided, when ``decided`` is false.
     reason: str = ""
-    #: Categories the start page linked that no listing page of this crawl listed (filtered out or unreached).
+    #: Categories the start page linked that no listing page of this crawl listed and the crawl did not ask for.
     not_crawled: int = 0
+    #: ``"category (host)"`` of each category the crawl asked for whose first listing page did not complete
+    #: (it failed, as an error page in the site's template does, or is still pending).
+    unreached: tuple[str, ...] = ()
 
     def line(self) -> str:
         """The crawl summary's line about removals."""
@@ -81,6 +89,9 @@ class Removals:
         if self.incomplete:
             shown = "; ".join(self.incomplete[:3]) + ("; ..." if len(self.incomplete) > 3 else "")
             skipped.append(f"{len(self.incomplete)} with incomplete listings ({shown})")
+        if self.unreached:
+            shown = "; ".join(self.unreached[:3]) + ("; ..." if len(self.unreached) > 3 else "")
+            skipped.append(f"{len(self.unreached)} whose first listing page did not complete ({shown})")
         if self.not_crawled:
             skipped.append(f"{self.not_crawled} not crawled")
         if skipped:
@@ -125,11 +136,15 @@ def walk_chains(pages: Iterable[ListedPage]) -> dict[tuple[str, str], str | None
 
 
 def _chain_gap(first: ListedPage, by_url: dict[str, ListedPage]) -> str | None:
+    if first.result_count is None:
+        return f"{first.url} shows no result count"
     seen: set[str] = set()
     page, cards = first, 0
     while True:
         if page.category != first.category:
             return f"{page.url} lists {page.category!r}"
+        if page.result_count is not None and page.result_count != first.result_count:
+            return f"{page.url} shows {page.result_count} results, its first page {first.result_count}"
         seen.add(page.url)
         cards += page.cards
         if page.next_url is None:
@@ -145,10 +160,18 @@ def _chain_gap(first: ListedPage, by_url: dict[str, ListedPage]) -> str | None:
     return None
 
 
-def settle(db: Database, crawl: OpenCrawl | None, *, undecided: str | None = None) -> Removals:
+def settle(
+    db: Database,
+    crawl: OpenCrawl | None,
+    *,
+    undecided: str | None = None,
+    categories: Collection[str] | None = None,
+) -> Removals:
     """End ``crawl``: mark back the removed books its listings show, mark removed the books they no longer show.
 
     ``undecided`` gives the reason to decide no removals (books listed again are still marked back).
+    ``categories`` are those the crawl asked for (None: every one), to tell a linked category whose listing
+    did not complete from one left out.
     Idempotent: a crawl already closed reports what it decided; an abandoned one (a later crawl began before
     it reported) decides nothing.
     """
@@ -159,10 +182,12 @@ def settle(db: Database, crawl: OpenCrawl | None, *, undecided: str | None = Non
     complete = sorted(key for key, gap in verdicts.items() if gap is None)
     incomplete = tuple(f"{cat} ({host}): {gap}" for (host, cat), gap in sorted(verdicts.items()) if gap)
     linked = {(p.host, name) for p in pages for name in p.sidebar}
-    not_crawled = len(linked - set(verdicts))
+    missing = linked - set(verdicts)
+    unreached = tuple(sorted(f"{name} ({host})" for host, name in missing if is_one_of(name, categories)))
+    not_crawled = len(missing) - len(unreached)
     if undecided is None and not complete:
         undecided = "no category's listing pages all completed in this crawl"
-    verdict = _Verdict(tuple(h for h, _ in complete), tuple(c for _, c in complete), incomplete, not_crawled)
+    verdict = _Verdict(tuple(h for h, _ in complete), tuple(c for _, c in complete), incomplete, not_crawled, unreached)
     return db.run(lambda cur: _close(cur, crawl, verdict, undecided))
 
 
@@ -174,6 +199,7 @@ class _Verdict:
     categories: tuple[str, ...]
     incomplete: tuple[str, ...]
     not_crawled: int
+    unreached: tuple[str, ...]
 
 
 def _close(cur: Cursor, crawl: OpenCrawl, verdict: _Verdict, undecided: str | None) -> Removals:
@@ -217,6 +243,7 @@ def _close(cur: Cursor, crawl: OpenCrawl, verdict: _Verdict, undecided: str | No
         complete=len(verdict.categories),
         incomplete=verdict.incomplete,
         not_crawled=verdict.not_crawled,
+        unreached=verdict.unreached,
     )
 
 

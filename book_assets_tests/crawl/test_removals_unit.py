@@ -30,7 +30,7 @@ def test_every_page_from_the_first_to_the_last_is_complete() -> None:
 
 
 def test_a_missing_middle_page_leaves_the_category_incomplete() -> None:
-    verdict = walk_chains([page(1, last=3), page(3, last=3)])[KEY]
+    verdict = walk_chains([page(1, last=3, results=45), page(3, last=3)])[KEY]
     assert verdict is not None and "page-2.html not completed" in verdict
 
 
@@ -47,15 +47,24 @@ def test_cards_that_disagree_with_the_results_shown_are_incomplete() -> None:
     assert verdict == "40 cards on its pages but 41 results shown"
 
 
+def test_a_first_page_without_a_result_count_is_incomplete() -> None:
+    assert walk_chains([page(1, last=1)])[KEY] == f"{BASE}/index.html shows no result count"
+
+
+def test_a_page_whose_result_count_differs_from_the_first_pages_is_incomplete() -> None:
+    verdict = walk_chains([page(1, last=2, results=40), page(2, last=2, results=39)])[KEY]
+    assert verdict == f"{BASE}/page-2.html shows 39 results, its first page 40"
+
+
 def test_a_loop_is_incomplete() -> None:
-    first = page(1, last=2)
+    first = page(1, last=2, results=40)
     looping = ListedPage(url=f"{BASE}/page-2.html", category="Travel", depth=2, next_url=first.url, cards=20)
     verdict = walk_chains([first, looping])[KEY]
     assert verdict is not None and "loops" in verdict
 
 
 def test_a_page_of_another_category_breaks_the_chain() -> None:
-    verdict = walk_chains([page(1, last=2), page(2, last=2, category="Poetry")])[KEY]
+    verdict = walk_chains([page(1, last=2, results=40), page(2, last=2, category="Poetry")])[KEY]
     assert verdict is not None and "Poetry" in verdict
 
 
@@ -66,7 +75,7 @@ def test_start_pages_and_pages_without_a_category_give_no_verdict() -> None:
 
 def test_hosts_are_judged_apart() -> None:
     other = ListedPage(url="http://other.test/travel/index.html", category="Travel", depth=1, next_url="http://x/2")
-    verdicts = walk_chains([page(1, last=1), other])
+    verdicts = walk_chains([page(1, last=1, results=20), other])
     assert verdicts[KEY] is None and verdicts[("other.test", "Travel")] is not None
 
 

@@ -141,6 +141,23 @@ def test_scripted_failures_then_success_and_reset_restarts_them(sandbox_factory:
         assert client.get(path).status_code == 503
 
 
+def test_error_and_maintenance_pages_are_200s_in_the_site_template_with_no_catalogue_content(
+    sandbox_factory: SandboxFactory,
+) -> None:
+    path = "/catalogue/category/books/travel_2/index.html"
+    server = sandbox_factory(faults=Faults(scripted={path: ["error_page", "maintenance"]}))
+    with httpx.Client(base_url=server.url, timeout=10) as client:
+        error, maintenance, page = (client.get(path) for _ in range(3))
+    assert [r.status_code for r in (error, maintenance, page)] == [200, 200, 200]
+    assert "<h1>Something went wrong</h1>" in error.text and "<h1>We&#39;ll be back soon</h1>" in maintenance.text
+    for notice in (error, maintenance):
+        assert '<header class="header container-fluid">' in notice.text and 'class="breadcrumb"' in notice.text
+        assert "product_pod" not in notice.text and "form-horizontal" not in notice.text
+        assert 'href="../../../../index.html"' in notice.text  # the chrome's links resolve from where it is served
+    assert "product_pod" in page.text
+    assert server.stats().responses[path] == [200, 200, 200]
+
+
 def test_latency_delays_each_page(sandbox_factory: SandboxFactory) -> None:
     server = sandbox_factory(faults=Faults(latency_s=0.3))
     started = time.monotonic()

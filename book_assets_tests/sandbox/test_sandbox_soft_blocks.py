@@ -12,6 +12,7 @@ from selectolax.lexbor import LexborHTMLParser as HTMLParser
 from book_assets.sandbox import Action, Faults
 from book_assets.sandbox.faults import SOFT_BLOCKS
 from book_assets.sandbox.testing import SandboxFactory
+from book_assets.scraper.errors import NotAListingPage
 from book_assets.scraper.parsers import parse_listing
 
 PATHS = [f"/catalogue/book-{i}_{i}/index.html" for i in range(6000)]
@@ -133,18 +134,15 @@ def test_a_burst_of_soft_blocks_can_be_switched_on_at_runtime(sandbox_factory: S
     assert "product_pod" in after.text
 
 
-def test_the_login_wall_reaches_the_current_listing_parser_as_an_empty_last_page(
-    sandbox_factory: SandboxFactory,
-) -> None:
-    """The sandbox's login wall, served for a listing page, gets past ``parse_listing`` as a page with no books
-    and no next link: it carries the site's page header. This records what the current parser reads, so a
-    fix elsewhere shows up as this test changing; it does not say that reading an empty listing is right."""
+def test_the_login_wall_is_not_a_listing_to_the_parser(sandbox_factory: SandboxFactory) -> None:
+    """The sandbox's login wall, served for a listing page, carries the site's page header but no book card and
+    no result count: the parser refuses it rather than read an empty last page."""
     path = "/catalogue/page-2.html"
     server = sandbox_factory(faults=Faults(scripted={path: ["login"]}))
     url = server.url_for(path)
 
-    wall = parse_listing(httpx.get(url, timeout=10).text, url)
+    with pytest.raises(NotAListingPage, match="no book cards and no result count"):
+        parse_listing(httpx.get(url, timeout=10).text, url)
     page = parse_listing(httpx.get(url, timeout=10).text, url)
 
-    assert (len(wall.cards), wall.next_url, wall.page_count) == (0, None, None)
     assert (len(page.cards), page.page_count) == (20, server.catalogue.page_count)

@@ -136,6 +136,68 @@ def test_listing_that_lost_its_next_link_is_rejected() -> None:
         parse_listing(html, MYSTERY)
 
 
+def notice_page(heading: str, *, sidebar: str = "") -> str:
+    """A page of the site's template that is no listing: breadcrumb, page header, a message (and a sidebar)."""
+    return f"""<!DOCTYPE html><html lang="en-us"><head><title>Server error | Books to Scrape</title></head>
+    <body id="default" class="default"><div class="container-fluid page"><div class="page_inner">
+    <ul class="breadcrumb"><li><a href="../../../../index.html">Home</a></li><li class="active">Error</li></ul>
+    <div class="row">{sidebar}<div class="col-sm-8 col-md-9">
+      <div class="page-header action"><h1>{heading}</h1></div>
+      <p>We're sorry, but an error occurred. Please try again later.</p>
+    </div></div></div></div></body></html>"""
+
+
+SIDEBAR = """<aside class="sidebar"><div class="side_categories"><ul class="nav nav-list"><li>
+    <a href="../books_1/index.html">Books</a><ul><li><a href="../travel_2/index.html">Travel</a></li></ul></li></ul>
+    </div></aside>"""
+
+
+@pytest.mark.parametrize(
+    "html",
+    [
+        notice_page("Something went wrong"),
+        notice_page("We'll be back soon"),
+        notice_page("Something went wrong", sidebar=SIDEBAR),  # the sidebar alone does not make a listing
+        category_page("Mystery", [], results=""),  # a listing's chrome with neither cards nor a count
+    ],
+)
+def test_a_page_of_the_site_template_without_cards_or_a_result_count_is_not_a_listing(html: str) -> None:
+    with pytest.raises(NotAListingPage, match="no book cards and no result count"):
+        parse_listing(html, MYSTERY)
+
+
+def test_an_explicit_zero_results_listing_is_an_empty_listing() -> None:
+    listing = parse_listing(category_page("Mystery", [], results="<strong>0</strong> results."), MYSTERY)
+    assert (listing.cards, listing.result_count, listing.next_url) == ([], 0, None)
+
+
+@pytest.mark.parametrize(
+    ("cards", "results", "pager", "message"),
+    [
+        ([], "<strong>32</strong> results.", "", "shows 32 results but no book card"),
+        (TWENTY[:3], "<strong>2</strong> results.", "", "has 3 cards but shows 2 results"),
+        (TWENTY[:3], "<strong>5</strong> results.", "", "a single page of 5 results with 3 cards"),
+        (
+            TWENTY,
+            "<strong>12</strong> results - showing <strong>1</strong> to <strong>20</strong>.",
+            MYSTERY_PAGER,
+            "shows results 1-20 of 12",
+        ),
+        (
+            TWENTY,
+            "<strong>32</strong> results - showing <strong>1</strong> to <strong>20</strong>.",
+            MYSTERY_PAGER.replace("Page 1 of 2", "Page 3 of 2"),
+            "shows page 3 of 2",
+        ),
+    ],
+)
+def test_a_listing_whose_cards_count_and_pager_disagree_is_rejected(
+    cards: list[str], results: str, pager: str, message: str
+) -> None:
+    with pytest.raises(NotAListingPage, match=message):
+        parse_listing(category_page("Mystery", cards, results=results, pager=pager), MYSTERY)
+
+
 def test_last_listing_page_has_no_next_url() -> None:
     pager = (
         '<ul class="pager"><li class="previous"><a href="page-49.html">previous</a></li>'
