@@ -65,7 +65,8 @@ def test_a_category_task_whose_page_shows_another_or_no_category_is_not_its_list
 def test_the_next_page_task_carries_the_page_number_its_link_promised() -> None:
     first = listing("Travel", page_number=1, page_count=3, next_url=TRAVEL + "page-2.html")
     outcome = listing_tasks({"url": first.url, "depth": 1, "category": "Travel"}, first, CONFIG)
-    (nxt,) = [t.payload for t in outcome.tasks if t.payload["url"] == TRAVEL + "page-2.html"]
+    assert outcome.next is not None and outcome.next.payload["url"] == TRAVEL + "page-2.html"
+    nxt = outcome.next.payload
     assert (nxt["depth"], nxt["page"]) == (2, 2)
     check(nxt, listing("Travel", page_number=2, page_count=3, next_url=TRAVEL + "page-3.html"))
 

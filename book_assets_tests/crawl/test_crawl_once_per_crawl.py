@@ -49,7 +49,8 @@ def _serve_books(stub: StubSite, site: Site, paths: list[str]) -> None:
 
 class RunningOn(dict[str, Page]):
     """Listing pages ``page-N.html`` for every N up to :data:`SAFETY_PAGES`, each the first page's books with a
-    next link to page N+1: a pagination that never ends (the last one ends it, for a crawl that never would)."""
+    next link to page N+1 and a pager that says "Page N of N+1": a pagination that never ends and keeps its own
+    numbers consistent (the last one ends it, for a crawl that never would)."""
 
     def __init__(self, first: str, books: dict[str, Page]) -> None:
         super().__init__(books)
@@ -61,6 +62,7 @@ class RunningOn(dict[str, Page]):
             return super().get(path, default)
         n = int(match.group(1))
         html = self.first.replace('href="page-2.html"', f'href="page-{n + 1}.html"')
+        html = html.replace("Page 1 of 2", f"Page {n} of {n if n >= SAFETY_PAGES else n + 1}")
         if n >= SAFETY_PAGES:
             html = html.replace(f'<li class="next"><a href="page-{n + 1}.html">next</a></li>', "")
         return Page(body=html.encode())
