@@ -71,12 +71,13 @@ class WaitedForSlot(NamedTuple):
 
 class FetchEnded(NamedTuple):
     """``task``'s fetch ended after ``seconds``: with a response of ``status`` (None: none came) and a body of
-    ``body_bytes``."""
+    ``body_bytes``, ``rendered`` in the browser or not."""
 
     task: Task
     status: int | None
     seconds: float
     body_bytes: int = 0
+    rendered: bool = False
 
 
 class IntervalSet(NamedTuple):
@@ -96,6 +97,14 @@ class Adaptive(NamedTuple):
     plain: bool = False
     checked: bool = False
     disagreed: bool = False
+
+
+class Parsed(NamedTuple):
+    """``task``'s page, ``rendered`` in the browser or not, was parsed in ``cpu_s`` of the worker thread's CPU."""
+
+    task: Task
+    rendered: bool
+    cpu_s: float
 
 
 class Handled(NamedTuple):
@@ -170,6 +179,7 @@ Event = (
     | FetchEnded
     | IntervalSet
     | Adaptive
+    | Parsed
     | Handled
     | Completed
     | Failed
@@ -230,6 +240,8 @@ class StatsRecorder:
         events.connect(LeaseGone, self.lease_gone)
         events.connect(IntervalSet, self.interval_set)
         events.connect(Adaptive, self.adaptive)
+        events.connect(FetchEnded, self.fetched)
+        events.connect(Parsed, self.parsed)
         events.connect(Released, self.released)
         events.connect(Stopped, self.stopped)
 
@@ -251,6 +263,15 @@ class StatsRecorder:
         s.plain += event.plain
         s.checked += event.checked
         s.disagreements += event.disagreed
+
+    def fetched(self, event: FetchEnded) -> None:
+        cost = self.stats.cost_of(event.task.task_type, event.task.group, rendered=event.rendered)
+        cost.fetches += 1
+        cost.bytes += event.body_bytes
+        cost.fetch_s += event.seconds
+
+    def parsed(self, event: Parsed) -> None:
+        self.stats.cost_of(event.task.task_type, event.task.group, rendered=event.rendered).parse_cpu_s += event.cpu_s
 
     def released(self, event: Released) -> None:
         self.stats.released += event.tasks
