@@ -26,7 +26,7 @@ from book_assets.observe.metrics import WorkerMetrics
 from book_assets.observe.tracing import Outcome, Stage, TaskTraces
 
 if TYPE_CHECKING:
-    from book_assets.crawl.stats import WorkerStats
+    from book_assets.crawl.stats import PageCost, WorkerStats
     from book_assets.db.connection import Database
     from book_assets.observe.metrics import FetcherCounters
     from book_assets.queue import FailOutcome, Task
@@ -71,13 +71,13 @@ class WaitedForSlot(NamedTuple):
 
 class FetchEnded(NamedTuple):
     """``task``'s fetch ended after ``seconds``: with a response of ``status`` (None: none came) and a body of
-    ``body_bytes``, ``rendered`` in the browser or not."""
+    ``body_bytes``, by the ``browser`` or over plain HTTP."""
 
     task: Task
     status: int | None
     seconds: float
     body_bytes: int = 0
-    rendered: bool = False
+    browser: bool = False
 
 
 class IntervalSet(NamedTuple):
@@ -100,10 +100,9 @@ class Adaptive(NamedTuple):
 
 
 class Parsed(NamedTuple):
-    """``task``'s page, ``rendered`` in the browser or not, was parsed in ``cpu_s`` of the worker thread's CPU."""
+    """``task``'s page was parsed in ``cpu_s`` of the worker thread's CPU."""
 
     task: Task
-    rendered: bool
     cpu_s: float
 
 
@@ -233,6 +232,8 @@ class StatsRecorder:
 
     def __init__(self, stats: WorkerStats) -> None:
         self.stats = stats
+        #: The cost row of each task in flight's last fetch, which its parse is part of.
+        self._fetched: dict[int, PageCost] = {}
 
     def subscribe(self, events: Events) -> None:
         events.connect(Claimed, self.claimed)
@@ -242,6 +243,7 @@ class StatsRecorder:
         events.connect(Adaptive, self.adaptive)
         events.connect(FetchEnded, self.fetched)
         events.connect(Parsed, self.parsed)
+        events.connect(Ended, self.ended)
         events.connect(Released, self.released)
         events.connect(Stopped, self.stopped)
 
@@ -265,13 +267,19 @@ class StatsRecorder:
         s.disagreements += event.disagreed
 
     def fetched(self, event: FetchEnded) -> None:
-        cost = self.stats.cost_of(event.task.task_type, event.task.group, rendered=event.rendered)
+        cost = self.stats.cost_of(event.task.task_type, event.task.group, browser=event.browser)
         cost.fetches += 1
         cost.bytes += event.body_bytes
         cost.fetch_s += event.seconds
+        self._fetched[event.task.id] = cost
 
     def parsed(self, event: Parsed) -> None:
-        self.stats.cost_of(event.task.task_type, event.task.group, rendered=event.rendered).parse_cpu_s += event.cpu_s
+        task = event.task
+        cost = self._fetched.get(task.id) or self.stats.cost_of(task.task_type, task.group, browser=False)
+        cost.parse_cpu_s += event.cpu_s
+
+    def ended(self, event: Ended) -> None:
+        self._fetched.pop(event.task.id, None)
 
     def released(self, event: Released) -> None:
         self.stats.released += event.tasks

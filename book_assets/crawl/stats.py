@@ -137,10 +137,10 @@ class WorkerStats:
             rule = f.metadata.get(MERGE, operator.add)
             setattr(self, f.name, rule(getattr(self, f.name), getattr(other, f.name)))
 
-    def cost_of(self, task_type: str, group: str | None, *, rendered: bool) -> PageCost:
-        """The cost row of a task of ``task_type`` in fairness ``group`` (a book's category), fetched
-        ``rendered`` in the browser or over plain HTTP."""
-        return self.costs.setdefault((task_type, group or "", "browser" if rendered else "http"), PageCost())
+    def cost_of(self, task_type: str, group: str | None, *, browser: bool) -> PageCost:
+        """The cost row of a task of ``task_type`` in fairness ``group`` (a book's category), fetched by the
+        ``browser`` or over plain HTTP."""
+        return self.costs.setdefault((task_type, group or "", "browser" if browser else "http"), PageCost())
 
 
 @dataclass(frozen=True)

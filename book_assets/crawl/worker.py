@@ -375,7 +375,7 @@ class Worker:
             await self._fail(task, exc.kind, str(exc), retry_after_s=exc.retry_after)
             return
         page = fetched.page
-        self._emit(FetchEnded(task, page.status, page.elapsed_s, len(page.body), page.rendered_html is not None))
+        self._emit(FetchEnded(task, page.status, page.elapsed_s, len(page.body), fetched.browser))
         if fetched.page.not_modified and validators is not None:
             if self._archive is not None:
                 await self._archive.write(fetched.page)
@@ -504,20 +504,20 @@ class Worker:
         return result
 
     @contextlib.contextmanager
-    def _parsing(self, task: Task, fetched: FetchResult) -> Iterator[None]:
+    def _parsing(self, task: Task) -> Iterator[None]:
         """Report the CPU the parse in the block took on this thread (a parse that raises too): the parse runs
         between two awaits, so no other task's work is in it."""
         cpu = time.thread_time()
         try:
             yield
         finally:
-            self._emit(Parsed(task, fetched.rendered_html is not None, time.thread_time() - cpu))
+            self._emit(Parsed(task, time.thread_time() - cpu))
 
     async def _handle_listing(self, task: Task, fetched: FetchResult, validated_at: datetime | None = None) -> None:
         """Enqueue what the listing page links to; store the page (its copy answers a later 304) and
         complete the task in one transaction, under the task's lease."""
         self._emit(StageEntered(task, Stage.PARSE))
-        with self._parsing(task, fetched):
+        with self._parsing(task):
             page = parse_listing(fetched.html, fetched.final_url)
         outcome = listing_tasks(task.payload, page, self.config)
         self._emit(StageEntered(task, Stage.STORE))
@@ -541,7 +541,7 @@ class Worker:
         stored over a newer one. The book is keyed by the canonical URL of the page served.
         """
         self._emit(StageEntered(task, Stage.PARSE))
-        with self._parsing(task, fetched):
+        with self._parsing(task):
             detail = parse_served_or_rendered(fetched.html, fetched.rendered_html, canonical_url(fetched.final_url))
         requested = str(task.payload["url"])
         self._emit(StageEntered(task, Stage.STORE))

@@ -141,6 +141,7 @@ def test_a_worker_subscribes_its_stats_and_only_the_metrics_and_traces_that_reco
         Adaptive,
         FetchEnded,
         Parsed,
+        Ended,
         Released,
         Stopped,
     }
@@ -218,8 +219,8 @@ def test_the_stats_keep_what_only_the_worker_knows() -> None:
     events.emit(Released(2))
     events.emit(Adaptive(TASK, rendered=True, plain=True, checked=True, disagreed=True))
     events.emit(Adaptive(TASK, plain=True))
-    events.emit(FetchEnded(TASK, 200, 0.2, 5000, rendered=True))
-    events.emit(Parsed(TASK, rendered=True, cpu_s=0.004))
+    events.emit(FetchEnded(TASK, 200, 0.2, 5000, browser=True))
+    events.emit(Parsed(TASK, cpu_s=0.004))  # the parse of the page the browser fetched
     events.emit(_stopped())
     assert stats.claim_ms == {12.0: 2} and stats.lost_leases == 1 and stats.max_interval_s == 0.8
     assert stats.released == 2 and stats.concurrency == [2, 4] and stats.fetcher == {"requests": 5}

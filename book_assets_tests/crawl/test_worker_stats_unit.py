@@ -38,10 +38,10 @@ def test_merging_adds_counts_keeps_maxima_and_the_first_concurrency_history() ->
 
 def test_merging_adds_the_costs_of_each_page_type_category_and_fetch_mode_and_leaves_the_parts_alone() -> None:
     one, two = WorkerStats(), WorkerStats()
-    one.cost_of("detail", "Travel", rendered=False).fetches = 2
-    two.cost_of("detail", "Travel", rendered=False).fetches = 3
-    two.cost_of("detail", "Travel", rendered=True).bytes = 100
-    two.cost_of("listing", None, rendered=False).fetch_s = 1.5
+    one.cost_of("detail", "Travel", browser=False).fetches = 2
+    two.cost_of("detail", "Travel", browser=False).fetches = 3
+    two.cost_of("detail", "Travel", browser=True).bytes = 100
+    two.cost_of("listing", None, browser=False).fetch_s = 1.5
     total = WorkerStats()
     total.merge(one)
     total.merge(two)
