@@ -30,9 +30,9 @@ SLACK_API_ENV = "BOOK_PIPELINE_SLACK_API_URL"
 #: Seconds to wait for the receiver; a slow receiver must not hold the daemon's sensor thread for long.
 POST_TIMEOUT_S = 10.0
 #: Deliveries tried per destination within one sensor tick, the n-th retry ``RETRY_BACKOFF_S * 2 ** n`` after
-#: the one before (0.5, 1, 2 s): a receiver that refuses for a moment still gets the alert, and the tick
-#: stays well inside Dagster's sensor timeout. A run-status sensor's cursor moves past the run whatever the
-#: tick did, so an alert that is not delivered within the tick is lost: it fails the tick, visibly.
+#: the one before (0.5, 1, 2 s): a receiver that refuses for a moment gets the alert within the tick, and the
+#: tick stays well inside Dagster's sensor timeout. An alert still refused waits for the next tick
+#: (``alert_sensor``'s cursor stays before it), for as long as the receiver refuses.
 DELIVERY_ATTEMPTS = 4
 RETRY_BACKOFF_S = 0.5
 
@@ -40,10 +40,12 @@ RETRY_BACKOFF_S = 0.5
 class AlertNotDelivered(RuntimeError):
     """The receiver refused the alert or could not be reached; the message says which and why."""
 
-    def __init__(self, message: str, *, retryable: bool = True) -> None:
+    def __init__(self, message: str, *, retryable: bool = True, delivered: tuple[str, ...] = ()) -> None:
         super().__init__(message)
         #: Whether trying again can succeed (unreachable, 5xx, 408, 429), or the refusal is final (other 4xx).
         self.retryable = retryable
+        #: The destinations that took the alert before this one refused it (not to be sent it again).
+        self.delivered = delivered
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,10 @@ class RunFailureAlert:
     run_url: str | None = None
 
     @property
+    def severity(self) -> str:
+        return "error"
+
+    @property
     def text(self) -> str:
         where = f" in {', '.join(self.steps)}" if self.steps else ""
         link = f" ({self.run_url})" if self.run_url else ""
@@ -69,21 +75,24 @@ class RunFailureAlert:
 
 @dataclass(frozen=True)
 class CheckFailureAlert:
-    """A failed non-blocking asset check of severity ERROR: its run succeeds, so no run alert reports it."""
+    """A failed asset check whose run succeeds, so no run alert reports it: a WARN check, or an ERROR check
+    that does not block."""
 
     run_id: str
     job_name: str
     asset: str
     check: str
     error: str
+    #: The check's severity: ``warn`` or ``error``.
+    severity: str
     run_url: str | None = None
 
     @property
     def text(self) -> str:
         link = f" ({self.run_url})" if self.run_url else ""
         return (
-            f"book-pipeline: check {self.check} on {self.asset} failed in run {self.run_id[:8]} of "
-            f"{self.job_name}: {self.error or 'no description'}{link}"
+            f"book-pipeline: check {self.check} on {self.asset} failed ({self.severity}) in run {self.run_id[:8]} "
+            f"of {self.job_name}: {self.error or 'no description'}{link}"
         )
 
 
@@ -96,12 +105,17 @@ class FreshnessAlert:
     asset_url: str | None = None
 
     @property
+    def severity(self) -> str:
+        return "error"
+
+    @property
     def text(self) -> str:
         link = f" ({self.asset_url})" if self.asset_url else ""
         return f"book-pipeline: {self.asset} is overdue: its freshness policy failed (was {self.previous_state}){link}"
 
 
-#: What an alert says; each kind has its ``text`` and its fields, all of which a webhook receives.
+#: What an alert says; each kind has its ``text``, its ``severity`` (``warn`` or ``error``) and its fields, all
+#: of which a webhook receives.
 Alert = RunFailureAlert | CheckFailureAlert | FreshnessAlert
 
 
@@ -153,17 +167,31 @@ def asset_url(webserver_url: str, asset: str) -> str:
     return f"{webserver_url.rstrip('/')}/assets/{asset}"
 
 
-def send_alert(alert: Alert, destinations: AlertDestinations, *, backoff_s: float = RETRY_BACKOFF_S) -> list[str]:
-    """Post ``alert`` to every configured destination, each retried (:data:`DELIVERY_ATTEMPTS`); returns where
-    it went (empty: none configured). Raises :class:`AlertNotDelivered` when a destination never took it."""
-    sent = []
+def send_alert(
+    alert: Alert,
+    destinations: AlertDestinations,
+    *,
+    delivered: tuple[str, ...] = (),
+    backoff_s: float = RETRY_BACKOFF_S,
+) -> list[str]:
+    """Post ``alert`` to every configured destination not in ``delivered`` (those that took it already), each
+    retried (:data:`DELIVERY_ATTEMPTS`); returns where it went now (empty: none configured). Raises
+    :class:`AlertNotDelivered` when a destination never took it, naming those that did."""
+    posts: list[tuple[str, Callable[[], None]]] = []
     if destinations.webhook_url:
         url = destinations.webhook_url
-        _deliver(lambda: post_webhook(url, alert), backoff_s)
-        sent.append("webhook")
+        posts.append(("webhook", lambda: post_webhook(url, alert)))
     if destinations.slack:
-        _deliver(lambda: post_slack(destinations, alert), backoff_s)
-        sent.append("slack")
+        posts.append(("slack", lambda: post_slack(destinations, alert)))
+    sent: list[str] = []
+    for name, post in posts:
+        if name in delivered:
+            continue
+        try:
+            _deliver(post, backoff_s)
+        except AlertNotDelivered as exc:
+            raise AlertNotDelivered(str(exc), retryable=exc.retryable, delivered=(*delivered, *sent)) from exc
+        sent.append(name)
     return sent
 
 
@@ -182,7 +210,9 @@ def _deliver(post: Callable[[], None], backoff_s: float) -> None:
 
 def post_webhook(url: str, alert: Alert) -> None:
     try:
-        response = httpx.post(url, json={"text": alert.text, **asdict(alert)}, timeout=POST_TIMEOUT_S)
+        response = httpx.post(
+            url, json={"text": alert.text, "severity": alert.severity, **asdict(alert)}, timeout=POST_TIMEOUT_S
+        )
     except httpx.HTTPError as exc:
         raise AlertNotDelivered(f"alert webhook {httpx.URL(url).host} unreachable: {exc}") from exc
     status = response.status_code

@@ -26,7 +26,7 @@ from book_assets.observe.metrics import WorkerMetrics
 from book_assets.observe.tracing import Outcome, Stage, TaskTraces
 
 if TYPE_CHECKING:
-    from book_assets.crawl.stats import WorkerStats
+    from book_assets.crawl.stats import PageCost, WorkerStats
     from book_assets.db.connection import Database
     from book_assets.observe.metrics import FetcherCounters
     from book_assets.queue import FailOutcome, Task
@@ -71,13 +71,14 @@ class WaitedForSlot(NamedTuple):
 
 class FetchEnded(NamedTuple):
     """``task``'s fetch ended after ``seconds``: with a response of ``status`` (None: none came) and a body of
-    ``body_bytes``; ``kind``: why it failed (None: it succeeded)."""
+    ``body_bytes``, by the ``browser`` or over plain HTTP; ``kind``: why it failed (None: it succeeded)."""
 
     task: Task
     status: int | None
     seconds: float
     body_bytes: int = 0
     kind: ErrorKind | None = None
+    browser: bool = False
 
 
 class IntervalSet(NamedTuple):
@@ -97,6 +98,13 @@ class Adaptive(NamedTuple):
     plain: bool = False
     checked: bool = False
     disagreed: bool = False
+
+
+class Parsed(NamedTuple):
+    """``task``'s page was parsed in ``cpu_s`` of the worker thread's CPU."""
+
+    task: Task
+    cpu_s: float
 
 
 class Handled(NamedTuple):
@@ -171,6 +179,7 @@ Event = (
     | FetchEnded
     | IntervalSet
     | Adaptive
+    | Parsed
     | Handled
     | Completed
     | Failed
@@ -224,6 +233,8 @@ class StatsRecorder:
 
     def __init__(self, stats: WorkerStats) -> None:
         self.stats = stats
+        #: The cost row of each task in flight's last fetch, which its parse is part of.
+        self._fetched: dict[int, PageCost] = {}
 
     def subscribe(self, events: Events) -> None:
         events.connect(Claimed, self.claimed)
@@ -231,6 +242,9 @@ class StatsRecorder:
         events.connect(LeaseGone, self.lease_gone)
         events.connect(IntervalSet, self.interval_set)
         events.connect(Adaptive, self.adaptive)
+        events.connect(FetchEnded, self.fetched)
+        events.connect(Parsed, self.parsed)
+        events.connect(Ended, self.ended)
         events.connect(Released, self.released)
         events.connect(Stopped, self.stopped)
 
@@ -252,6 +266,21 @@ class StatsRecorder:
         s.plain += event.plain
         s.checked += event.checked
         s.disagreements += event.disagreed
+
+    def fetched(self, event: FetchEnded) -> None:
+        cost = self.stats.cost_of(event.task.task_type, event.task.group, browser=event.browser)
+        cost.fetches += 1
+        cost.bytes += event.body_bytes
+        cost.fetch_s += event.seconds
+        self._fetched[event.task.id] = cost
+
+    def parsed(self, event: Parsed) -> None:
+        task = event.task
+        cost = self._fetched.get(task.id) or self.stats.cost_of(task.task_type, task.group, browser=False)
+        cost.parse_cpu_s += event.cpu_s
+
+    def ended(self, event: Ended) -> None:
+        self._fetched.pop(event.task.id, None)
 
     def released(self, event: Released) -> None:
         self.stats.released += event.tasks

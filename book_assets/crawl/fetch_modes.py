@@ -44,10 +44,12 @@ Emit = Callable[[Event], None]
 @dataclass(frozen=True, slots=True)
 class Fetched:
     """A fetched page, and whether its served HTML may parse only once rendered (fetched plain, or in the
-    browser with scripts off): then a page that does not parse is rendered before it fails."""
+    browser with scripts off): then a page that does not parse is rendered before it fails. ``browser``: the
+    browser fetched it (alone, or beside the plain fetch it was compared with), which is what it cost."""
 
     page: FetchResult
     renderable: bool = False
+    browser: bool = False
 
 
 def page_key(task: Task) -> tuple[str, str]:
@@ -149,7 +151,7 @@ class BrowserStrategy(FetchStrategy):
         setting = self.config.fetch.javascript
         javascript = setting == "on" or (setting == "auto" and page_key(task) in self._needs_js)
         page = await self._browser_fetcher().fetch(str(task.payload["url"]), javascript=javascript)
-        return Fetched(page, renderable=setting == "auto" and not javascript)
+        return Fetched(page, renderable=setting == "auto" and not javascript, browser=True)
 
     def rendering_needed(self, task: Task) -> None:
         key = page_key(task)
@@ -196,7 +198,7 @@ class AdaptiveStrategy(FetchStrategy):
         if mode == Mode.BROWSER:
             self._emit(Adaptive(task, rendered=True))
             self._state.count(*key, rendered=1)
-            return Fetched(await self._browser_fetcher().fetch(url, javascript=self._render_js))
+            return Fetched(await self._browser_fetcher().fetch(url, javascript=self._render_js), browser=True)
         # Probes in flight per page type: as many as the agreements a decision needs, all in the host's renderer,
         # so one round of renders can decide (one at a time per worker, a 62-book crawl could end undecided);
         # the others go plain, which is safe because a page whose served HTML does not parse is rendered anyway.
@@ -234,7 +236,7 @@ class AdaptiveStrategy(FetchStrategy):
         self._emit(Adaptive(task, rendered=True, plain=True, checked=True, disagreed=not agreed))
         self._state.count(*key, rendered=1, plain=1, agreed=agreed)
         await self._run(self._state.sync, *key)  # a check can change the shared decision: write it now
-        return Fetched(plain if agreed else rendered)
+        return Fetched(plain if agreed else rendered, browser=True)
 
     def rendering_needed(self, task: Task) -> None:
         """A plain page that parsed only once rendered: a disagreement, shared with every worker."""

@@ -43,6 +43,43 @@ def _combined(rule: Callable[[Any, Any], Any]) -> dict[str, Callable[[Any, Any],
 
 
 @dataclass
+class PageCost:
+    """What a set of pages cost the workers that fetched them: only a worker knows it (the database keeps a
+    page's body, not what its fetches took), so it is counted here, once, from the worker's events.
+
+    Every fetch counts, retried and failed ones too (a page fetched three times cost three fetches), and a
+    304 counts with no bytes; a render the worker asks for after a page's served HTML did not parse (a page
+    type's first pages, until its mode learns that it needs scripts) is not among them. ``parse_cpu_s`` is the
+    CPU of parsing, measured on the worker's thread around each parse: the part of a worker's CPU that belongs to one page (the rest, its event loop, HTTP client and
+    database calls, serve every page at once, and is the workers' ``cpu_s``; a browser's CPU is its own
+    process's).
+    """
+
+    fetches: int = 0
+    #: Body bytes received (after transfer decoding).
+    bytes: int = 0
+    #: Wall time of the fetches, summed (concurrent fetches overlap: the sum can exceed the run's elapsed time).
+    fetch_s: float = 0.0
+    parse_cpu_s: float = 0.0
+
+    def add(self, other: PageCost) -> None:
+        for f in fields(self):
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+
+
+#: A cost row: the page type (listing, detail), the category (a book task's fairness group; empty for a listing
+#: page) and the fetch mode (``http`` or ``browser``).
+CostKey = tuple[str, str, str]
+
+
+def _add_costs(mine: dict[CostKey, PageCost], theirs: dict[CostKey, PageCost]) -> dict[CostKey, PageCost]:
+    added = {key: PageCost(**vars(cost)) for key, cost in mine.items()}
+    for key, cost in theirs.items():
+        added.setdefault(key, PageCost()).add(cost)
+    return added
+
+
+@dataclass
 class WorkerStats:
     """What only a worker knows of what it did; summed across workers by the pipeline (Scrapy-style stats).
 
@@ -92,12 +129,19 @@ class WorkerStats:
     #: of their own, forked from a server its parent cannot see the usage of).
     cpu_s: float = 0.0
     peak_rss_mb: float = field(default=0.0, metadata=_combined(max))
+    #: What the fetches cost, per page type, category and fetch mode (:class:`PageCost`).
+    costs: dict[CostKey, PageCost] = field(default_factory=dict, metadata=_combined(_add_costs))
 
     def merge(self, other: WorkerStats) -> None:
         """Add ``other``'s figures to these, each field by its own rule."""
         for f in fields(self):
             rule = f.metadata.get(MERGE, operator.add)
             setattr(self, f.name, rule(getattr(self, f.name), getattr(other, f.name)))
+
+    def cost_of(self, task_type: str, group: str | None, *, browser: bool) -> PageCost:
+        """The cost row of a task of ``task_type`` in fairness ``group`` (a book's category), fetched by the
+        ``browser`` or over plain HTTP."""
+        return self.costs.setdefault((task_type, group or "", "browser" if browser else "http"), PageCost())
 
 
 @dataclass(frozen=True)

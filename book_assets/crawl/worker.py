@@ -29,7 +29,7 @@ import resource
 import signal
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AsyncExitStack
 from datetime import datetime
@@ -57,6 +57,7 @@ from book_assets.crawl.events import (
     Handled,
     IntervalSet,
     LeaseGone,
+    Parsed,
     Released,
     StageEntered,
     Started,
@@ -390,7 +391,8 @@ class Worker:
                 retry_after_s = soft_block_retry_s(task.attempt, task.max_attempts, cap_s)
             await self._fail(task, exc.kind, str(exc), retry_after_s=retry_after_s)
             return
-        self._emit(FetchEnded(task, fetched.page.status, fetched.page.elapsed_s, len(fetched.page.body)))
+        page = fetched.page
+        self._emit(FetchEnded(task, page.status, page.elapsed_s, len(page.body), browser=fetched.browser))
         if fetched.page.not_modified and validators is not None:
             if self._archive is not None:
                 await self._archive.write(fetched.page)
@@ -518,11 +520,22 @@ class Worker:
         self._emit(Completed(task, time.monotonic() - started))
         return result
 
+    @contextlib.contextmanager
+    def _parsing(self, task: Task) -> Iterator[None]:
+        """Report the CPU the parse in the block took on this thread (a parse that raises too): the parse runs
+        between two awaits, so no other task's work is in it."""
+        cpu = time.thread_time()
+        try:
+            yield
+        finally:
+            self._emit(Parsed(task, time.thread_time() - cpu))
+
     async def _handle_listing(self, task: Task, fetched: FetchResult, validated_at: datetime | None = None) -> None:
         """Enqueue what the listing page links to; store the page (its copy answers a later 304) and
         complete the task in one transaction, under the task's lease."""
         self._emit(StageEntered(task, Stage.PARSE))
-        page = parse_listing(fetched.html, fetched.final_url)
+        with self._parsing(task):
+            page = parse_listing(fetched.html, fetched.final_url)
         outcome = listing_tasks(task.payload, page, self.config)
         check_listing(task.payload, page, outcome)
         self._emit(StageEntered(task, Stage.STORE))
@@ -555,7 +568,8 @@ class Worker:
         stored over a newer one. The book is keyed by the canonical URL of the page served.
         """
         self._emit(StageEntered(task, Stage.PARSE))
-        detail = parse_served_or_rendered(fetched.html, fetched.rendered_html, canonical_url(fetched.final_url))
+        with self._parsing(task):
+            detail = parse_served_or_rendered(fetched.html, fetched.rendered_html, canonical_url(fetched.final_url))
         requested = str(task.payload["url"])
         self._emit(StageEntered(task, Stage.STORE))
 

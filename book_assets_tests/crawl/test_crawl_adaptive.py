@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from book_assets.crawl.adaptive import (
     records_agree,
     sampled,
 )
-from book_assets.crawl.pipeline import crawl
+from book_assets.crawl.pipeline import CrawlReport, crawl
 from book_assets.db.connection import Database
 from book_assets.defs.crawl.metadata import details_metadata
 from book_assets.sandbox.catalogue import Catalogue
@@ -173,6 +174,18 @@ def test_adaptive_decides_http_once_its_probes_agree_and_fetches_the_rest_plain(
     assert detail.mode == Mode.HTTP, detail.line()
     assert detail.agreements >= PROBE_PAGES and detail.disagreements == 0
     assert report.stats.rendered < 62 / 2 and report.stats.plain >= 62
+    # The probes cost a render beside their plain fetch; the books after the decision a plain fetch only.
+    assert sum(fetches_by_mode(report, "detail").values()) == 62
+    assert fetches_by_mode(report, "detail")["browser"] >= PROBE_PAGES
+
+
+def fetches_by_mode(report: CrawlReport, page_type: str) -> Counter[str]:
+    """The crawl's fetches of ``page_type`` pages by fetch mode, from its cost rows."""
+    fetches: Counter[str] = Counter()
+    for (kind, _category, mode), cost in report.stats.costs.items():
+        if kind == page_type:
+            fetches[mode] += cost.fetches
+    return fetches
 
 
 @pytest.mark.browser
@@ -236,3 +249,4 @@ def test_browser_mode_runs_no_script_on_pages_that_need_none(
     report = crawl(database_url, sandbox_config(server.url, mode="browser", concurrency=4, categories=("Travel",)))
     assert report.counts["total"] == 11
     assert [p for p in server.stats().hits if p.endswith(".js")] == []
+    assert fetches_by_mode(report, "detail") == {"browser": 11}  # scripts off, the browser's fetch all the same

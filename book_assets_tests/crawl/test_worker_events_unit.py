@@ -19,6 +19,7 @@ from book_assets.crawl.events import (
     IntervalSet,
     LeaseGone,
     MetricsRecorder,
+    Parsed,
     Released,
     StageEntered,
     Started,
@@ -29,7 +30,7 @@ from book_assets.crawl.events import (
     WaitedForSlot,
     subscribe_worker,
 )
-from book_assets.crawl.stats import WorkerStats
+from book_assets.crawl.stats import PageCost, WorkerStats
 from book_assets.observe.metrics import FetcherCounters, StatsCounters, WorkerMetrics
 from book_assets.observe.tracing import Outcome, Stage, TaskTraces
 from book_assets.queue import FailOutcome, Task
@@ -132,7 +133,18 @@ def test_a_worker_subscribes_its_stats_and_only_the_metrics_and_traces_that_reco
     stats, metrics, traces = WorkerStats(), _Metrics(), _Traces()
     subscribe_worker(off, WorkerStats(), WorkerMetrics(), TaskTraces(), _Fetchers())
     subscribe_worker(on, stats, metrics, traces, _Fetchers())
-    assert off._receivers.keys() == {Claimed, Failed, LeaseGone, IntervalSet, Adaptive, Released, Stopped}
+    assert off._receivers.keys() == {
+        Claimed,
+        Failed,
+        LeaseGone,
+        IntervalSet,
+        Adaptive,
+        FetchEnded,
+        Parsed,
+        Ended,
+        Released,
+        Stopped,
+    }
     on.emit(Failed(TASK, ErrorKind.TIMEOUT, FailOutcome.DEAD))
     assert stats.errors == {"timeout": 1} and len(metrics.calls) == len(traces.calls) == 1
 
@@ -191,7 +203,10 @@ def test_each_event_becomes_the_calls_its_subscribers_made_before_there_were_eve
         ("failed", 7, ErrorKind.HTTP_5XX, FailOutcome.RETRY),
         ("end", 7, Outcome.COMPLETED),
     ]  # a tick is the metrics' sample; task spans go to the SDK as each task ends
-    assert stats == WorkerStats(errors=Counter(http_5xx=1))  # pages, stages and waits are not the stats'
+    # Stages and waits are not the stats'; the fetch's cost is (a fetch that failed costs as much).
+    assert stats == WorkerStats(
+        errors=Counter(http_5xx=1), costs={("detail", "Travel", "http"): PageCost(fetches=1, fetch_s=0.1)}
+    )
 
 
 def test_the_stats_keep_what_only_the_worker_knows() -> None:
@@ -204,9 +219,14 @@ def test_the_stats_keep_what_only_the_worker_knows() -> None:
     events.emit(Released(2))
     events.emit(Adaptive(TASK, rendered=True, plain=True, checked=True, disagreed=True))
     events.emit(Adaptive(TASK, plain=True))
+    events.emit(FetchEnded(TASK, 200, 0.2, 5000, browser=True))
+    events.emit(Parsed(TASK, cpu_s=0.004))  # the parse of the page the browser fetched
     events.emit(_stopped())
     assert stats.claim_ms == {12.0: 2} and stats.lost_leases == 1 and stats.max_interval_s == 0.8
     assert stats.released == 2 and stats.concurrency == [2, 4] and stats.fetcher == {"requests": 5}
     assert (stats.browsers, stats.elapsed_s, stats.cpu_s, stats.peak_rss_mb) == (1, 3.0, 1.5, 80)
+    assert stats.costs == {
+        ("detail", "Travel", "browser"): PageCost(fetches=1, bytes=5000, fetch_s=0.2, parse_cpu_s=0.004)
+    }
     assert (stats.rendered, stats.plain, stats.checked, stats.disagreements) == (1, 2, 1, 1)
     assert traces.calls == [("flush",)]  # a stopped worker's spans go out

@@ -6,7 +6,7 @@ from collections import Counter
 from dataclasses import fields
 from datetime import UTC, datetime, timedelta
 
-from book_assets.crawl.stats import WorkerStats
+from book_assets.crawl.stats import PageCost, WorkerStats
 
 
 def test_merging_sums_every_counter_without_a_list_of_fields() -> None:
@@ -34,6 +34,23 @@ def test_merging_adds_counts_keeps_maxima_and_the_first_concurrency_history() ->
     assert one.errors == {"timeout": 3, "http_404": 1} and one.fetcher == {"requests": 7}
     assert one.max_interval_s == 0.5 and one.elapsed_s == 3.0
     assert one.concurrency == [4, 5] and one.lost_workers == ["w2"]
+
+
+def test_merging_adds_the_costs_of_each_page_type_category_and_fetch_mode_and_leaves_the_parts_alone() -> None:
+    one, two = WorkerStats(), WorkerStats()
+    one.cost_of("detail", "Travel", browser=False).fetches = 2
+    two.cost_of("detail", "Travel", browser=False).fetches = 3
+    two.cost_of("detail", "Travel", browser=True).bytes = 100
+    two.cost_of("listing", None, browser=False).fetch_s = 1.5
+    total = WorkerStats()
+    total.merge(one)
+    total.merge(two)
+    assert total.costs == {
+        ("detail", "Travel", "http"): PageCost(fetches=5),
+        ("detail", "Travel", "browser"): PageCost(bytes=100),
+        ("listing", "", "http"): PageCost(fetch_s=1.5),
+    }
+    assert one.costs == {("detail", "Travel", "http"): PageCost(fetches=2)}  # a worker's own stats unchanged
 
 
 def test_merged_stats_name_every_worker_and_the_first_start_the_database_is_read_from() -> None:

@@ -11,7 +11,7 @@ from typing import Any
 import dagster as dg
 import pytest
 
-from book_assets.crawl.config import LISTING, TASK_TYPES
+from book_assets.crawl.config import DETAIL, LISTING, TASK_TYPES
 from book_assets.db.connection import Database
 from book_assets.definitions import ASSET_CHECKS, ASSETS
 from book_assets.defs.crawl.checks import found_books, no_failed_listing_pages
@@ -150,6 +150,37 @@ def test_deep_budget_limits_book_details_and_reports_the_quotas(
     assert quotas["Travel"] == 11  # weight 50 asks for ~30 books; Travel has 11: capped
     assert (details["deep_budget"], details["budget_completed"], details["budget_failed"]) == (60, 60, 0)
     assert details["budget_met"] is True and details["budget_status"].startswith("deep budget 60: met")
+
+
+def test_the_crawl_records_its_cost_per_page_type_category_and_fetch_mode(
+    db: Database, database_url: str, sandbox: SandboxServer, tmp_path: Path
+) -> None:
+    from book_assets.defs.crawl.assets import crawl
+
+    # Two worker processes, whose costs come back over their pipes and add up.
+    resources = sandbox_resources(database_url, sandbox, tmp_path, workers=2)
+    resources["scheduling"] = SchedulingResource(deep_budget=60, weights={"Travel": 50, "*": 1}, data_dir=str(tmp_path))
+    with dg.DagsterInstance.ephemeral() as instance:
+        result = dg.materialize([crawl], instance=instance, resources=resources)
+    assert result.success
+    details = metadata_of(result, "book_details")
+    rows = [r.data for r in details["cost"].records]
+    assert {row["fetch_mode"] for row in rows} == {"http"}
+    listings = [row for row in rows if row["page_type"] == LISTING]
+    books = {row["category"]: row for row in rows if row["page_type"] == DETAIL}
+    # Every page was fetched once (the sandbox refuses none), so the fetches are the database's pages.
+    assert [row["category"] for row in listings] == [""] and listings[0]["fetches"] == (
+        metadata_of(result, "listing_discovery")["listing_pages"]
+    )
+    stored = {r.data["category"]: r.data["books stored this run"] for r in details["books_by_category"].records}
+    assert {category: row["fetches"] for category, row in books.items()} == stored
+    # A book page's bytes are its body, which the books table keeps.
+    book_bytes = db.query("SELECT sum(octet_length(raw_html))::bigint AS n FROM books")[0]["n"]
+    assert sum(row["bytes"] for row in books.values()) == book_bytes
+    assert details["bytes_fetched"] == book_bytes + listings[0]["bytes"]
+    assert all(row["fetch_s"] >= 0 and row["parse_cpu_s"] >= 0 for row in rows) and details["fetch_s"] > 0
+    # Parsing is part of what the worker processes spent.
+    assert 0 < details["parse_cpu_s"] <= details["worker_cpu_s"]
 
 
 def dead_letter_listing_pages(db: Database, n: int) -> None:

@@ -148,11 +148,10 @@ def test_definitions_snapshot(repo: dg.RepositoryDefinition) -> None:
     }
     assert [s.name for s in repo.schedule_defs] == ["daily_full_refresh"]
     assert sorted(s.name for s in repo.sensor_defs) == [
-        "asset_alert",
+        "alert_sensor",
         "book_details_observer",
         "failed_tasks_sensor",
         "publish_after_crawl",
-        "run_failure_alert",
         "run_failure_summary",
     ]
 

@@ -63,8 +63,8 @@ def test_a_drifted_crawl_fails_its_blocking_check_publishes_nothing_and_passes_o
         assert SNAPSHOT not in published
         latest = instance.get_latest_materialization_event(SNAPSHOT)
         assert latest is not None and latest.run_id == good.run_id
-        # The failed run is what run_failure_alert posts, naming the check.
-        alert = failure_of(failure_context(instance, drifted, "run_failure_alert"))
+        # The failed run is what alert_sensor posts, naming the check.
+        alert = failure_of(failure_context(instance, drifted, "run_failure_summary"))
         assert "no_field_drift" in alert.text
 
         accept(db, crawl_id, "description", "ops-on-call")

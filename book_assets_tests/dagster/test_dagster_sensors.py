@@ -1,11 +1,13 @@
 """failed_tasks_sensor: fires when enough pages failing now are due for a requeue (transient failures, their
 delay passed, requeues left), once per batch, never for permanent failures; the requeue job works.
-run_failure_alert: posts a failed run to a real local HTTP receiver (webhook or Slack API), silent unconfigured.
+alert_sensor: posts failed runs, failed checks and overdue assets to a real local HTTP receiver (webhook or Slack
+API), silent unconfigured; an alert refused for ticks on end arrives when the receiver accepts, once, in order.
 """
 
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -28,12 +30,7 @@ from book_assets.alerts import (
 from book_assets.crawl.config import DETAIL, LISTING, TASK_TYPES
 from book_assets.db.connection import Database
 from book_assets.defs.crawl.jobs import requeue_failed_tasks
-from book_assets.defs.crawl.sensors import (
-    asset_alert,
-    build_failed_tasks_sensor,
-    run_failure_alert,
-    run_failure_summary,
-)
+from book_assets.defs.crawl.sensors import alert_sensor, build_failed_tasks_sensor, run_failure_summary
 from book_assets.defs.resources import DatabaseResource
 from book_assets.queue import TaskQueue
 from book_assets.queue.failures import RequeuePolicy, failing_now, requeue_due
@@ -205,8 +202,8 @@ def test_requeue_job_moves_failed_tasks_back_to_pending(db: Database, database_u
     assert failed_count(db) == 0
 
 
-def failed_run_context(instance: dg.DagsterInstance, sensor_name: str) -> dg.RunFailureSensorContext:
-    """The context a run-failure sensor gets for a real failed run of ``doomed_job``."""
+def doomed_run(instance: dg.DagsterInstance) -> dg.ExecuteInProcessResult:
+    """A real failed run of ``doomed_job``, whose one op raises."""
 
     @dg.op
     def fetch_everything() -> None:
@@ -218,7 +215,7 @@ def failed_run_context(instance: dg.DagsterInstance, sensor_name: str) -> dg.Run
 
     result = doomed_job.execute_in_process(instance=instance, raise_on_error=False)
     assert not result.success
-    return failure_context(instance, result, sensor_name)
+    return result
 
 
 def failure_context(
@@ -236,7 +233,7 @@ def failure_context(
 def test_run_failure_summary_logs_the_job_step_and_error(
     instance: dg.DagsterInstance, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    context = failed_run_context(instance, "run_failure_summary")
+    context = failure_context(instance, doomed_run(instance), "run_failure_summary")
     capfd.readouterr()
     run_failure_summary(context)
     summary = capfd.readouterr().err  # the sensor's logger is Dagster's, which writes to stderr
@@ -256,15 +253,16 @@ class Receiver:
     """A real HTTP server on 127.0.0.1 that records every POST (path, headers, body) and answers ``status``."""
 
     def __init__(self, status: int = 200, reply: bytes = b"ok", *, refuse_first: int = 0) -> None:
-        """``refuse_first``: answer that many POSTs 503 before answering ``status``."""
+        """``refuse_first``: answer that many POSTs 503 before answering ``status`` (which a test may change)."""
         self.requests: list[Received] = []
+        self.status = status
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 receiver.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
-                self.send_response(503 if len(receiver.requests) <= refuse_first else status)
+                self.send_response(503 if len(receiver.requests) <= refuse_first else receiver.status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(reply)))
                 self.end_headers()
@@ -297,105 +295,6 @@ def no_alert_destination(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
 
 
-@pytest.mark.usefixtures("no_alert_destination")
-def test_alert_posts_the_failed_run_to_the_webhook(
-    instance: dg.DagsterInstance, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv(WEBHOOK_ENV, f"{receiver.url}/hooks/book-pipeline")
-    context = failed_run_context(instance, "run_failure_alert")
-    run_failure_alert(context)
-    assert len(receiver.requests) == 1
-    request = receiver.requests[0]
-    assert request["path"] == "/hooks/book-pipeline"
-    payload = json.loads(request["body"])
-    assert payload["job_name"] == "doomed_job" and payload["steps"] == ["fetch_everything"]
-    assert payload["run_id"] == context.dagster_run.run_id
-    assert "database went away" in payload["error"]
-    assert (
-        payload["text"].startswith("book-pipeline: run ") and "doomed_job failed in fetch_everything" in payload["text"]
-    )
-    assert payload["tags"]["book-pipeline/crawl"] == "true"
-    link = f"http://127.0.0.1:3000/runs/{context.dagster_run.run_id}"  # the webserver_url default
-    assert payload["run_url"] == link and payload["text"].endswith(f"({link})")
-
-
-@pytest.mark.usefixtures("no_alert_destination")
-def test_an_alert_refused_twice_is_delivered_within_the_tick_with_a_link_to_the_run(
-    instance: dg.DagsterInstance, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    flaky = Receiver(refuse_first=2)
-    try:
-        monkeypatch.setenv(WEBHOOK_ENV, f"{flaky.url}/hook")
-        monkeypatch.setenv("BOOK_PIPELINE_WEBSERVER_URL", "https://dagster.example.org/")
-        context = failed_run_context(instance, "run_failure_alert")
-        run_failure_alert(context)  # the tick succeeds: the third delivery was taken
-    finally:
-        flaky.close()
-    assert len(flaky.requests) == 3
-    payloads = [json.loads(r["body"]) for r in flaky.requests]
-    assert all(p == payloads[0] for p in payloads)  # the same alert each time
-    assert payloads[0]["run_url"] == f"https://dagster.example.org/runs/{context.dagster_run.run_id}"
-
-
-@pytest.mark.usefixtures("no_alert_destination")
-def test_alert_posts_to_slack_through_its_api(instance: dg.DagsterInstance, monkeypatch: pytest.MonkeyPatch) -> None:
-    slack = Receiver(reply=b'{"ok": true, "channel": "C1", "ts": "1.0"}')
-    try:
-        monkeypatch.setenv(SLACK_TOKEN_ENV, "xoxb-test-token")
-        monkeypatch.setenv(SLACK_CHANNEL_ENV, "#book-pipeline")
-        monkeypatch.setenv(SLACK_API_ENV, f"{slack.url}/api/")
-        run_failure_alert(failed_run_context(instance, "run_failure_alert"))
-    finally:
-        slack.close()
-    assert len(slack.requests) == 1
-    request = slack.requests[0]
-    assert request["path"] == "/api/chat.postMessage"
-    assert request["headers"]["Authorization"] == "Bearer xoxb-test-token"
-    body = request["body"].decode()
-    form = json.loads(body) if body.startswith("{") else {k: v[0] for k, v in parse_qs(body).items()}
-    assert form["channel"] == "#book-pipeline" and "doomed_job failed in fetch_everything" in form["text"]
-
-
-@pytest.mark.usefixtures("no_alert_destination")
-def test_alert_is_silent_when_no_destination_is_configured(instance: dg.DagsterInstance, receiver: Receiver) -> None:
-    run_failure_alert(failed_run_context(instance, "run_failure_alert"))
-    assert receiver.requests == []
-
-
-@pytest.mark.usefixtures("no_alert_destination")
-@pytest.mark.parametrize(
-    ("status", "deliveries"),
-    [(500, DELIVERY_ATTEMPTS), (404, 1)],  # a moment's refusal is tried again; a wrong hook is not
-)
-def test_an_alert_the_receiver_keeps_refusing_fails_the_tick(
-    instance: dg.DagsterInstance, monkeypatch: pytest.MonkeyPatch, status: int, deliveries: int
-) -> None:
-    refusing = Receiver(status=status)
-    try:
-        monkeypatch.setenv(WEBHOOK_ENV, f"{refusing.url}/hook")
-        with pytest.raises(AlertNotDelivered, match=f"HTTP {status}"):
-            run_failure_alert(failed_run_context(instance, "run_failure_alert"))
-    finally:
-        refusing.close()
-    assert len(refusing.requests) == deliveries
-
-
-def failed_check_run(instance: dg.DagsterInstance, *, blocking: bool = False) -> dg.ExecuteInProcessResult:
-    """A real run of an asset whose check fails (severity ERROR): the run succeeds unless the check blocks."""
-
-    @dg.asset
-    def shelf() -> int:
-        return 3
-
-    @dg.asset_check(asset=shelf, blocking=blocking)
-    def shelf_is_full() -> dg.AssetCheckResult:
-        return dg.AssetCheckResult(passed=False, description="3 books on a shelf of 10\nmore detail")
-
-    result = dg.materialize([shelf, shelf_is_full], instance=instance, raise_on_error=False)
-    assert result.success is not blocking
-    return result
-
-
 @pytest.fixture
 def event_instance(tmp_path: Path) -> Iterator[dg.DagsterInstance]:
     """An instance whose event log is one store, as the project's PostgreSQL one is (the test default shards
@@ -409,9 +308,148 @@ def event_instance(tmp_path: Path) -> Iterator[dg.DagsterInstance]:
         yield inst
 
 
-def evaluate_asset_alert(instance: dg.DagsterInstance, cursor: str | None) -> dg.SensorResult:
-    result = asset_alert(dg.build_sensor_context(instance=instance, cursor=cursor))
+def evaluate_alert(instance: dg.DagsterInstance, cursor: str | None) -> dg.SensorResult:
+    """One tick of ``alert_sensor`` from ``cursor``."""
+    result = alert_sensor(dg.build_sensor_context(instance=instance, cursor=cursor))
     assert isinstance(result, dg.SensorResult)
+    return result
+
+
+def alerted_doomed_run(instance: dg.DagsterInstance) -> tuple[str, dg.SensorResult]:
+    """A failed run of ``doomed_job`` and the ``alert_sensor`` tick after it: the run's id and the tick."""
+    start = evaluate_alert(instance, None)  # a first tick watches from now on: no history replayed
+    run_id = doomed_run(instance).run_id
+    return run_id, evaluate_alert(instance, start.cursor)
+
+
+@pytest.mark.usefixtures("no_alert_destination")
+def test_alert_posts_the_failed_run_to_the_webhook(
+    event_instance: dg.DagsterInstance, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(WEBHOOK_ENV, f"{receiver.url}/hooks/book-pipeline")
+    run_id, _ = alerted_doomed_run(event_instance)
+    assert len(receiver.requests) == 1
+    request = receiver.requests[0]
+    assert request["path"] == "/hooks/book-pipeline"
+    payload = json.loads(request["body"])
+    assert payload["job_name"] == "doomed_job" and payload["steps"] == ["fetch_everything"]
+    assert payload["run_id"] == run_id and payload["severity"] == "error"
+    assert "database went away" in payload["error"]
+    assert (
+        payload["text"].startswith("book-pipeline: run ") and "doomed_job failed in fetch_everything" in payload["text"]
+    )
+    assert payload["tags"]["book-pipeline/crawl"] == "true"
+    link = f"http://127.0.0.1:3000/runs/{run_id}"  # the webserver_url default
+    assert payload["run_url"] == link and payload["text"].endswith(f"({link})")
+
+
+@pytest.mark.usefixtures("no_alert_destination")
+def test_an_alert_refused_twice_is_delivered_within_the_tick_with_a_link_to_the_run(
+    event_instance: dg.DagsterInstance, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    flaky = Receiver(refuse_first=2)
+    try:
+        monkeypatch.setenv(WEBHOOK_ENV, f"{flaky.url}/hook")
+        monkeypatch.setenv("BOOK_PIPELINE_WEBSERVER_URL", "https://dagster.example.org/")
+        run_id, tick = alerted_doomed_run(event_instance)  # the tick succeeds: the third delivery was taken
+    finally:
+        flaky.close()
+    assert len(flaky.requests) == 3 and "1 alert(s) sent" in skip_message(tick)
+    payloads = [json.loads(r["body"]) for r in flaky.requests]
+    assert all(p == payloads[0] for p in payloads)  # the same alert each time
+    assert payloads[0]["run_url"] == f"https://dagster.example.org/runs/{run_id}"
+
+
+@pytest.mark.usefixtures("no_alert_destination")
+def test_alert_posts_to_slack_through_its_api(
+    event_instance: dg.DagsterInstance, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    slack = Receiver(reply=b'{"ok": true, "channel": "C1", "ts": "1.0"}')
+    try:
+        monkeypatch.setenv(SLACK_TOKEN_ENV, "xoxb-test-token")
+        monkeypatch.setenv(SLACK_CHANNEL_ENV, "#book-pipeline")
+        monkeypatch.setenv(SLACK_API_ENV, f"{slack.url}/api/")
+        alerted_doomed_run(event_instance)
+    finally:
+        slack.close()
+    assert len(slack.requests) == 1
+    request = slack.requests[0]
+    assert request["path"] == "/api/chat.postMessage"
+    assert request["headers"]["Authorization"] == "Bearer xoxb-test-token"
+    body = request["body"].decode()
+    form = json.loads(body) if body.startswith("{") else {k: v[0] for k, v in parse_qs(body).items()}
+    assert form["channel"] == "#book-pipeline" and "doomed_job failed in fetch_everything" in form["text"]
+
+
+@pytest.mark.usefixtures("no_alert_destination")
+def test_alert_is_silent_when_no_destination_is_configured(
+    event_instance: dg.DagsterInstance, receiver: Receiver
+) -> None:
+    _, tick = alerted_doomed_run(event_instance)
+    assert receiver.requests == [] and "0 alert(s) sent" in skip_message(tick)
+
+
+@pytest.mark.usefixtures("no_alert_destination")
+@pytest.mark.parametrize(
+    ("status", "deliveries"),
+    [(500, DELIVERY_ATTEMPTS), (404, 1)],  # a moment's refusal is tried again within the tick; a wrong hook is not
+)
+def test_an_alert_the_receiver_keeps_refusing_fails_the_tick_and_keeps_the_cursor(
+    event_instance: dg.DagsterInstance, monkeypatch: pytest.MonkeyPatch, status: int, deliveries: int
+) -> None:
+    refusing = Receiver(status=status)
+    try:
+        monkeypatch.setenv(WEBHOOK_ENV, f"{refusing.url}/hook")
+        start = evaluate_alert(event_instance, None)
+        doomed_run(event_instance)
+        with pytest.raises(AlertNotDelivered, match=f"HTTP {status}"):
+            evaluate_alert(event_instance, start.cursor)  # the daemon keeps the cursor of a failed tick
+        assert len(refusing.requests) == deliveries
+        with pytest.raises(AlertNotDelivered, match=f"HTTP {status}"):
+            evaluate_alert(event_instance, start.cursor)
+    finally:
+        refusing.close()
+    assert len(refusing.requests) == 2 * deliveries  # tried again each tick
+
+
+@pytest.mark.usefixtures("no_alert_destination")
+def test_an_alert_one_destination_took_is_not_sent_it_again_while_the_other_refuses(
+    event_instance: dg.DagsterInstance, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    slack = Receiver(status=500, reply=b'{"ok": true, "channel": "C1", "ts": "1.0"}')
+    try:
+        monkeypatch.setenv(WEBHOOK_ENV, f"{receiver.url}/hook")
+        monkeypatch.setenv(SLACK_TOKEN_ENV, "xoxb-test-token")
+        monkeypatch.setenv(SLACK_CHANNEL_ENV, "#book-pipeline")
+        monkeypatch.setenv(SLACK_API_ENV, f"{slack.url}/api/")
+        run_id, part_sent = alerted_doomed_run(event_instance)  # the webhook takes it, Slack refuses
+        slack.status = 200
+        slack_delivered = evaluate_alert(event_instance, part_sent.cursor)
+    finally:
+        slack.close()
+    assert [json.loads(r["body"])["run_id"] for r in receiver.requests] == [run_id]
+    assert len(slack.requests) == DELIVERY_ATTEMPTS + 1
+    assert part_sent.cursor != slack_delivered.cursor and "1 alert(s) sent" in skip_message(slack_delivered)
+
+
+def failed_check_run(
+    instance: dg.DagsterInstance,
+    *,
+    blocking: bool = False,
+    severity: dg.AssetCheckSeverity = dg.AssetCheckSeverity.ERROR,
+) -> dg.ExecuteInProcessResult:
+    """A real run of an asset whose check fails: the run succeeds unless the check blocks at severity ERROR."""
+
+    @dg.asset
+    def shelf() -> int:
+        return 3
+
+    @dg.asset_check(asset=shelf, blocking=blocking)
+    def shelf_is_full() -> dg.AssetCheckResult:
+        return dg.AssetCheckResult(passed=False, severity=severity, description="3 books on a shelf of 10\nmore detail")
+
+    result = dg.materialize([shelf, shelf_is_full], instance=instance, raise_on_error=False)
+    assert result.success is not (blocking and severity == dg.AssetCheckSeverity.ERROR)
     return result
 
 
@@ -419,29 +457,45 @@ def evaluate_asset_alert(instance: dg.DagsterInstance, cursor: str | None) -> dg
 def test_a_failed_check_is_alerted_once_and_an_undelivered_alert_waits_for_the_next_tick(
     event_instance: dg.DagsterInstance, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    start = evaluate_asset_alert(event_instance, None)  # a first tick watches from now on: no history replayed
+    start = evaluate_alert(event_instance, None)  # a first tick watches from now on: no history replayed
     down = Receiver(status=500)
     try:
         monkeypatch.setenv(WEBHOOK_ENV, f"{down.url}/hook")
-        run_id = failed_check_run(event_instance).run_id  # the run succeeds: run_failure_alert never sees it
-        refused = evaluate_asset_alert(event_instance, start.cursor)
+        run_id = failed_check_run(event_instance).run_id  # the run succeeds: no run failure reports it
+        with pytest.raises(AlertNotDelivered):
+            evaluate_alert(event_instance, start.cursor)  # the daemon keeps the cursor of a failed tick
     finally:
         down.close()
-    assert len(down.requests) == DELIVERY_ATTEMPTS and refused.cursor == start.cursor  # not past the failure
+    assert len(down.requests) == DELIVERY_ATTEMPTS
 
     receiver = Receiver()
     try:
         monkeypatch.setenv(WEBHOOK_ENV, f"{receiver.url}/hook")
-        delivered = evaluate_asset_alert(event_instance, refused.cursor)
-        again = evaluate_asset_alert(event_instance, delivered.cursor)
+        delivered = evaluate_alert(event_instance, start.cursor)
+        again = evaluate_alert(event_instance, delivered.cursor)
     finally:
         receiver.close()
-    assert len(receiver.requests) == 1 and delivered.cursor != refused.cursor
+    assert len(receiver.requests) == 1 and delivered.cursor != start.cursor
     payload = json.loads(receiver.requests[0]["body"])
     assert (payload["asset"], payload["check"], payload["run_id"]) == ("shelf", "shelf_is_full", run_id)
-    assert payload["text"].startswith("book-pipeline: check shelf_is_full on shelf failed in run ")
+    assert payload["severity"] == "error"
+    assert payload["text"].startswith("book-pipeline: check shelf_is_full on shelf failed (error) in run ")
     assert "3 books on a shelf of 10" in payload["text"] and payload["run_url"].endswith(f"/runs/{run_id}")
-    assert again.cursor == delivered.cursor and "0 asset alert(s) sent" in skip_message(again)
+    assert again.cursor == delivered.cursor and "0 alert(s) sent" in skip_message(again)
+
+
+@pytest.mark.usefixtures("no_alert_destination")
+@pytest.mark.parametrize("blocking", [False, True])  # a WARN check never fails its run, blocking or not
+def test_a_failed_warn_check_is_alerted_as_a_warning(
+    event_instance: dg.DagsterInstance, receiver: Receiver, monkeypatch: pytest.MonkeyPatch, blocking: bool
+) -> None:
+    monkeypatch.setenv(WEBHOOK_ENV, f"{receiver.url}/hook")
+    start = evaluate_alert(event_instance, None)
+    run_id = failed_check_run(event_instance, blocking=blocking, severity=dg.AssetCheckSeverity.WARN).run_id
+    evaluate_alert(event_instance, start.cursor)
+    [alert] = [json.loads(r["body"]) for r in receiver.requests]
+    assert (alert["check"], alert["run_id"], alert["severity"]) == ("shelf_is_full", run_id, "warn")
+    assert alert["text"].startswith("book-pipeline: check shelf_is_full on shelf failed (warn) in run ")
 
 
 @pytest.mark.usefixtures("no_alert_destination")
@@ -449,12 +503,11 @@ def test_a_failed_blocking_check_is_alerted_once_as_the_failed_run_that_names_it
     event_instance: dg.DagsterInstance, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(WEBHOOK_ENV, f"{receiver.url}/hook")
-    start = evaluate_asset_alert(event_instance, None)
+    start = evaluate_alert(event_instance, None)
     result = failed_check_run(event_instance, blocking=True)
-    assert "0 asset alert(s) sent" in skip_message(evaluate_asset_alert(event_instance, start.cursor))
-    run_failure_alert(failure_context(event_instance, result, "run_failure_alert"))
+    assert "1 alert(s) sent" in skip_message(evaluate_alert(event_instance, start.cursor))
     [alert] = [json.loads(r["body"]) for r in receiver.requests]
-    assert "shelf_is_full" in alert["text"] and alert["run_id"] == result.run_id
+    assert "shelf_is_full" in alert["text"] and alert["run_id"] == result.run_id and "check" not in alert
 
 
 @pytest.mark.usefixtures("no_alert_destination")
@@ -462,7 +515,7 @@ def test_an_asset_whose_freshness_policy_fails_is_alerted_once_with_a_link_to_it
     event_instance: dg.DagsterInstance, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(WEBHOOK_ENV, f"{receiver.url}/hook")
-    start = evaluate_asset_alert(event_instance, None)
+    start = evaluate_alert(event_instance, None)
     # What the daemon's freshness evaluation records as book_details nears, then passes, its window.
     for previous, new in ((FreshnessState.PASS, FreshnessState.WARN), (FreshnessState.WARN, FreshnessState.FAIL)):
         event_instance._report_runless_asset_event(
@@ -470,10 +523,98 @@ def test_an_asset_whose_freshness_policy_fails_is_alerted_once_with_a_link_to_it
                 key=dg.AssetKey("book_details"), previous_state=previous, new_state=new, state_change_timestamp=0.0
             )
         )
-    first = evaluate_asset_alert(event_instance, start.cursor)
-    again = evaluate_asset_alert(event_instance, first.cursor)
+    first = evaluate_alert(event_instance, start.cursor)
+    again = evaluate_alert(event_instance, first.cursor)
     [alert] = [json.loads(r["body"]) for r in receiver.requests]
     assert alert["asset"] == "book_details" and alert["previous_state"] == "WARN"
     assert alert["text"].startswith("book-pipeline: book_details is overdue: its freshness policy failed")
     assert alert["asset_url"] == "http://127.0.0.1:3000/assets/book_details"
-    assert "0 asset alert(s) sent" in skip_message(again)
+    assert "0 alert(s) sent" in skip_message(again)
+
+
+def alert_sensors() -> list[dg.SensorDefinition]:
+    """The code location's sensors that post alerts."""
+    from book_assets.definitions import build_definitions
+
+    return [s for s in build_definitions().get_repository_def().sensor_defs if "alert" in s.name]
+
+
+def tick(sensors: list[dg.SensorDefinition], instance: dg.DagsterInstance, cursors: dict[str, str | None]) -> None:
+    """One daemon tick of each sensor: its evaluation (the call the daemon's code server makes), its new cursor
+    kept; a tick that raises fails, and the daemon keeps the cursor it had."""
+    for sensor in sensors:
+        with dg.build_sensor_context(instance=instance, cursor=cursors.get(sensor.name)) as context:
+            try:
+                cursors[sensor.name] = sensor.evaluate_tick(context).cursor
+            except Exception:  # as the code server does: any error fails the tick
+                continue
+
+
+def check_run(instance: dg.DagsterInstance, name: str, severity: dg.AssetCheckSeverity) -> str:
+    """A run whose non-blocking check ``name`` fails with ``severity``: the run succeeds; its id."""
+
+    @dg.asset(name=f"{name}_shelf")
+    def shelf() -> int:
+        return 3
+
+    @dg.asset_check(asset=shelf, name=name)
+    def failing_check() -> dg.AssetCheckResult:
+        return dg.AssetCheckResult(passed=False, severity=severity, description=f"{name} failed")
+
+    result = dg.materialize([shelf, failing_check], instance=instance)
+    assert result.success
+    return result.run_id
+
+
+def failed_run(instance: dg.DagsterInstance, job_name: str) -> str:
+    """A run of ``job_name`` whose one op raises; its id."""
+
+    @dg.op(name=f"{job_name}_op")
+    def explode() -> None:
+        raise RuntimeError(f"{job_name} went away")
+
+    @dg.job(name=job_name)
+    def job() -> None:
+        explode()
+
+    result = job.execute_in_process(instance=instance, raise_on_error=False)
+    assert not result.success
+    return result.run_id
+
+
+def closed_port_url() -> str:
+    """A URL on 127.0.0.1 where nothing listens: a connection there is refused."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{probe.getsockname()[1]}/hook"
+
+
+@pytest.mark.usefixtures("no_alert_destination")
+def test_alerts_refused_for_several_ticks_all_arrive_once_in_order_when_the_receiver_accepts(
+    event_instance: dg.DagsterInstance, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sensors, cursors = alert_sensors(), dict[str, str | None]()
+    tick(sensors, event_instance, cursors)  # the first tick watches from now on
+    receiver = Receiver(status=500)
+    try:
+        monkeypatch.setenv(WEBHOOK_ENV, closed_port_url())  # the receiver is down: connection refused
+        expected = [failed_run(event_instance, "first_doomed_job")]
+        tick(sensors, event_instance, cursors)
+        expected.append(check_run(event_instance, "error_check", dg.AssetCheckSeverity.ERROR))
+        tick(sensors, event_instance, cursors)
+        monkeypatch.setenv(WEBHOOK_ENV, f"{receiver.url}/hook")  # up, answering 500
+        expected.append(check_run(event_instance, "warn_check", dg.AssetCheckSeverity.WARN))
+        expected.append(failed_run(event_instance, "second_doomed_job"))
+        tick(sensors, event_instance, cursors)
+        tick(sensors, event_instance, cursors)
+        refused = len(receiver.requests)
+        receiver.status = 200
+        tick(sensors, event_instance, cursors)
+        tick(sensors, event_instance, cursors)  # nothing left: nothing sent again
+    finally:
+        receiver.close()
+    assert refused > 0
+    accepted = [json.loads(r["body"]) for r in receiver.requests[refused:]]
+    assert [a["run_id"] for a in accepted] == expected
+    assert [a.get("job_name") for a in accepted][::3] == ["first_doomed_job", "second_doomed_job"]
+    assert [a.get("severity") for a in accepted[1:3]] == ["error", "warn"]

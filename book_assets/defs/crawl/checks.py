@@ -18,7 +18,7 @@ failed records what it wrote marked partial (:mod:`book_assets.defs.crawl.steps`
 ``no_field_drift`` (blocking) reads the crawl of this run's materialization of ``book_details`` (its
 ``crawl_id``; a run of the check alone reads the latest materialization's) and fails while a field of that
 crawl drifted and no operator accepted it (:mod:`book_assets.store.drift`): the run fails, which alerts
-(``run_failure_alert`` names the check), nothing downstream publishes and the last good snapshot stays the
+(``alert_sensor`` names the check), nothing downstream publishes and the last good snapshot stays the
 current one. ``book-pipeline drift accept`` records the acceptance; the check run again then passes.
 
 Every job that materializes the crawl asset (the full refresh, the retry of the failures, the queue jobs) runs

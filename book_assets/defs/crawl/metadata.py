@@ -1,13 +1,16 @@
 """The materialization metadata of the crawl's two assets, from the run's report (what the CLI prints).
 
 ``book_details`` carries the run's figures (books new, changed, unchanged, pages, failures by reason), the
-table's counts (``dagster/row_count``), removals, and a deep budget's outcome; ``listing_discovery`` the
-discovery's (pages, books found). Both carry the run's configuration and politeness.
+table's counts (``dagster/row_count``), removals, a deep budget's outcome, and what the crawl cost (``cost``:
+fetches, bytes, fetch wall time and parse CPU per page type, category and fetch mode, with the workers'
+CPU and the bytes in all as figures the UI plots across runs); ``listing_discovery`` the discovery's (pages,
+books found). Both carry the run's configuration and politeness.
 """
 
 import dagster as dg
 
 from book_assets.crawl.pipeline import CrawlReport, budget_line
+from book_assets.crawl.stats import WorkerStats
 from book_assets.defs.catalog import AssetMetadata, count_table
 
 
@@ -28,6 +31,36 @@ def _fetch_metadata(report: CrawlReport) -> AssetMetadata:
         "disagreements": stats.disagreements,
         "browsers_started": stats.browsers,
         "fetch_decisions": dg.MetadataValue.md("\n".join(rows)),
+    }
+
+
+#: The cost table's columns after its key (page type, category, fetch mode): each a field of ``PageCost``.
+COST_COLUMNS = (("fetches", "int"), ("bytes", "int"), ("fetch_s", "float"), ("parse_cpu_s", "float"))
+
+
+def _cost_metadata(stats: WorkerStats) -> AssetMetadata:
+    """What the crawl cost: a row per page type, category and fetch mode (the workers that reported; a
+    lost worker's fetches are missing, ``workers_lost`` says how many), and the totals."""
+    rows = [
+        dg.TableRecord(
+            {
+                "page_type": page_type,
+                "category": category,
+                "fetch_mode": mode,
+                **{name: round(getattr(cost, name), 4) for name, _ in COST_COLUMNS},
+            }
+        )
+        for (page_type, category, mode), cost in sorted(stats.costs.items())
+    ]
+    columns = [dg.TableColumn(name, "string") for name in ("page_type", "category", "fetch_mode")]
+    columns += [dg.TableColumn(name, kind) for name, kind in COST_COLUMNS]
+    return {
+        "cost": dg.MetadataValue.table(records=rows, schema=dg.TableSchema(columns=columns)),
+        "bytes_fetched": sum(cost.bytes for cost in stats.costs.values()),
+        "fetch_s": round(sum(cost.fetch_s for cost in stats.costs.values()), 1),
+        "parse_cpu_s": round(sum(cost.parse_cpu_s for cost in stats.costs.values()), 2),
+        # The worker processes' CPU (user and system) as each measured itself at its end.
+        "worker_cpu_s": round(stats.cpu_s, 2),
     }
 
 
@@ -79,6 +112,7 @@ def details_metadata(report: CrawlReport) -> AssetMetadata:
         "books_by_category": count_table(run.by_category, "category", "books stored this run"),
         "tasks_pruned": report.tasks_pruned,
         **_run_metadata(report),
+        **_cost_metadata(report.stats),
     }
     if report.crawl_id is not None:  # the crawl the check no_field_drift judges, this run's own
         metadata["crawl_id"] = report.crawl_id

@@ -8,14 +8,17 @@ queued cannot launch the same requeue twice. Permanent failures (404, robots.txt
 due, and a page that fails again after a requeue is due again only after a longer delay, at most
 ``requeue_max`` times: no requeue storm.
 
-``run_failure_alert`` posts one message per failed run to the destinations :mod:`book_assets.alerts` reads
-from the environment (a webhook, Slack), and does nothing when none is configured; ``asset_alert`` does the
-same for every failed non-blocking asset check of severity ERROR, whose run succeeds all the same (a failed
-blocking check fails its run, which ``run_failure_alert`` posts, naming the check), and for every asset whose
-freshness policy the daemon finds failing.
+``alert_sensor`` posts one message per failed run, per failed check whose run succeeds nevertheless (a WARN
+check, or an ERROR check that does not block: a failed blocking ERROR check fails its run, whose alert names
+the check) and per asset whose freshness policy the daemon finds failing, to the destinations
+:mod:`book_assets.alerts` reads from the environment (a webhook, Slack); nothing when none is configured. It
+reads them from the event log behind a cursor that passes an alert only once delivered: a receiver that
+refuses for hours loses nothing, and gets every alert once, in order, when it accepts again.
 
 The threshold and the policy are settings, read (and validated) each time the code location loads.
 """
+
+from dataclasses import dataclass
 
 import dagster as dg
 
@@ -23,6 +26,7 @@ import dagster as dg
 from dagster._core.definitions.freshness import FreshnessState, FreshnessStateChange
 
 from book_assets.alerts import (
+    Alert,
     AlertDestinations,
     AlertNotDelivered,
     CheckFailureAlert,
@@ -78,8 +82,14 @@ def build_failed_tasks_sensor(
 
 def failure_of(context: dg.RunFailureSensorContext) -> RunFailureAlert:
     """The failed run's job, failed steps, first line of the error and user tags."""
-    run = context.dagster_run
-    step_failures = context.get_step_failure_events()
+    return run_failure_of(context.instance, context.dagster_run, context.failure_event.message or "")
+
+
+def run_failure_of(instance: dg.DagsterInstance, run: dg.DagsterRun, run_message: str) -> RunFailureAlert:
+    """The alert for ``run``, failed with ``run_message``: its job, failed steps, first line of the error of
+    the first failed step (the run's message when no step failed) and user tags."""
+    records = instance.get_records_for_run(run_id=run.run_id, of_type=dg.DagsterEventType.STEP_FAILURE).records
+    step_failures = [r.event_log_entry.dagster_event for r in records if r.event_log_entry.dagster_event]
     steps = [event.step_key for event in step_failures if event.step_key]
     # The first failed step's own error (Dagster's wrapper's innermost cause) says what happened; the run's
     # message only lists the steps.
@@ -87,7 +97,7 @@ def failure_of(context: dg.RunFailureSensorContext) -> RunFailureAlert:
     error = errors[0] if errors else None
     while error is not None and error.cause is not None:
         error = error.cause
-    message = (error.message if error is not None else context.failure_event.message or "").strip().splitlines()
+    message = (error.message if error is not None else run_message).strip().splitlines()
     return RunFailureAlert(
         run_id=run.run_id,
         job_name=run.job_name,
@@ -108,94 +118,114 @@ def run_failure_summary(context: dg.RunFailureSensorContext) -> None:
     context.log.error(f"{failure.text} (tags: {', '.join(f'{k}={v}' for k, v in failure.tags.items())})")
 
 
-@dg.run_failure_sensor(
-    name="run_failure_alert",
-    default_status=dg.DefaultSensorStatus.RUNNING,
-    description=(
-        "Post every failed run to the alert webhook (BOOK_PIPELINE_ALERT_WEBHOOK_URL) or Slack "
-        "(BOOK_PIPELINE_SLACK_TOKEN, BOOK_PIPELINE_SLACK_CHANNEL); silent when neither is set."
-    ),
+#: The events that may need an alert: failed runs, check evaluations and freshness state changes.
+ALERT_EVENTS = (
+    dg.DagsterEventType.RUN_FAILURE,
+    dg.DagsterEventType.ASSET_CHECK_EVALUATION,
+    dg.DagsterEventType.FRESHNESS_STATE_CHANGE,
 )
-def run_failure_alert(context: dg.RunFailureSensorContext) -> None:
-    destinations = AlertDestinations.from_environment()
-    if not destinations.configured:
-        return
-    # Delivery is retried within the tick; an alert still undelivered raises, so the tick fails visibly.
-    sent = send_alert(failure_of(context), destinations)
-    context.log.info(f"alert for run {context.dagster_run.run_id[:8]} sent to {', '.join(sent)}")
-
-
-#: The asset events that may need an alert: check evaluations and freshness state changes.
-ASSET_ALERT_EVENTS = (dg.DagsterEventType.ASSET_CHECK_EVALUATION, dg.DagsterEventType.FRESHNESS_STATE_CHANGE)
 #: Events read per tick, at most.
-ASSET_ALERT_BATCH = 100
+ALERT_BATCH = 100
+
+
+@dataclass(frozen=True)
+class AlertCursor:
+    """Where ``alert_sensor`` stands: the storage id of the last event it is done with, and the destinations
+    that already took the alert of the event after it (when another refused it), which are not sent it again.
+
+    As a string: ``"<storage id>"``, or ``"<storage id>:<destination>,..."`` while the next alert is part-sent.
+    """
+
+    after: int
+    delivered: tuple[str, ...] = ()
+
+    @classmethod
+    def parse(cls, cursor: str) -> "AlertCursor":
+        after, _, delivered = cursor.partition(":")
+        return cls(int(after), tuple(d for d in delivered.split(",") if d))
+
+    def __str__(self) -> str:
+        return f"{self.after}:{','.join(self.delivered)}" if self.delivered else str(self.after)
 
 
 @dg.sensor(
-    name="asset_alert",
-    minimum_interval_seconds=60,
+    name="alert_sensor",
+    # A failed run is alerted within about this long (a run-failure sensor's default interval).
+    minimum_interval_seconds=30,
     default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Post every failed non-blocking asset check of severity ERROR and every asset whose freshness "
-    "policy fails to the alert destinations (a failed blocking check fails its run, which run_failure_alert "
-    "posts); silent when none is set.",
+    description="Post every failed run, every failed check whose run succeeds (WARN, or ERROR and not blocking) "
+    "and every asset whose freshness policy fails to the alert webhook (BOOK_PIPELINE_ALERT_WEBHOOK_URL) or "
+    "Slack (BOOK_PIPELINE_SLACK_TOKEN, BOOK_PIPELINE_SLACK_CHANNEL), oldest first, each once; an alert "
+    "refused waits, and fails each tick, until it is delivered; silent when no destination is set.",
 )
-def asset_alert(context: dg.SensorEvaluationContext) -> dg.SensorResult:
-    """Alerts for the asset events recorded since the cursor (an event-log storage id), oldest first.
+def alert_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
+    """Alerts for the events recorded since the cursor (an event-log storage id), oldest first.
 
-    The events are check evaluations and the freshness daemon's state changes. The cursor moves past an event
-    only once its alert was delivered (or none was due), so an alert the receiver refused is sent again next
-    tick instead of being lost. A first tick starts from the newest event: turning the sensor on does not
+    The cursor moves past an event only once its alert was delivered (or none was due), so an alert the
+    receiver refuses is sent again next tick, for as long as it refuses, and the alerts after it wait: they
+    arrive in order, each once. A tick that delivers nothing while an alert waits raises, so the sensor shows
+    failed ticks in the UI until the receiver takes it; a tick that delivered some returns its cursor, and the
+    next starts at the refused one. A first tick starts from the newest event: turning the sensor on does not
     replay the instance's history.
     """
     storage = context.instance.event_log_storage
     if context.cursor is None:
         newest = [
             r.storage_id
-            for event_type in ASSET_ALERT_EVENTS
+            for event_type in ALERT_EVENTS
             for r in storage.get_event_records(dg.EventRecordsFilter(event_type=event_type), limit=1, ascending=False)
         ]
-        return dg.SensorResult(skip_reason="watching asset events from now on", cursor=str(max(newest, default=0)))
-    cursor = int(context.cursor)
+        return dg.SensorResult(skip_reason="watching events from now on", cursor=str(max(newest, default=0)))
+    cursor = AlertCursor.parse(context.cursor)
     records = sorted(
         (
             record
-            for event_type in ASSET_ALERT_EVENTS
+            for event_type in ALERT_EVENTS
             for record in storage.get_event_records(
-                dg.EventRecordsFilter(event_type=event_type, after_cursor=cursor),
-                limit=ASSET_ALERT_BATCH,
+                dg.EventRecordsFilter(event_type=event_type, after_cursor=cursor.after),
+                limit=ALERT_BATCH,
                 ascending=True,
             )
         ),
         key=lambda record: record.storage_id,
-    )[:ASSET_ALERT_BATCH]  # the first of each type's batch: none of a type is passed over
+    )[:ALERT_BATCH]  # the first of each type's batch: none of a type is passed over
     destinations, webserver, sent = AlertDestinations.from_environment(), load_settings().webserver_url, 0
     for record in records:
-        alert = asset_alert_of(record, webserver)
+        alert = alert_of(context.instance, record, webserver)
         if alert is not None and destinations.configured:
             try:
-                send_alert(alert, destinations)
+                send_alert(alert, destinations, delivered=cursor.delivered)
             except AlertNotDelivered as exc:  # the cursor stays before it: sent again next tick
-                context.log.error(f"alert not delivered, retried next tick: {exc}")
-                return dg.SensorResult(skip_reason=f"{sent} alerted; then not delivered: {exc}", cursor=str(cursor))
+                waiting = AlertCursor(cursor.after, exc.delivered)
+                if waiting == AlertCursor.parse(context.cursor):
+                    raise
+                context.log.error(f"alert not delivered, sent again next tick: {exc}")
+                return dg.SensorResult(
+                    skip_reason=f"{sent} alert(s) sent; then not delivered: {exc}", cursor=str(waiting)
+                )
             sent += 1
-        cursor = record.storage_id
-    return dg.SensorResult(skip_reason=f"{sent} asset alert(s) sent", cursor=str(cursor))
+        cursor = AlertCursor(record.storage_id)
+    return dg.SensorResult(skip_reason=f"{sent} alert(s) sent", cursor=str(cursor))
 
 
-def asset_alert_of(record: dg.EventLogRecord, webserver_url: str) -> CheckFailureAlert | FreshnessAlert | None:
-    """The alert an asset event calls for: a failed ERROR-severity check that does not block (its run succeeds
-    nevertheless), or a freshness policy that now fails; None for anything else (a passed check, a warning,
-    a blocking check, whose run fails and is alerted, a freshness state other than FAIL)."""
+def alert_of(instance: dg.DagsterInstance, record: dg.EventLogRecord, webserver_url: str) -> Alert | None:
+    """The alert an event calls for: a failed run, a failed check whose run succeeds nevertheless (a WARN, or
+    an ERROR that does not block), or a freshness policy that now fails; None for anything else (a passed
+    check, a failed blocking ERROR check, whose run fails and is alerted, a freshness state other than FAIL)."""
     entry = record.event_log_entry
-    data = entry.dagster_event.event_specific_data if entry.dagster_event is not None else None
+    event = entry.dagster_event
+    data = event.event_specific_data if event is not None else None
+    if event is not None and event.event_type == dg.DagsterEventType.RUN_FAILURE:
+        run = instance.get_run_by_id(entry.run_id)
+        return run_failure_of(instance, run, entry.message or "") if run is not None else None
     if isinstance(data, FreshnessStateChange):
         if data.new_state != FreshnessState.FAIL:
             return None
         asset = data.key.to_user_string()
         return FreshnessAlert(asset, data.previous_state.value, asset_url(webserver_url, asset))
-    if not isinstance(data, dg.AssetCheckEvaluation):
+    if not isinstance(data, dg.AssetCheckEvaluation) or data.passed:
         return None
-    if data.passed or data.severity != dg.AssetCheckSeverity.ERROR or data.blocking:
+    if data.severity == dg.AssetCheckSeverity.ERROR and data.blocking:
         return None
     return CheckFailureAlert(
         run_id=entry.run_id,
@@ -203,6 +233,7 @@ def asset_alert_of(record: dg.EventLogRecord, webserver_url: str) -> CheckFailur
         asset=data.asset_key.to_user_string(),
         check=data.check_name,
         error=(data.description or "").strip().splitlines()[0] if data.description else "",
+        severity=data.severity.value.lower(),
         run_url=run_url(webserver_url, entry.run_id),
     )
 
@@ -213,4 +244,4 @@ def sensors() -> dg.Definitions:
     settings = load_settings()
     policy = requeue_policy(settings.requeue_max, settings.requeue_backoff_s)
     failed_tasks = build_failed_tasks_sensor(settings.failed_tasks_threshold, policy)
-    return dg.Definitions(sensors=[failed_tasks, run_failure_summary, run_failure_alert, asset_alert])
+    return dg.Definitions(sensors=[failed_tasks, run_failure_summary, alert_sensor])
