@@ -44,15 +44,15 @@ def _combined(rule: Callable[[Any, Any], Any]) -> dict[str, Callable[[Any, Any],
 
 @dataclass
 class PageCost:
-    """What a set of pages cost the workers that fetched them: only a worker knows it (the database keeps a
-    page's body, not what its fetches took), so it is counted here, once, from the worker's events.
+    """What a set of pages cost the workers that fetched them: only a worker knows it (the database keeps a page's body,
+    not what its fetches took), so it is counted here, once, from the worker's events.
 
-    Every fetch counts, retried and failed ones too (a page fetched three times cost three fetches), and a
-    304 counts with no bytes; a render the worker asks for after a page's served HTML did not parse (a page
-    type's first pages, until its mode learns that it needs scripts) is not among them. ``parse_cpu_s`` is the
-    CPU of parsing, measured on the worker's thread around each parse: the part of a worker's CPU that belongs to one page (the rest, its event loop, HTTP client and
-    database calls, serve every page at once, and is the workers' ``cpu_s``; a browser's CPU is its own
-    process's).
+    Every fetch counts, retried and failed ones too (a page fetched three times cost three fetches), and a 304 counts
+    with no bytes; a render the worker asks for after a page's served HTML did not parse (a page type's first pages,
+    until its mode learns that it needs scripts) is not among them. ``parse_cpu_s`` is the CPU of parsing, measured on
+    the worker's thread around each parse: the part of a worker's CPU that belongs to one page (the rest, its event
+    loop, HTTP client and database calls, serve every page at once, and is the workers' ``cpu_s``; a browser's CPU is
+    its own process's).
     """
 
     fetches: int = 0
