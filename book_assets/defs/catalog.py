@@ -47,11 +47,23 @@ def refresh_freshness(cron: str) -> dg.FreshnessPolicy:
     )
 
 
-#: The publishing assets follow the crawl: today's partition is requested once ``book_details`` has updated
-#: and passed its blocking checks (and nothing upstream is missing or running); past days only by a backfill.
+#: When a day partition of the publishing assets starts (00:00 UTC, their ``DailyPartitionsDefinition``'s cron).
+DAY_START_CRON = "0 0 * * *"
+#: The publishing assets follow the crawl: day D's partition is requested once a crawl has updated
+#: ``book_details`` since D began and passed its blocking checks (and the crawl is no longer running); again
+#: after a later crawl the same day (a recrawl of the failures); past days only by a backfill. Not ``eager()``:
+#: its ``newly_missing`` requests each new day's partition as it appears at midnight, from yesterday's crawl.
+#: ``all_deps_updated_since_cron`` orders the crawl's materialization against the midnight tick by their
+#: times, so a crawl stored before midnight and first seen after it (the daemon down across midnight) does
+#: not publish the new day. A day without a crawl stays missing.
 PUBLISH_AUTOMATION = (
-    dg.AutomationCondition.eager() & dg.AutomationCondition.all_deps_blocking_checks_passed()
-).with_label("eager once the blocking checks passed")
+    dg.AutomationCondition.in_latest_time_window()
+    & dg.AutomationCondition.any_deps_updated().since_last_handled()
+    & dg.AutomationCondition.all_deps_updated_since_cron(DAY_START_CRON, "UTC")
+    & dg.AutomationCondition.all_deps_blocking_checks_passed()
+    & ~dg.AutomationCondition.any_deps_in_progress()
+    & ~dg.AutomationCondition.in_progress()
+).with_label("once the day's crawl passed its blocking checks")
 
 Layer = Literal["crawl", "publish"]
 

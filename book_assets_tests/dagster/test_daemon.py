@@ -240,6 +240,17 @@ def test_the_daemon_runs_the_schedule_requeues_transient_failures_once_and_gets_
         daemon,
     )
 
+    # The sensor waits while a crawl run is in progress, which a one-minute cron keeps nearly all the time:
+    # stopping the schedule leaves it a tick with none.
+    stopped = subprocess.run(
+        [str(BIN / "dagster"), "schedule", "stop", "daily_full_refresh", "-w", workspace],
+        env=daemon_env,
+        cwd=daemon.parent,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert stopped.returncode == 0, stopped.stdout + stopped.stderr
     # The sensor requested one requeue: the transient pages are stored again, the 404s left alone.
     requeues = _wait(
         "recrawl_failed_job succeeded", lambda: runs.with_status("recrawl_failed_job", "SUCCESS"), 240, daemon

@@ -89,7 +89,7 @@ def test_definitions_snapshot(repo: dg.RepositoryDefinition) -> None:
             "steps": {"raw_archive": None},
             "partitions": "DailyPartitionsDefinition",
             "freshness": None,
-            "automation": "eager once the blocking checks passed",
+            "automation": "once the day's crawl passed its blocking checks",
             "table_name": None,
             "deps": ["book_details"],
         },
@@ -101,7 +101,7 @@ def test_definitions_snapshot(repo: dg.RepositoryDefinition) -> None:
             "steps": {"category_balanced_snapshot": None},
             "partitions": "DailyPartitionsDefinition",
             "freshness": None,
-            "automation": "eager once the blocking checks passed",
+            "automation": "once the day's crawl passed its blocking checks",
             "table_name": "public.category_balanced_snapshot",
             "deps": ["book_details"],
         },
@@ -113,7 +113,7 @@ def test_definitions_snapshot(repo: dg.RepositoryDefinition) -> None:
             "steps": {"book_changes": None},
             "partitions": "DailyPartitionsDefinition",
             "freshness": None,
-            "automation": "eager once the blocking checks passed",
+            "automation": "once the day's crawl passed its blocking checks",
             "table_name": None,
             "deps": ["book_details"],
         },
@@ -196,8 +196,11 @@ def test_schedule_runs_the_crawl_unpartitioned_in_utc(repo: dg.RepositoryDefinit
     assert schedule.execution_timezone == "UTC" and schedule.job_name == "full_refresh_job"
     assert schedule.default_status == dg.DefaultScheduleStatus.STOPPED
     tick = datetime(2026, 11, 30, 3, 0, tzinfo=UTC)
-    context = dg.build_schedule_context(scheduled_execution_time=tick, repository_def=repo)
-    requests = list(schedule.evaluate_tick(context).run_requests or [])
+    with (
+        dg.instance_for_test() as instance,
+        dg.build_schedule_context(instance=instance, scheduled_execution_time=tick, repository_def=repo) as context,
+    ):
+        requests = list(schedule.evaluate_tick(context).run_requests or [])
     assert [r.partition_key for r in requests] == [None]
 
 

@@ -12,18 +12,25 @@ runs on ``listing_discovery`` after that step, not ``book_details``. The count o
 books found is the discovery's own materialization metadata; the failures are the queue's dead-lettered
 listing tasks, by error kind.
 
-``crawl_complete`` (blocking) reads the latest materialization of ``book_details``: a run whose drain step
-failed records what it wrote marked partial (:mod:`book_assets.defs.crawl.steps`), and this check fails it.
+``crawl_complete``, ``found_books`` and ``no_field_drift`` judge the materialization of their own run
+(:func:`materialization_judged`): two crawl runs can overlap, and the instance's latest materialization may
+be the other run's. A run of the checks alone (after an operator's fix) judges the latest one; each result
+names the run it judged.
 
-``no_field_drift`` (blocking) reads the crawl of this run's materialization of ``book_details`` (its
-``crawl_id``; a run of the check alone reads the latest materialization's) and fails while a field of that
-crawl drifted and no operator accepted it (:mod:`book_assets.store.drift`): the run fails, which alerts
-(``alert_sensor`` names the check), nothing downstream publishes and the last good snapshot stays the
-current one. ``book-pipeline drift accept`` records the acceptance; the check run again then passes.
+``crawl_complete`` (blocking): a run whose drain step failed records what it wrote marked partial
+(:mod:`book_assets.defs.crawl.steps`), and this check fails it.
+
+``no_field_drift`` (blocking) reads the crawl of the judged materialization of ``book_details`` (its
+``crawl_id``) and fails while a field of that crawl drifted and no operator accepted it
+(:mod:`book_assets.store.drift`): the run fails, which alerts (``alert_sensor`` names the check), nothing
+downstream publishes and the last good snapshot stays the current one. ``book-pipeline drift accept`` records
+the acceptance; the check run again then passes.
 
 Every job that materializes the crawl asset (the full refresh, the retry of the failures, the queue jobs) runs
 these checks as steps after the crawl's report.
 """
+
+from dataclasses import dataclass
 
 import dagster as dg
 
@@ -93,14 +100,13 @@ def required_fields_present(database: DatabaseResource) -> dg.AssetCheckResult:
 @dg.asset_check(
     asset=BOOK_DETAILS,
     blocking=True,
-    description="The latest crawl ran to its end: no drain step failed (a partial crawl is recorded, not published).",
+    description="The run's crawl ran to its end: no drain step failed (a partial crawl is recorded, not published).",
 )
 def crawl_complete(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
-    event = context.instance.get_latest_materialization_event(BOOK_DETAILS)
-    materialization = event.asset_materialization if event is not None else None
-    metadata = materialization.metadata if materialization is not None else {}
+    judged = materialization_judged(context, BOOK_DETAILS)
+    metadata = judged.materialization.metadata if judged.materialization is not None else {}
     failed = metadata.get("failed_drain_steps")
-    failed_steps = int(failed.value) if failed is not None else 0
+    failed_steps = int(str(failed.value)) if failed is not None else 0
     steps = metadata.get("drain_steps")
     errors = metadata.get("drain_errors")
     return dg.AssetCheckResult(
@@ -111,29 +117,46 @@ def crawl_complete(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResul
         else "every drain step ran to its end",
         metadata={
             "failed_drain_steps": failed_steps,
-            "drain_steps": int(steps.value) if steps is not None else 0,
+            "drain_steps": int(str(steps.value)) if steps is not None else 0,
             "drain_errors": errors if errors is not None else dg.MetadataValue.md("(none)"),
+            **judged.metadata(),
         },
     )
 
 
-def crawl_of_the_run(context: dg.AssetCheckExecutionContext) -> tuple[int | None, str]:
-    """The crawl whose books the check judges, and where its id was read: this run's materialization of
-    ``book_details`` (never another run's, which may be a later crawl's), else the latest one (a run of the
-    checks alone, after an acceptance)."""
-    records = context.instance.get_records_for_run(
-        context.run.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION
-    ).records
+@dataclass(frozen=True)
+class Judged:
+    """The materialization a check judges, the run that recorded it, and which one it is (for the result)."""
+
+    materialization: dg.AssetMaterialization | None
+    run_id: str | None
+    source: str
+
+    def metadata(self) -> dict[str, str]:
+        return {"judged_run": self.run_id or "", "source": self.source}
+
+
+def materialization_judged(context: dg.AssetCheckExecutionContext, key: dg.AssetKey) -> Judged:
+    """The materialization of ``key`` a check judges: its own run's (never another run's, which may be a later
+    crawl's), else the latest one (a run of the checks alone, after an operator's fix or acceptance)."""
+    run_id = context.run.run_id
+    records = context.instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION).records
     ours = [r.asset_materialization for r in records if r.asset_materialization is not None]
-    materializations = [m for m in ours if m.asset_key == BOOK_DETAILS]
-    source = "this run's materialization"
-    if not materializations:
-        event = context.instance.get_latest_materialization_event(BOOK_DETAILS)
-        latest = event.asset_materialization if event is not None else None
-        materializations = [latest] if latest is not None else []
-        source = "the latest materialization"
-    found = materializations[-1].metadata.get("crawl_id") if materializations else None
-    return (int(str(found.value)) if found is not None else None), source
+    materializations = [m for m in ours if m.asset_key == key]
+    if materializations:
+        return Judged(materializations[-1], run_id, "this run's materialization")
+    event = context.instance.get_latest_materialization_event(key)
+    if event is None:
+        return Judged(None, None, "no materialization")
+    return Judged(event.asset_materialization, event.run_id, "the latest materialization")
+
+
+def crawl_of_the_run(context: dg.AssetCheckExecutionContext) -> tuple[int | None, str]:
+    """The crawl whose books the check judges (the ``crawl_id`` of the judged materialization of
+    ``book_details``), and where its id was read."""
+    judged = materialization_judged(context, BOOK_DETAILS)
+    found = judged.materialization.metadata.get("crawl_id") if judged.materialization is not None else None
+    return (int(str(found.value)) if found is not None else None), judged.source
 
 
 @dg.asset_check(
@@ -171,12 +194,11 @@ def no_field_drift(context: dg.AssetCheckExecutionContext, database: DatabaseRes
 
 
 def books_found_by_discovery(context: dg.AssetCheckExecutionContext, database: DatabaseResource) -> tuple[int, str]:
-    """Books the latest discovery found (its ``books_found`` metadata), else the detail tasks the queue holds."""
-    event = context.instance.get_latest_materialization_event(LISTING_DISCOVERY)
-    materialization = event.asset_materialization if event is not None else None
-    found = materialization.metadata.get("books_found") if materialization is not None else None
+    """Books the judged discovery found (its ``books_found`` metadata), else the detail tasks the queue holds."""
+    judged = materialization_judged(context, LISTING_DISCOVERY)
+    found = judged.materialization.metadata.get("books_found") if judged.materialization is not None else None
     if found is not None:
-        return int(found.value), "the latest discovery's books_found"
+        return int(str(found.value)), f"books_found of {judged.source} (run {(judged.run_id or '')[:8]})"
     with database.open(application_name="book-pipeline checks") as db:
         counts = make_queue(db).stats().counts
     return sum(counts.get(DETAIL, {}).values()), "detail tasks in the queue"

@@ -49,10 +49,10 @@ ACTIVE = [
 ]
 
 
-def crawl_run_in_progress(instance: dg.DagsterInstance) -> bool:
-    """A run that drains the crawl queue (its ``book-pipeline/crawl`` tag) is queued or running."""
+def crawl_run_in_progress(instance: dg.DagsterInstance) -> dg.DagsterRun | None:
+    """A run that drains the crawl queue (its ``book-pipeline/crawl`` tag), queued or running, if any."""
     runs = instance.get_run_records(dg.RunsFilter(statuses=ACTIVE, tags={CRAWL_TAG: "true"}), limit=1)
-    return bool(runs)
+    return runs[0].dagster_run if runs else None
 
 
 def last_reported(instance: dg.DagsterInstance) -> datetime | None:
@@ -96,7 +96,7 @@ def book_details_observer(context: dg.SensorEvaluationContext, database: Databas
         now = queue.now()
         if context.cursor is None:
             return dg.SensorResult(skip_reason="watching the books written from now on", cursor=now.isoformat())
-        if crawl_run_in_progress(context.instance):
+        if crawl_run_in_progress(context.instance) is not None:
             return dg.SensorResult(
                 skip_reason="a Dagster crawl run is in progress: its report records what it writes",
                 cursor=context.cursor,

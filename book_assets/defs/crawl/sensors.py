@@ -6,7 +6,8 @@ least the threshold of them are *due* (a transient kind, requeues left, their de
 ``recrawl_failed_job``, keyed by the due failures' watermark: a second tick, a lost cursor or a run still
 queued cannot launch the same requeue twice. Permanent failures (404, robots.txt, not a book page) are never
 due, and a page that fails again after a requeue is due again only after a longer delay, at most
-``requeue_max`` times: no requeue storm.
+``requeue_max`` times: no requeue storm. While a crawl run is queued or running (the full refresh, or the
+requeue it launched) it waits, its cursor kept: one crawl of the catalogue at a time.
 
 ``alert_sensor`` posts one message per failed run, per failed check whose run succeeds nevertheless (a WARN
 check, or an ERROR check that does not block: a failed blocking ERROR check fails its run, whose alert names
@@ -38,6 +39,7 @@ from book_assets.alerts import (
 )
 from book_assets.crawl.config import requeue_policy
 from book_assets.defs.crawl.jobs import recrawl_failed_job
+from book_assets.defs.crawl.observe import crawl_run_in_progress
 from book_assets.defs.resources import DatabaseResource
 from book_assets.queue.failures import RequeuePolicy, failing_now
 from book_assets.settings import load_settings
@@ -57,6 +59,10 @@ def build_failed_tasks_sensor(
         f"(transient failures, at most {policy.max_requeues} requeues a page, ever further apart).",
     )
     def failed_tasks_sensor(context: dg.SensorEvaluationContext, database: DatabaseResource) -> dg.SensorResult:
+        running = crawl_run_in_progress(context.instance)
+        if running is not None:
+            reason = f"waiting for crawl run {running.run_id[:8]} ({running.job_name}, {running.status.value})"
+            return dg.SensorResult(skip_reason=dg.SkipReason(reason), cursor=context.cursor)
         with database.open(application_name="book-pipeline sensor") as db:
             failing = failing_now(db, policy)
         figure = (
