@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from datetime import date
 from decimal import Decimal
 from enum import StrEnum
 
@@ -27,6 +28,8 @@ class FieldType(StrEnum):
     MONEY = "money"  # a non-negative Decimal with at most two places, under ``MAX_MONEY``
     COUNT = "count"  # a non-negative int that fits a PostgreSQL integer
     RATING = "rating"  # an int from 1 to 5
+    DATE = "date"  # a calendar date (``datetime.date``), e.g. an author's birth date
+    TEXTS = "texts"  # a tuple of non-empty texts, empty when the page shows none (a quote's tags)
 
 
 #: The bound of a ``numeric(10,2)`` column: a money value must stay under it.
@@ -95,6 +98,12 @@ def out_of_type(kind: FieldType, value: object) -> str | None:
     """Why ``value`` is not a value of ``kind``, or None when it is."""
     if kind is FieldType.TEXT:
         return None if isinstance(value, str) and value.strip() else "not text"
+    if kind is FieldType.DATE:
+        return None if isinstance(value, date) else "not a date"
+    if kind is FieldType.TEXTS:
+        if not isinstance(value, tuple) or not all(isinstance(v, str) and v.strip() for v in value):
+            return "not a tuple of texts"
+        return None
     if kind is FieldType.MONEY:
         if not isinstance(value, Decimal) or not value.is_finite():
             return "not an amount"

@@ -46,6 +46,7 @@ class ErrorKind(StrEnum):
     NOT_MODIFIED_UNASKED = "not_modified_unasked"  # a 304 to a request that sent no validators
     NOT_A_BOOK_PAGE = "not_a_book_page"
     NOT_A_LISTING_PAGE = "not_a_listing_page"
+    NOT_A_DETAIL_PAGE = "not_a_detail_page"  # a site's detail page that is not one (an author page without a name)
     MISSING_FIELD = "missing_field"  # a book page without a field its contract requires (a redesign, mostly)
     BAD_VALUE = "bad_value"  # a book page whose field's value is not of its type (a negative price, 1e308)
     ROBOTS_DISALLOWED = "robots_disallowed"  # the site's robots.txt disallows the URL: it is never requested

@@ -1,0 +1,7 @@
+"""quotes.toscrape.com as a site definition: its records (:mod:`.models`), its pure parsers (:mod:`.parsers`)
+and the writes of its records to its own tables ``quotes`` and ``authors`` (:mod:`.store`).
+
+The site is zytedata/spidyquotes, a Flask application: listing pages ``/``, ``/page/N/`` and ``/tag/<tag>/``
+carry the quotes (text, author, tags; ``/js/`` and ``/js/page/N/`` write the same quotes with a script), and
+author pages ``/author/<slug>/`` are its detail pages (name, birth date, birth place, description).
+"""

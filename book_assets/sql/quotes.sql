@@ -1,0 +1,42 @@
+-- upsert_quote --
+-- One quote of a listing page, keyed by its text and author: a new row at first sight, else its tags and its
+-- page move to the page just read; a page without the author link (a script wrote it) never clears one.
+-- The CTE reads the row as the statement's snapshot has it, before the statement's own write (a FOR UPDATE
+-- there would skip the row this statement updates), so the result says whether the quote is new (inserted)
+-- and whether its link or tags changed (changed: NULL when inserted).
+WITH old AS (
+    SELECT author_url, tags FROM quotes WHERE text = %(text)s AND author = %(author)s
+)
+INSERT INTO quotes (text, author, author_url, tags, page_url, content_hash, fetched_at)
+VALUES (%(text)s, %(author)s, %(author_url)s, %(tags)s, %(page_url)s, %(content_hash)s, %(fetched_at)s)
+ON CONFLICT (text, author) DO UPDATE
+SET author_url = coalesce(EXCLUDED.author_url, quotes.author_url), tags = EXCLUDED.tags,
+    page_url = EXCLUDED.page_url, content_hash = EXCLUDED.content_hash, fetched_at = EXCLUDED.fetched_at,
+    updated_at = CASE WHEN (coalesce(EXCLUDED.author_url, quotes.author_url), EXCLUDED.tags)
+                           IS DISTINCT FROM (quotes.author_url, quotes.tags) THEN now()
+                      ELSE quotes.updated_at END
+RETURNING id, NOT EXISTS (SELECT 1 FROM old) AS inserted,
+          (SELECT (o.author_url, o.tags) IS DISTINCT FROM (quotes.author_url, quotes.tags) FROM old o) AS changed;
+
+-- upsert_author --
+-- One author page, keyed by its URL: a new row at first sight, else its fields and the page they were read
+-- from; updated_at moves only when a field changed. Says, as upsert_quote, whether it is new or changed.
+WITH old AS (
+    SELECT name, birth_date, birth_place, description FROM authors WHERE url = %(url)s
+)
+INSERT INTO authors (url, name, birth_date, birth_place, description, raw_html, raw_body, content_hash,
+                     http_status, fetched_at)
+VALUES (%(url)s, %(name)s, %(birth_date)s, %(birth_place)s, %(description)s, %(raw_html)s, %(raw_body)s,
+        %(content_hash)s, %(http_status)s, %(fetched_at)s)
+ON CONFLICT (url) DO UPDATE
+SET name = EXCLUDED.name, birth_date = EXCLUDED.birth_date, birth_place = EXCLUDED.birth_place,
+    description = EXCLUDED.description, raw_html = EXCLUDED.raw_html, raw_body = EXCLUDED.raw_body,
+    content_hash = EXCLUDED.content_hash, http_status = EXCLUDED.http_status, fetched_at = EXCLUDED.fetched_at,
+    updated_at = CASE WHEN (EXCLUDED.name, EXCLUDED.birth_date, EXCLUDED.birth_place, EXCLUDED.description)
+                           IS DISTINCT FROM (authors.name, authors.birth_date, authors.birth_place,
+                                             authors.description) THEN now()
+                      ELSE authors.updated_at END
+RETURNING id, NOT EXISTS (SELECT 1 FROM old) AS inserted,
+          (SELECT (o.name, o.birth_date, o.birth_place, o.description)
+                  IS DISTINCT FROM (authors.name, authors.birth_date, authors.birth_place, authors.description)
+           FROM old o) AS changed;
