@@ -118,6 +118,14 @@ def test_quote_values_hold_nothing_a_script_would_write_as_markup() -> None:
     assert not [v for v in values if re.search(r"[<>&]", v)]
 
 
+def test_exactly_the_pages_without_quote_markup_need_javascript(quotes_site: QuotesServer) -> None:
+    paths = ["/", "/page/2/", "/tag/love/", "/js/", "/js/page/2/", "/js-delayed/", "/js-onclick/", "/scroll"]
+    without_quotes = {p for p in paths if not shown_quotes(httpx.get(quotes_site.url_for(p)).text)}
+    assert without_quotes == {p for p in paths if truth.needs_javascript(p)}
+    assert {"/js/", "/js/page/2/", "/scroll"} <= without_quotes
+    assert not truth.needs_javascript("/author/Albert-Einstein/")
+
+
 def test_raw_js_page_has_no_quote_markup_and_carries_its_quotes_as_a_script(quotes_site: QuotesServer) -> None:
     raw = httpx.get(quotes_site.url_for("/js/page/2/")).text
     assert shown_quotes(raw) == []

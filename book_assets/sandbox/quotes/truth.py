@@ -36,6 +36,8 @@ from slugify import slugify
 DATA_DIR = Path(__file__).parent / "spidyquotes" / "data"
 QUOTES_PER_PAGE = 10  # spidyquotes' ITEMS_PER_PAGE
 JS_LISTING_PREFIX = "/js/"  # the listing whose quotes a script writes (see the module docstring)
+# Every page whose quotes appear only when a script runs: where browser and adaptive modes must render.
+JS_PREFIXES = (JS_LISTING_PREFIX, "/js-delayed/", "/js-onclick/", "/scroll")
 
 _Key = TypeVar("_Key")
 
@@ -99,6 +101,11 @@ def authors() -> dict[str, Author]:
 def page_count() -> int:
     """Listing pages of ``/`` (and of ``/js/``): the last one is ``/page/<page_count()>/``."""
     return math.ceil(len(quotes()) / QUOTES_PER_PAGE)
+
+
+def needs_javascript(path: str) -> bool:
+    """Whether the page at URL ``path`` shows its quotes only after a script runs (``JS_PREFIXES``)."""
+    return path.startswith(JS_PREFIXES)
 
 
 def tag_counts() -> Counter[str]:
