@@ -25,7 +25,7 @@ pytest_plugins = ["book_assets.sandbox.testing"]
 #: Fixtures that start or need a server (PostgreSQL, the sandbox, a local site, a worker process): a test that
 #: uses one is not a unit test.
 SERVER_FIXTURES = frozenset(
-    {"database_url", "sandbox", "sandbox_factory", "local_site", "spawn_worker", "private_database"}
+    {"database_url", "sandbox", "sandbox_factory", "quotes_site", "local_site", "spawn_worker", "private_database"}
 )
 
 

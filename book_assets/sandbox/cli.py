@@ -17,6 +17,7 @@ import click
 from book_assets.sandbox.catalogue import BOOK_COUNT, CATEGORY_COUNT
 from book_assets.sandbox.faults import Faults, parse_action
 from book_assets.sandbox.fleet import SandboxFleet
+from book_assets.sandbox.quotes.cli import quotes
 from book_assets.sandbox.redesign import DROP_SHARE, Change, Redesign, parse_changes
 from book_assets.sandbox.server import SandboxServer
 
@@ -268,6 +269,8 @@ def _serve_until_stopped(servers: list[SandboxServer]) -> None:
             server.stop()
         click.echo("Sandbox stopped.", err=True)
 
+
+sandbox.add_command(quotes)
 
 if __name__ == "__main__":
     sandbox()

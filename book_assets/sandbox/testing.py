@@ -5,11 +5,14 @@
 - ``sandbox_factory``: builds servers with faults (soft blocks among them), another seed, day or size, a
   redesign, or JavaScript mode; each is started on a free port and stopped when the test ends, so no server
   outlives its test.
+- ``quotes_site``: the quotes.toscrape.com stand-in (``book_assets.sandbox.quotes``), one for the session: its
+  pages have no state a test can change. Flask is imported only by the tests that ask for it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -18,12 +21,23 @@ from book_assets.sandbox.faults import Faults
 from book_assets.sandbox.redesign import Redesign
 from book_assets.sandbox.server import SandboxServer
 
+if TYPE_CHECKING:
+    from book_assets.sandbox.quotes.server import QuotesServer
+
 SandboxFactory = Callable[..., SandboxServer]
 
 
 @pytest.fixture(scope="session")
 def sandbox() -> Iterator[SandboxServer]:
     with SandboxServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def quotes_site() -> Iterator[QuotesServer]:
+    from book_assets.sandbox.quotes.server import QuotesServer
+
+    with QuotesServer() as server:
         yield server
 
 
