@@ -25,11 +25,11 @@ WORKDIR /app
 
 # Dependencies first (cached until pyproject.toml or uv.lock change), then the project.
 COPY pyproject.toml uv.lock README.md ./
-RUN uv sync --frozen --no-dev --no-install-project --no-cache
+RUN uv sync --frozen --no-dev --no-group quotes-site --no-install-project --no-cache
 COPY book_assets ./book_assets
 COPY dagster.yaml workspace.yaml ./
 COPY deploy/docker/entrypoint.sh deploy/docker/workspace.yaml ./deploy/docker/
-RUN uv sync --frozen --no-dev --no-cache
+RUN uv sync --frozen --no-dev --no-group quotes-site --no-cache
 
 # The compose stack's Dagster instance (DockerRunLauncher) in its own DAGSTER_HOME; the pipeline's files
 # (data_dir: snapshots, change feed, WARC archive, Dagster's compute logs and step outputs) under
