@@ -9,7 +9,7 @@ What it costs is what the crawl wrote: each file's own lines are indexed once, s
 ``.index-files/<file>.cdxj``, and its scan (size, time, record types, damage) kept in the day's
 ``.index-files.json``; a file whose size and time are as they were when it was read is not read again. The
 day's index is then a streaming merge of the files' sorted indexes: no earlier line is parsed, sorted or
-held in memory. A file still being written grows, so it is read again.
+held in memory. A file still being written grows, so it is indexed again.
 
 A file's lines come from its journal, written by its writer record by record (:mod:`.journal`): the WARC file
 itself is read only past the journal's end (records a killed worker wrote but did not journal, a record cut

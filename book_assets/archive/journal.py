@@ -4,8 +4,9 @@ The writer knows every record's offset, compressed length and headers when it wr
 then the CDXJ line cdxj-indexer would read back from the file (:func:`cdxj_line`: the same key, timestamp
 and fields, in the same order) and, once the records are flushed to the WARC file, appends one journal
 line for the write: the file's end after it, its records by type, its index lines. The day's index then
-reads each file's journal instead of the file (reading and decompressing a 100,000-book crawl's files took
-18-27 s at its end).
+reads each file's journal instead of the file: reading back a 100,000-book crawl's files takes 18-27 s
+(docs/growth.md), its journals about a thirtieth of that (``benchmarks/warc_index_bench.py``), for about
+80 µs more a page in each worker's writer thread (the key, the line and the journal's write).
 
 The WARC file is flushed before its journal line, so the journal never names a record the file lacks; a
 worker killed between the two leaves records past the journal's end, and a line cut short is not a line.
