@@ -5,6 +5,7 @@ of every fetch in the format web archives share (WARC, ISO 28500), with a CDXJ i
 tools (pywb) read. One module per job:
 
 - :mod:`.writer` appends a fetch's request and response records to this process's file of the day;
+- :mod:`.journal` keeps each file's index lines as its writer writes its records;
 - :mod:`.reader` reads records back, one gzip member at a time, and reports a file cut short;
 - :mod:`.index` writes a day's ``index.cdxj`` and summarizes the day (files, records, bytes);
 - :mod:`.rebuild` parses the archived pages into books and compares or stores them.

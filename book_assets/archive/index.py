@@ -9,8 +9,13 @@ What it costs is what the crawl wrote: each file's own lines are indexed once, s
 ``.index-files/<file>.cdxj``, and its scan (size, time, record types, damage) kept in the day's
 ``.index-files.json``; a file whose size and time are as they were when it was read is not read again. The
 day's index is then a streaming merge of the files' sorted indexes: no earlier line is parsed, sorted or
-held in memory (the index of a day of re-crawls once kept every line in the JSON cache, parsed and sorted
-again at each crawl's end). A file still being written grows, so it is read again.
+held in memory. A file still being written grows, so it is indexed again.
+
+A file's lines come from its journal, written by its writer record by record (:mod:`.journal`): the WARC file
+itself is read only past the journal's end (records a killed worker wrote but did not journal, a record cut
+short), so a crawl's end reads no WARC bytes it need not. ``index_day(..., reread=True)`` sets the journals
+and the cache aside and reads every file whole: the repair, and the reference the journals are tested
+against.
 """
 
 from __future__ import annotations
@@ -21,13 +26,15 @@ import importlib
 import io
 import json
 import threading
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, BinaryIO
 
 from warcio.limitreader import LimitReader
 
+from book_assets.archive.journal import FILE_INDEXES, INDEXED_RECORDS, JOURNAL_SUFFIX, Journaled, read_journal
 from book_assets.archive.reader import ArchiveDamage, FileScan, archive_files, scan
 from book_assets.archive.writer import day_folder
 from book_assets.publish.files import atomic_write, atomic_write_text
@@ -35,10 +42,6 @@ from book_assets.publish.files import atomic_write, atomic_write_text
 INDEX_NAME = "index.cdxj"
 #: Each file's scan as of its last reading, with the size and time it had then.
 FILES_CACHE_NAME = ".index-files.json"
-#: The folder of each file's own sorted index lines (``<file name>.cdxj``), merged into the day's index.
-FILE_INDEXES = ".index-files"
-#: Record types with an index line: what a replay looks up by URL.
-INDEXED_RECORDS = "response,revisit"
 
 
 @dataclass(frozen=True)
@@ -88,25 +91,26 @@ def summarize_day(archive_dir: Path, day: date) -> ArchiveSummary:
     return ArchiveSummary(day, folder, scans, index if index.is_file() else None, lines)
 
 
-def index_day(archive_dir: Path, day: date) -> ArchiveSummary:
+def index_day(archive_dir: Path, day: date, *, reread: bool = False) -> ArchiveSummary:
     """(Re)write the day's ``index.cdxj`` from its files; returns the day's summary (no files: no index).
 
-    Files unchanged since they were last read (same size and modification time) are not read again; the
-    day's index merges every file's sorted index.
+    Files unchanged since they were last read (same size and modification time) are not read again, and a
+    file's journal spares the reading of what it covers; the day's index merges every file's sorted index.
+    ``reread`` reads every file whole, trusting neither the cache nor the journals.
     """
     folder = day_folder(archive_dir, day)
     paths = archive_files(folder)
     if not paths:
         return ArchiveSummary(day, folder)
-    known, entries = _read_cache(folder), dict[str, Any]()
+    known, entries = {} if reread else _read_cache(folder), dict[str, Any]()
     scans: list[FileScan] = []
     for path in paths:
         file = _cached(known, folder, path)
         if file is None:
             before = path.stat()
-            file = scan(path)
+            file, own = read_file(path, None if reread else read_journal(path))
             _file_index(folder, path).parent.mkdir(exist_ok=True)
-            atomic_write_text(_file_index(folder, path), "".join(sorted(index_lines(file))))
+            atomic_write_text(_file_index(folder, path), "".join(sorted(own)))
             # A file that grew while it was read (its writer is still at work) is read again next time.
             mtime_ns = before.st_mtime_ns if file.size == before.st_size else None
         else:
@@ -131,7 +135,26 @@ def index_day(archive_dir: Path, day: date) -> ArchiveSummary:
     for gone in (folder / FILE_INDEXES).glob("*.cdxj"):  # the index of a file deleted since
         if gone.name not in kept:
             gone.unlink(missing_ok=True)
+    for journal in (folder / FILE_INDEXES).glob(f"*{JOURNAL_SUFFIX}"):  # a file's journal outlives it not
+        if not (folder / journal.name.removesuffix(JOURNAL_SUFFIX)).exists():
+            journal.unlink(missing_ok=True)
     return ArchiveSummary(day, folder, scans, target, lines)
+
+
+def read_file(path: Path, journaled: Journaled | None) -> tuple[FileScan, list[str]]:
+    """The scan and index lines of one WARC file: what its journal covers, and the file read past that.
+
+    A journal that claims more bytes than the file holds is set aside (the file was cut since); without a
+    journal the whole file is read.
+    """
+    size = path.stat().st_size
+    if journaled is None or journaled.end > size:
+        journaled = Journaled()
+    tail = scan(path, journaled.end)
+    types = Counter(journaled.types)
+    types.update(tail.types)
+    lines = journaled.lines + index_lines(tail, journaled.end)
+    return FileScan(path, tail.size, tail.intact, dict(types), tail.damage), lines
 
 
 def _file_index(folder: Path, path: Path) -> Path:
@@ -181,15 +204,37 @@ def load_indexer_meanwhile() -> threading.Thread:
     return thread
 
 
-def index_lines(file: FileScan) -> list[str]:
-    """The CDXJ lines of one file's whole records (a cut-short tail is left out)."""
+def index_lines(file: FileScan, start: int = 0) -> list[str]:
+    """The CDXJ lines of one file's whole records from offset ``start`` (a cut-short tail is left out)."""
+    if file.intact <= start:
+        return []
     from cdxj_indexer.main import CDXJIndexer  # see load_indexer_meanwhile
 
-    indexer = CDXJIndexer(output=None, inputs=[], records=INDEXED_RECORDS)
+    indexer = CDXJIndexer(output=None, inputs=[], records=",".join(INDEXED_RECORDS))
     out = io.StringIO()
     with file.path.open("rb") as fh:
-        indexer.process_one(LimitReader(fh, file.intact), out, file.path.name)
+        fh.seek(start)
+        indexer.process_one(_Span(fh, start, file.intact - start), out, file.path.name)
     return [line for line in out.getvalue().splitlines(keepends=True) if line.strip()]
+
+
+class _Span:
+    """``limit`` bytes of an open file from offset ``start``, whose ``tell`` is the offset in the file: the
+    offset warcio's reader puts in each line."""
+
+    def __init__(self, fh: BinaryIO, start: int, limit: int) -> None:
+        self._reader, self._start = LimitReader(fh, limit), start
+
+    def read(self, size: int | None = None) -> bytes:
+        data: bytes = self._reader.read(size)
+        return data
+
+    def readline(self, size: int | None = None) -> bytes:
+        data: bytes = self._reader.readline(size)
+        return data
+
+    def tell(self) -> int:
+        return self._start + int(self._reader.tell())
 
 
 def index_days(archive_dir: Path, days: list[date]) -> list[ArchiveSummary]:

@@ -115,18 +115,20 @@ class FileScan:
     damage: ArchiveDamage | None
 
 
-def scan(path: Path) -> FileScan:
-    """Count the records of ``path`` by WARC-Type and find where it stops being whole, in one pass."""
-    end, types = 0, Counter[str]()
+def scan(path: Path, start: int = 0) -> FileScan:
+    """Count the records of ``path`` by WARC-Type and find where it stops being whole, in one pass; from the
+    record at offset ``start`` when the records before it are known (the types are then those from there)."""
+    end, types = start, Counter[str]()
     damage = None
     try:
         with path.open("rb") as fh:
+            fh.seek(start)
             for _start, member_end, data in members(fh):
-                end = member_end
+                end = start + member_end
                 match = _WARC_TYPE.search(data, 0, 4096)
                 types[match.group(1).decode("ascii") if match else "unknown"] += 1
     except CutShort as exc:
-        damage = ArchiveDamage(path, exc.offset, exc.reason)
+        damage = ArchiveDamage(path, start + exc.offset, exc.reason)
     return FileScan(path, path.stat().st_size, end, dict(types), damage)
 
 

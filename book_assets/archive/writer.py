@@ -5,7 +5,9 @@ created exclusively, so workers on several hosts and processes never share a fil
 file belongs to the day (UTC) of the fetches in it: ``<archive_dir>/YYYY-MM-DD/``; a worker that runs past
 midnight closes its file and opens one in the next day's folder. Files are rotated at ``MAX_FILE_BYTES``
 (Heritrix's 1 GB). Every record is flushed as soon as it is written, so a reader (the indexer, a re-extraction)
-sees whole records and a worker killed mid-write leaves at most its last record cut short.
+sees whole records and a worker killed mid-write leaves at most its last record cut short. Each write's index
+lines go to the file's journal (:mod:`.journal`) once its records are flushed, so a crawl's end indexes the
+day from the journals and reads a WARC file only past its journal's end.
 
 What a response record holds: the final response's status line and headers and its body exactly as the
 fetcher received it (``FetchResult.body``). Both fetchers hand over the body after transfer and content
@@ -39,9 +41,11 @@ from types import TracebackType
 from typing import BinaryIO, Self
 from urllib.parse import quote, urlsplit
 
+from warcio.recordloader import ArcWarcRecord
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
+from book_assets.archive.journal import JournalWriter
 from book_assets.scraper.fetching import FetchResult, header_text
 
 #: Files are rotated past this size (Heritrix's default); a full sandbox crawl is far smaller.
@@ -118,6 +122,7 @@ class ArchiveWriter:
         self._day: date | None = None
         self._file: BinaryIO | None = None
         self._warc: WARCWriter | None = None
+        self._journal: JournalWriter | None = None
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="warc")
 
     def __enter__(self) -> Self:
@@ -157,7 +162,10 @@ class ArchiveWriter:
         target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         sent = StatusAndHeaders(f"GET {target} HTTP/1.1", request_headers(fetched), is_http_request=True)
         request = warc.create_warc_record(uri, "request", http_headers=sent, warc_headers_dict={"WARC-Date": when})
-        warc.write_request_response_pair(request, response)
+        # What warcio's write_request_response_pair writes (the response, then its request that names it),
+        # one record at a time, so each record's offset and length are known for its index line.
+        request.rec_headers.add_header("WARC-Concurrent-To", response.rec_headers.get_header("WARC-Record-ID"))
+        written = [self._put(response), self._put(request)]
         if fetched.rendered_html is not None and fetched.rendered_html != fetched.html:
             dom = fetched.rendered_html.encode("utf-8")
             conversion = warc.create_warc_record(
@@ -171,10 +179,22 @@ class ArchiveWriter:
                     "WARC-Refers-To": response.rec_headers.get_header("WARC-Record-ID"),
                 },
             )
-            warc.write_record(conversion)
-        assert self._file is not None
-        self._file.flush()
+            written.append(self._put(conversion))
+        self._flush(written)
         self.records += 1
+
+    def _put(self, record: ArcWarcRecord) -> tuple[ArcWarcRecord, int, int]:
+        """Write ``record`` to the open file: the record, its offset and its length (one gzip member)."""
+        assert self._file is not None and self._warc is not None
+        offset = self._file.tell()
+        self._warc.write_record(record)
+        return record, offset, self._file.tell() - offset
+
+    def _flush(self, written: list[tuple[ArcWarcRecord, int, int]]) -> None:
+        """Flush the file, then journal its new records: the journal never names a record the file lacks."""
+        assert self._file is not None and self._journal is not None
+        self._file.flush()
+        self._journal.append(self._file.tell(), written)
 
     def _writer_for(self, day: date) -> WARCWriter:
         """The open file's writer, after opening a new file on a new day or past the size limit."""
@@ -192,16 +212,18 @@ class ArchiveWriter:
         path = folder / f"{PREFIX}-{stamp}-{next(_serial):05d}-{os.getpid()}~{self.host}{SUFFIX}"
         self._file = path.open("xb")  # exclusive: a name taken by another writer fails loudly
         self._warc = WARCWriter(self._file, gzip=True, warc_version=WARC_VERSION)
+        self._journal = JournalWriter(path)
         self._day = day
         self.files.append(path)
         info = {"software": PREFIX, "format": "WARC File Format 1.1", "hostname": self.host, "pid": os.getpid()}
-        self._warc.write_record(self._warc.create_warcinfo_record(path.name, info))
-        self._file.flush()
+        self._flush([self._put(self._warc.create_warcinfo_record(path.name, info))])
 
     def _close_file(self) -> None:
-        file, self._file, self._warc = self._file, None, None
+        file, journal, self._file, self._warc, self._journal = self._file, self._journal, None, None, None
         if file is not None:
             file.close()
+        if journal is not None:
+            journal.close()
 
     def close(self) -> None:
         """Finish pending writes and close the file; safe to call twice."""
