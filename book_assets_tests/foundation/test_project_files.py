@@ -78,3 +78,21 @@ def test_the_environment_is_installed_with_its_bytecode_so_no_process_compiles_i
     assert not missing, f"installed without bytecode: {missing}"
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert "UV_COMPILE_BYTECODE=1" in dockerfile
+
+
+def test_no_tracked_file_holds_a_merge_conflict_marker() -> None:
+    tracked = (
+        subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout.decode().split("\0")
+    )
+    markers = ("<<<<<<< ", ">>>>>>> ")
+    found = []
+    for name in filter(None, tracked):
+        path = ROOT / name
+        if not path.is_file() or path.suffix in {".jl", ".gz", ".warc"}:
+            continue
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except UnicodeDecodeError:
+            continue
+        found += [f"{name}:{i}" for i, line in enumerate(lines, 1) if line.startswith(markers)]
+    assert found == [], f"merge conflict markers left in: {found}"
