@@ -16,7 +16,8 @@ from book_assets.settings import ConfigError
 
 #: Owners shown in the catalog (Dagster accepts e-mail addresses and ``team:`` names).
 OWNERS = ["team:book-pipeline"]
-#: The concurrency pool of every step that drains the crawl queue (dagster.yaml gives each pool one slot).
+#: The concurrency pool of the crawl steps that run one crawl at a time, seed_queue and share_work (dagster.yaml
+#: gives each pool one slot); the drain steps are in none.
 CRAWL_POOL = "crawl"
 #: Asset metadata as these assets record it: numbers, strings, None and Dagster's typed values (tables, Markdown).
 AssetMetadata: TypeAlias = dict[str, dg.MetadataValue | str | int | float | None]
