@@ -117,7 +117,7 @@ def _retries_of(dagster: Database, run_id: str) -> list[str]:
 
 
 def test_a_run_cut_off_with_its_daemon_while_holding_the_pool_is_failed_freed_and_retried_after_a_restart(
-    db: Database, database_url: str, env: dict[str, str], host: Host
+    db: Database, database_url: str, site: SandboxServer, env: dict[str, str], host: Host
 ) -> None:
     runs = DagsterRuns(_dagster_url(database_url))
     dagster = runs.db
@@ -132,10 +132,14 @@ def test_a_run_cut_off_with_its_daemon_while_holding_the_pool_is_failed_freed_an
     )
     assert launched.returncode == 0, launched.stdout + launched.stderr
 
-    # The run's share_work step holds the pool's slot, its listing pass waiting on the hanging start page.
+    # The run's share_work step holds the pool's slot, its listing pass waiting on the hanging start page
+    # (requested once: the hang is this run's, and the retry's request is served).
     holders = _wait(
-        "a full_refresh_job step holding the crawl pool",
-        lambda: [h for h in _slot_holders(dagster) if h["step_key"].endswith("share_work")],
+        "a full_refresh_job step holding the crawl pool while its start page hangs",
+        lambda: (
+            site.stats().hits.get("/", 0) >= 1
+            and [h for h in _slot_holders(dagster) if h["step_key"].endswith("share_work")]
+        ),
         300,
         host.log,
     )
