@@ -58,7 +58,9 @@ def build_definitions() -> dg.Definitions:
             executor=dg.in_process_executor,
         ),
     )
-    return with_code_references(merged, freshness=refresh_freshness(load_settings().schedule_cron))
+    settings = load_settings()
+    freshness = refresh_freshness(settings.schedule_cron, settings.refresh_deadline_minutes)
+    return with_code_references(merged, freshness=freshness)
 
 
 def with_code_references(loaded: dg.Definitions, freshness: dg.FreshnessPolicy | None = None) -> dg.Definitions:

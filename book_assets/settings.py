@@ -247,6 +247,12 @@ class Settings(BaseSettings):
 
     # --- orchestration -------------------------------------------------------------------------
     schedule_cron: str = Field(default="0 3 * * *", description="Cron of the daily full refresh (UTC).")
+    refresh_deadline_minutes: int = Field(
+        default=60,
+        ge=1,
+        description="Minutes after each schedule_cron tick by which its crawl must have materialized book_details; "
+        "later, book_details is overdue (its freshness policy fails).",
+    )
     step_executor: Literal["multiprocess", "in_process", "k8s", "docker"] = Field(
         default="multiprocess",
         description="Where the queue jobs' drain steps (one per worker) run: multiprocess (a process each on "

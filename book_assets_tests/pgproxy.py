@@ -9,6 +9,9 @@ transaction twice.
 
 With ``hold_reconnect`` new connections wait after a drop until :meth:`PgProxy.release`, so a test can do
 something in between (spend a budget, take over a lease) before the client's retry goes through.
+
+With ``refuse`` the first that many connections are closed as soon as they are accepted, as a server that is
+restarting closes them: the client's connect fails.
 """
 
 from __future__ import annotations
@@ -37,7 +40,9 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
 class PgProxy:
     """``with PgProxy(database_url, pattern="queue_claim") as proxy: Database(proxy.url)``."""
 
-    def __init__(self, database_url: str, *, pattern: str, drops: int = 1, hold_reconnect: bool = False) -> None:
+    def __init__(
+        self, database_url: str, *, pattern: str, drops: int = 1, hold_reconnect: bool = False, refuse: int = 0
+    ) -> None:
         parts = urlsplit(database_url)
         self._database_url = database_url
         self._upstream = (parts.hostname or "127.0.0.1", parts.port or 5432)
@@ -45,6 +50,7 @@ class PgProxy:
         self.drops_left = drops
         self.dropped = 0
         self.hold_reconnect = hold_reconnect
+        self.refuse_left = refuse
         self._open = threading.Event()
         self._open.set()
         self._lock = threading.Lock()
@@ -95,6 +101,11 @@ class PgProxy:
             thread.start()
 
     def _serve(self, client: socket.socket) -> None:
+        with self._lock:
+            refused, self.refuse_left = self.refuse_left > 0, max(0, self.refuse_left - 1)
+        if refused:
+            client.close()
+            return
         self._sockets.append(client)
         self._open.wait()
         try:

@@ -6,6 +6,7 @@ schemas are declared here, ahead of any run, and a test keeps them equal to the 
 """
 
 from collections.abc import Mapping
+from datetime import timedelta
 from typing import Literal, TypeAlias
 
 import dagster as dg
@@ -15,7 +16,8 @@ from book_assets.settings import ConfigError
 
 #: Owners shown in the catalog (Dagster accepts e-mail addresses and ``team:`` names).
 OWNERS = ["team:book-pipeline"]
-#: The concurrency pool of every step that drains the crawl queue (dagster.yaml gives each pool one slot).
+#: The concurrency pool of the crawl steps that run one crawl at a time, seed_queue and share_work (dagster.yaml
+#: gives each pool one slot); the drain steps are in none.
 CRAWL_POOL = "crawl"
 #: Asset metadata as these assets record it: numbers, strings, None and Dagster's typed values (tables, Markdown).
 AssetMetadata: TypeAlias = dict[str, dg.MetadataValue | str | int | float | None]
@@ -29,22 +31,67 @@ def invalid_cron(cron: str) -> ConfigError:
     )
 
 
-def refresh_freshness(cron: str) -> dg.FreshnessPolicy:
-    """Fresh while each tick of the full refresh's ``cron`` finds a materialization made since the tick before.
+def refresh_freshness(cron: str, deadline_minutes: int) -> dg.FreshnessPolicy:
+    """Fresh while the run each tick of the full refresh's ``cron`` starts has landed ``deadline_minutes`` later.
 
-    The code location gives it to ``book_details`` with the ``schedule_cron`` of its load
-    (:func:`book_assets.definitions.build_definitions`). The daily assets carry none: Dagster judges freshness by
-    the newest materialization of any partition, which a backfill of old days would renew.
+    The code location gives it to ``book_details`` with the ``schedule_cron`` and ``refresh_deadline_minutes``
+    of its load (:func:`book_assets.definitions.build_definitions`). The daily assets carry none: Dagster judges
+    freshness by the newest materialization of any partition, which a backfill of old days would renew.
 
-    A cron policy, not a fixed window, so that any cron (weekly, weekdays only) is judged by its own ticks: the
-    run a tick starts must land before the next tick. Dagster 1.13's cron policy has no warn window (only
-    the time-window policy has one).
+    A cron policy, not a fixed window, so that any cron (weekly, weekdays only) is judged by its own ticks.
+    Dagster judges a cron policy at each tick of its deadline cron: fresh when the newest materialization is
+    at most ``lower_bound_delta`` older. The deadline is each tick of ``cron`` moved ``deadline_minutes`` on
+    (:func:`deadline_cron`) and the bound reaches back to the tick, so a crawl that failed or never started
+    is flagged within that time of being due, not at the next tick. A cron whose moved ticks are no cron (a
+    move across midnight with set days) keeps its own ticks as the deadline: each tick must find a
+    materialization made since the tick before. Dagster 1.13's cron policy has no warn window.
     """
     if not is_valid_cron_string(cron):
         raise invalid_cron(cron)
-    return dg.FreshnessPolicy.cron(
-        deadline_cron=cron, lower_bound_delta=get_smallest_cron_interval(cron, "UTC"), timezone="UTC"
-    )
+    interval = get_smallest_cron_interval(cron, "UTC")
+    deadline = deadline_cron(cron, deadline_minutes)
+    if deadline is None:
+        return dg.FreshnessPolicy.cron(deadline_cron=cron, lower_bound_delta=interval, timezone="UTC")
+    # Dagster requires the bound within the deadline cron's smallest interval: a tick every few minutes is
+    # judged at each one.
+    bound = min(timedelta(minutes=deadline_minutes), get_smallest_cron_interval(deadline, "UTC"))
+    return dg.FreshnessPolicy.cron(deadline_cron=deadline, lower_bound_delta=bound, timezone="UTC")
+
+
+def deadline_cron(cron: str, minutes: int) -> str | None:
+    """``cron`` with each tick moved ``minutes`` later (mod a day), or None when that set of times is no cron:
+    its minute and hour fields must be numbers, lists, ranges or steps, the moved times a product of minutes
+    and hours, and a move past midnight is only allowed when every day is one (day fields ``*``)."""
+    minute, hour, *days = cron.split()
+    minutes_of, hours_of = _values(minute, 59), _values(hour, 23)
+    if minutes_of is None or hours_of is None:
+        return None
+    moved = {h * 60 + m + minutes for h in hours_of for m in minutes_of}
+    if any(t >= 24 * 60 for t in moved) and days != ["*", "*", "*"]:
+        return None
+    ticks = {t % (24 * 60) for t in moved}
+    new_minutes, new_hours = sorted({t % 60 for t in ticks}), sorted({t // 60 for t in ticks})
+    if len(new_minutes) * len(new_hours) != len(ticks):
+        return None
+    return " ".join([_field(new_minutes, 59), _field(new_hours, 23), *days])
+
+
+def _values(field: str, top: int) -> list[int] | None:
+    """The numbers a cron minute or hour field names (``top`` its largest), or None for a form not read here."""
+    values: set[int] = set()
+    try:
+        for part in field.split(","):
+            base, _, step = part.partition("/")
+            first, _, last = base.partition("-")
+            start, end = (0, top) if base == "*" else (int(first), int(last) if last else (top if step else int(first)))
+            values.update(range(start, end + 1, int(step) if step else 1))
+    except ValueError:
+        return None
+    return sorted(values) if values and max(values) <= top else None
+
+
+def _field(values: list[int], top: int) -> str:
+    return "*" if values == list(range(top + 1)) else ",".join(str(v) for v in values)
 
 
 #: When a day partition of the publishing assets starts (00:00 UTC, their ``DailyPartitionsDefinition``'s cron).

@@ -5,6 +5,9 @@ the task queue): a lost database, a worker process that died, a network that wen
 another try, and a retried step resumes the same queue instead of starting over. Anything else (a bad
 setting, no Chromium, a newer schema, a bug) fails the same way every time, so :func:`transient_only` turns
 it into a ``dg.Failure`` that bypasses the step's :data:`TRANSIENT_RETRY` policy: the step fails once, at once.
+The asset checks and the publishing assets carry the same policy around their database work: a server that
+refuses one connection (restarting, a pooler recycling) would otherwise fail a blocking check of a sound crawl
+or cost the day's publication (the database's own reconnect covers a connection lost after it was made).
 
 A run being terminated is not a transient error. Dagster tells a terminated run's steps to stop by raising
 ``DagsterExecutionInterruptedError`` in the op, and an op with a retry policy answers that interrupt with a
@@ -61,16 +64,17 @@ def is_transient(exc: BaseException) -> bool:
 STOPPING = frozenset({dg.DagsterRunStatus.CANCELING, dg.DagsterRunStatus.CANCELED})
 
 
-def run_is_stopping(context: dg.OpExecutionContext) -> bool:
+def run_is_stopping(context: dg.OpExecutionContext | None) -> bool:
     """True when the step's run is being terminated (or was): nothing it raises is worth a retry."""
-    run = context.instance.get_run_by_id(context.run_id)
+    run = context.instance.get_run_by_id(context.run_id) if context is not None else None
     return run is not None and run.status in STOPPING
 
 
 @contextmanager
-def stop_on_termination(context: dg.OpExecutionContext) -> Iterator[None]:
+def stop_on_termination(context: dg.OpExecutionContext | None) -> Iterator[None]:
     """End the step without a retry when its run is terminated: on the interrupt Dagster raises in the op,
-    and on any error raised while the run is being terminated. Other errors pass through as they are."""
+    and on any error raised while the run is being terminated. Other errors pass through as they are.
+    Without a ``context`` (an asset check's query helper) only the interrupt is known to be one."""
     try:
         yield
     except dg.Failure:
@@ -89,7 +93,7 @@ def stop_on_termination(context: dg.OpExecutionContext) -> Iterator[None]:
 
 
 @contextmanager
-def transient_only(context: dg.OpExecutionContext) -> Iterator[None]:
+def transient_only(context: dg.OpExecutionContext | None) -> Iterator[None]:
     """Let transient errors through to the step's retry policy; fail at once, without retries, on any other,
     and on any at all when the run is being terminated (:func:`stop_on_termination`)."""
     with stop_on_termination(context):

@@ -1,4 +1,4 @@
-"""The Dagster UI in a real browser: the lineage shows the three assets, runs launched through the
+"""The Dagster UI in a real browser: the lineage shows the five assets, runs launched through the
 webserver's GraphQL API materialize them (the crawl, then today's partition of the publishing job), the
 snapshot's page shows its day partitions and the crawl's its freshness policy.
 
@@ -45,7 +45,7 @@ from book_assets.store.books import book_counts
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-ASSETS = ("listing_discovery", "book_details", "category_balanced_snapshot")
+ASSETS = ("listing_discovery", "book_details", "category_balanced_snapshot", "book_changes", "raw_archive")
 DAGSTER_YAML = """\
 # Test instance: Dagster's own storage in SQLite files under this DAGSTER_HOME; runs start at once.
 run_coordinator:
@@ -191,7 +191,7 @@ def open_lineage(page: Page, url: str, *, arrange: bool) -> None:
     page.wait_for_timeout(1500)
 
 
-def test_lineage_shows_the_three_assets_and_a_launched_run_materializes_them(
+def test_lineage_shows_the_five_assets_and_launched_runs_materialize_them(
     webserver: str, db: Database, tmp_path: Path
 ) -> None:
     from playwright.sync_api import sync_playwright
@@ -224,6 +224,7 @@ def test_lineage_shows_the_three_assets_and_a_launched_run_materializes_them(
             page.goto(f"{webserver}/runs/{run_id}", wait_until="networkidle")
             page.get_by_text("Success").first.wait_for(timeout=30000)
 
+            page.set_viewport_size({"width": 1600, "height": 1300})  # the five assets and their groups, whole
             open_lineage(page, webserver, arrange=False)
             for name in ASSETS:
                 graph.get_by_text(name, exact=True).first.wait_for(timeout=15000)

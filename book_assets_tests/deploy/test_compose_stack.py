@@ -45,7 +45,9 @@ def test_the_compose_instance_is_the_projects_instance_plus_the_docker_run_launc
     project = yaml.safe_load((ROOT / "dagster.yaml").read_text())
     stack = yaml.safe_load((ROOT / "deploy" / "docker" / "dagster.yaml").read_text())
     launcher = stack.pop("run_launcher")
+    local = project.pop("run_launcher")
     assert stack == project  # the same storage, queue, pools, monitoring and retries
+    assert (local["module"], local["class"]) == ("book_assets.dagster_launcher", "RunLauncher")
     assert (launcher["module"], launcher["class"]) == ("dagster_docker", "DockerRunLauncher")
     config = launcher["config"]
     compose = _compose()

@@ -12,6 +12,7 @@ import dagster as dg
 from book_assets.archive import ArchiveSummary, index_day
 from book_assets.defs.catalog import OWNERS, PUBLISH_AUTOMATION, AssetMetadata, tags_for
 from book_assets.defs.resources import ArchiveResource, run_settings
+from book_assets.defs.retries import TRANSIENT_RETRY, transient_only
 from book_assets.defs.snapshot.assets import SNAPSHOT_DAYS, snapshot_day
 
 GROUP = "archive"
@@ -67,6 +68,7 @@ def archive_metadata(summary: ArchiveSummary) -> AssetMetadata:
     deps=[dg.AssetKey("book_details")],
     partitions_def=SNAPSHOT_DAYS,
     automation_condition=PUBLISH_AUTOMATION,
+    retry_policy=TRANSIENT_RETRY,
     owners=OWNERS,
     tags=tags_for("crawl"),
     description=(
@@ -77,7 +79,8 @@ def archive_metadata(summary: ArchiveSummary) -> AssetMetadata:
 def raw_archive(context: dg.AssetExecutionContext, archive: ArchiveResource) -> dg.MaterializeResult[None]:
     day = snapshot_day(context)
     settings = run_settings(archive)
-    summary = index_day(settings.archive_dir, day)
+    with transient_only(context.op_execution_context):
+        summary = index_day(settings.archive_dir, day)
     if not summary.files:
         context.log.warning(f"no WARC files for {day} under {summary.folder} (is the warc setting on?)")
     for damage in summary.damaged:

@@ -12,6 +12,7 @@ import dagster as dg
 
 from book_assets.defs.catalog import OWNERS, PUBLISH_AUTOMATION, tags_for
 from book_assets.defs.resources import DatabaseResource, SchedulingResource, run_settings
+from book_assets.defs.retries import TRANSIENT_RETRY, transient_only
 from book_assets.defs.snapshot.assets import SNAPSHOT_DAYS, embedded_png, snapshot_day
 from book_assets.publish.changes import CHANGES, PublishedChanges, publish_changes
 
@@ -52,6 +53,7 @@ def per_day_table(published: PublishedChanges) -> dg.MetadataValue:
     deps=[dg.AssetKey("book_details")],
     partitions_def=SNAPSHOT_DAYS,
     automation_condition=PUBLISH_AUTOMATION,
+    retry_policy=TRANSIENT_RETRY,
     owners=OWNERS,
     tags=tags_for("publish"),
     metadata={"dagster/column_schema": FEED_SCHEMA},
@@ -64,7 +66,7 @@ def book_changes(
     context: dg.AssetExecutionContext, database: DatabaseResource, scheduling: SchedulingResource
 ) -> dg.MaterializeResult[None]:
     day = snapshot_day(context)
-    with database.open() as db:
+    with transient_only(context.op_execution_context), database.open() as db:
         published = publish_changes(db, day, run_settings(scheduling).data_dir)
     counts = ", ".join(f"{n} {change}" for change, n in published.by_change.items())
     context.log.info(f"changes of {day}: {counts}; written to {published.jsonl_path}")

@@ -36,6 +36,7 @@ import dagster as dg
 
 from book_assets.crawl.config import DETAIL, LISTING, make_queue
 from book_assets.defs.resources import DatabaseResource
+from book_assets.defs.retries import TRANSIENT_RETRY, transient_only
 from book_assets.sql import load_queries
 from book_assets.store.drift import unaccepted_drift
 
@@ -46,7 +47,7 @@ BOOK_DETAILS = dg.AssetKey("book_details")
 
 def run_check(database: DatabaseResource, query: str, rule: str) -> dg.AssetCheckResult:
     """The result of one ``bad / total / sample`` query: passed when no row breaks ``rule``."""
-    with database.open(application_name="book-pipeline checks") as db:
+    with transient_only(None), database.open(application_name="book-pipeline checks") as db:
         row = db.query(Q[query])[0]
     bad, total = int(row["bad"]), int(row["total"])
     sample = list(row["sample"] or [])
@@ -71,12 +72,19 @@ BOOK_RULES = {
 }
 
 
-@dg.asset_check(asset=BOOK_DETAILS, blocking=True, description="No book URL is stored twice.")
+@dg.asset_check(
+    asset=BOOK_DETAILS, blocking=True, retry_policy=TRANSIENT_RETRY, description="No book URL is stored twice."
+)
 def unique_urls(database: DatabaseResource) -> dg.AssetCheckResult:
     return run_check(database, *BOOK_RULES["unique_urls"])
 
 
-@dg.asset_check(asset=BOOK_DETAILS, blocking=True, description="Every stored book keeps the raw HTML of its page.")
+@dg.asset_check(
+    asset=BOOK_DETAILS,
+    blocking=True,
+    retry_policy=TRANSIENT_RETRY,
+    description="Every stored book keeps the raw HTML of its page.",
+)
 def raw_html_present(database: DatabaseResource) -> dg.AssetCheckResult:
     return run_check(database, *BOOK_RULES["raw_html_present"])
 
@@ -84,6 +92,7 @@ def raw_html_present(database: DatabaseResource) -> dg.AssetCheckResult:
 @dg.asset_check(
     asset=BOOK_DETAILS,
     blocking=True,
+    retry_policy=TRANSIENT_RETRY,
     description="No error page was stored as a book: product block present, real title, HTTP 200.",
 )
 def no_error_pages(database: DatabaseResource) -> dg.AssetCheckResult:
@@ -91,7 +100,10 @@ def no_error_pages(database: DatabaseResource) -> dg.AssetCheckResult:
 
 
 @dg.asset_check(
-    asset=BOOK_DETAILS, blocking=True, description="Title, price, UPC and category are present on every book."
+    asset=BOOK_DETAILS,
+    blocking=True,
+    retry_policy=TRANSIENT_RETRY,
+    description="Title, price, UPC and category are present on every book.",
 )
 def required_fields_present(database: DatabaseResource) -> dg.AssetCheckResult:
     return run_check(database, *BOOK_RULES["required_fields_present"])
@@ -100,6 +112,7 @@ def required_fields_present(database: DatabaseResource) -> dg.AssetCheckResult:
 @dg.asset_check(
     asset=BOOK_DETAILS,
     blocking=True,
+    retry_policy=TRANSIENT_RETRY,
     description="The run's crawl ran to its end: no drain step failed (a partial crawl is recorded, not published).",
 )
 def crawl_complete(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
@@ -162,6 +175,7 @@ def crawl_of_the_run(context: dg.AssetCheckExecutionContext) -> tuple[int | None
 @dg.asset_check(
     asset=BOOK_DETAILS,
     blocking=True,
+    retry_policy=TRANSIENT_RETRY,
     description="No field of the crawl drifted (its fill rate fell past drift_threshold against the last good "
     "crawl) unless an operator accepted it: the books keep their last good values until then.",
 )
@@ -173,7 +187,7 @@ def no_field_drift(context: dg.AssetCheckExecutionContext, database: DatabaseRes
             severity=dg.AssetCheckSeverity.ERROR,
             description=f"no crawl to judge ({source} names none: a drain-only run or a retry of the failures)",
         )
-    with database.open(application_name="book-pipeline checks") as db:
+    with transient_only(context.op_execution_context), database.open(application_name="book-pipeline checks") as db:
         drifts = unaccepted_drift(db, crawl_id)
     lines = [row.line() for row in drifts]
     return dg.AssetCheckResult(
@@ -199,13 +213,14 @@ def books_found_by_discovery(context: dg.AssetCheckExecutionContext, database: D
     found = judged.materialization.metadata.get("books_found") if judged.materialization is not None else None
     if found is not None:
         return int(str(found.value)), f"books_found of {judged.source} (run {(judged.run_id or '')[:8]})"
-    with database.open(application_name="book-pipeline checks") as db:
+    with transient_only(context.op_execution_context), database.open(application_name="book-pipeline checks") as db:
         counts = make_queue(db).stats().counts
     return sum(counts.get(DETAIL, {}).values()), "detail tasks in the queue"
 
 
 @dg.asset_check(
     asset=LISTING_DISCOVERY,
+    retry_policy=TRANSIENT_RETRY,
     blocking=True,
     description="The listing pass found at least one book (a detail pass over nothing would publish stale data).",
 )
@@ -225,6 +240,7 @@ def found_books_result(found: int, source: str) -> dg.AssetCheckResult:
 
 @dg.asset_check(
     asset=LISTING_DISCOVERY,
+    retry_policy=TRANSIENT_RETRY,
     description="No listing page is dead-lettered; failures are reported by error kind with the commonest errors.",
 )
 def no_failed_listing_pages(database: DatabaseResource) -> dg.AssetCheckResult:
@@ -233,7 +249,7 @@ def no_failed_listing_pages(database: DatabaseResource) -> dg.AssetCheckResult:
 
 def failed_listing_pages_result(database: DatabaseResource) -> dg.AssetCheckResult:
     """``no_failed_listing_pages`` of the queue as it is."""
-    with database.open(application_name="book-pipeline checks") as db:
+    with transient_only(None), database.open(application_name="book-pipeline checks") as db:
         stats = make_queue(db).stats(top_failures=5)
     by_kind = stats.failed_by_kind.get(LISTING, {})
     failed = sum(by_kind.values())

@@ -21,6 +21,7 @@ import pandas as pd
 
 from book_assets.defs.catalog import OWNERS, PUBLISH_AUTOMATION, SNAPSHOT_SCHEMA, SNAPSHOT_TABLE, tags_for
 from book_assets.defs.resources import DatabaseResource, SchedulingResource, run_settings
+from book_assets.defs.retries import TRANSIENT_RETRY, transient_only
 from book_assets.publish.snapshot import build_snapshot, write_snapshot
 from book_assets.scheduling.weights import resolve_weights, warn_unknown
 from book_assets.settings import load_settings
@@ -97,6 +98,7 @@ def embedded_png(path: Path, alt: str = "chart") -> dg.MetadataValue:
     deps=[dg.AssetKey("book_details")],
     partitions_def=SNAPSHOT_DAYS,
     automation_condition=PUBLISH_AUTOMATION,
+    retry_policy=TRANSIENT_RETRY,
     owners=OWNERS,
     tags=tags_for("publish"),
     metadata={"dagster/table_name": SNAPSHOT_TABLE, "dagster/column_schema": SNAPSHOT_SCHEMA},
@@ -111,7 +113,7 @@ def category_balanced_snapshot(
     day = snapshot_day(context)
     settings = run_settings(scheduling)
     weights = resolve_weights(settings)
-    with database.open() as db:
+    with transient_only(context.op_execution_context), database.open() as db:
         snapshot = build_snapshot(db, weights, settings.snapshot_budget, day)
         written = write_snapshot(db, snapshot, settings.data_dir)
     unknown = warn_unknown(weights, snapshot.summary["category"].tolist())

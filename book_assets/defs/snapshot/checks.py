@@ -13,6 +13,7 @@ from datetime import date
 import dagster as dg
 
 from book_assets.defs.resources import DatabaseResource, SchedulingResource, run_settings
+from book_assets.defs.retries import TRANSIENT_RETRY, transient_only
 from book_assets.defs.snapshot.assets import category_balanced_snapshot
 from book_assets.publish.snapshot import day_bounds
 from book_assets.scheduling.quotas import split_budget
@@ -39,13 +40,14 @@ def checked_day(context: dg.AssetCheckExecutionContext, database: DatabaseResour
     op_context = context.op_execution_context
     if op_context.has_partition_key:
         return date.fromisoformat(op_context.partition_key)
-    with database.open(application_name="book-pipeline checks") as db:
+    with transient_only(context.op_execution_context), database.open(application_name="book-pipeline checks") as db:
         days = db.query(Q["days"])
     return days[-1]["day"] if days else None
 
 
 @dg.asset_check(
     asset=category_balanced_snapshot,
+    retry_policy=TRANSIENT_RETRY,
     description="Each category's share of the day's snapshot is within max(1 book, 2%) of its weighted target.",
 )
 def shares_within_tolerance(
@@ -58,7 +60,7 @@ def shares_within_tolerance(
         return dg.AssetCheckResult(
             passed=False, severity=dg.AssetCheckSeverity.WARN, description="the snapshot table holds no day yet"
         )
-    with database.open(application_name="book-pipeline checks") as db:
+    with transient_only(context.op_execution_context), database.open(application_name="book-pipeline checks") as db:
         counts = db.query(Q["category_counts"], {"until": day_bounds(day)[1]})
         available = {r["category"]: r["available"] for r in counts}
         actual = {r["category"]: r["books"] for r in db.query(Q["day_by_category"], {"day": day})}
