@@ -103,9 +103,17 @@ DAY_START_CRON = "0 0 * * *"
 #: ``all_deps_updated_since_cron`` orders the crawl's materialization against the midnight tick by their
 #: times, so a crawl stored before midnight and first seen after it (the daemon down across midnight) does
 #: not publish the new day. A day without a crawl stays missing.
+#:
+#: A crawl's update is consumed by the day's materialization, not by its request (``since_last_handled``
+#: would count a failed run as handled and lose the day): a day whose publication failed is requested
+#: again, at most once an hour (``RETRY_PUBLISH_CRON``), until it is published or the day ends.
+RETRY_PUBLISH_CRON = "0 * * * *"
 PUBLISH_AUTOMATION = (
     dg.AutomationCondition.in_latest_time_window()
-    & dg.AutomationCondition.any_deps_updated().since_last_handled()
+    & dg.AutomationCondition.any_deps_updated().since(dg.AutomationCondition.newly_updated())
+    & ~dg.AutomationCondition.newly_requested().since(
+        dg.AutomationCondition.cron_tick_passed(RETRY_PUBLISH_CRON, "UTC")
+    )
     & dg.AutomationCondition.all_deps_updated_since_cron(DAY_START_CRON, "UTC")
     & dg.AutomationCondition.all_deps_blocking_checks_passed()
     & ~dg.AutomationCondition.any_deps_in_progress()

@@ -34,8 +34,9 @@ class Daemon:
         self.definitions, self.instance = definitions, instance
         self.cursor: dg.AssetDaemonCursor | None = None
 
-    def tick(self, at: datetime) -> set[str]:
-        """The days requested at ``at`` (the same for the three assets), then recorded as materialized."""
+    def tick(self, at: datetime, *, runs_fail: bool = False) -> set[str]:
+        """The days requested at ``at`` (the same for the three assets), then recorded as materialized unless
+        their runs fail."""
         result = dg.evaluate_automation_conditions(
             self.definitions, self.instance, asset_selection=PUBLISH, evaluation_time=at, cursor=self.cursor
         )
@@ -43,7 +44,7 @@ class Daemon:
         requested = {name: result.get_requested_partitions(dg.AssetKey(name)) for name in PUBLISH_ASSETS}
         days = requested[PUBLISH_ASSETS[0]]
         assert all(partitions == days for partitions in requested.values()), requested
-        for name in PUBLISH_ASSETS:
+        for name in PUBLISH_ASSETS if not runs_fail else ():
             for day in days:
                 self.instance.report_runless_asset_event(dg.AssetMaterialization(dg.AssetKey(name), partition=day))
         return {day for day in days if day is not None}
@@ -86,6 +87,23 @@ def test_the_new_day_is_published_after_its_crawl_not_at_midnight_from_yesterday
     _crawl_recorded(daemon.instance)  # a recrawl of the failures the same day: the day is published again
     assert daemon.tick(midnight + timedelta(hours=10)) == {tomorrow}
     assert daemon.published() == {today, tomorrow}
+
+
+def test_a_day_whose_publication_failed_is_requested_again_within_the_hour_until_it_is_published(
+    daemon: Daemon,
+) -> None:
+    now = datetime.now(UTC)
+    hour = now.replace(minute=0, second=0, microsecond=0)
+    if hour + timedelta(minutes=62) >= next_midnight(now):
+        pytest.skip("the retry comes after the next hour's tick, which is the next day's: run before 23:00 UTC")
+    today = now.date().isoformat()
+    daemon.tick(now)
+    _crawl_recorded(daemon.instance)
+    assert daemon.tick(now + timedelta(seconds=1), runs_fail=True) == {today}
+    assert daemon.tick(now + timedelta(seconds=2)) == set(), "requested again at once"
+    assert daemon.tick(hour + timedelta(minutes=61)) == {today}, "the day whose publication failed was dropped"
+    assert daemon.tick(hour + timedelta(minutes=62)) == set()
+    assert daemon.published() == {today}
 
 
 def test_a_day_without_a_crawl_stays_missing(daemon: Daemon) -> None:
