@@ -12,7 +12,10 @@ on the server ``DATABASE_URL`` names (then PostgreSQL is not restarted).
 Between runs (nothing queued or running, the last run succeeded) the sandbox is asked for its next day
 (``POST /__sandbox__/day``), so every simulated day is crawled whole by at least one run. Faults, each at the
 tick given, while that tick's run is crawling: the run worker SIGKILLed (``--kill-at``), PostgreSQL restarted
-(``--pg-restart-at``, embedded server only), a burst of 5xx (``--burst-at``, ``POST /__sandbox__/faults``).
+(``--pg-restart-at``, embedded server only), a burst of 5xx (``--burst-at``, ``POST /__sandbox__/faults``),
+the host's power cut (``--daemon-restart-at``: the daemon, its code server, the run worker and the crawl's
+workers SIGKILLed, then ``book-pipeline daemon`` started again; run monitoring must fail the cut-off run and
+run retries re-execute it).
 
 At the end, with the schedule off and every run finished, it accounts:
 
@@ -26,6 +29,7 @@ At the end, with the schedule off and every run finished, it accounts:
 ``ok`` is true when every one of those holds.
 
 Usage: python benchmarks/soak.py [--ticks 20] [--latency 0.3] [--kill-at 4] [--pg-restart-at 8] [--burst-at 12]
+       [--daemon-restart-at 16]
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ import json
 import math
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -185,6 +190,47 @@ def _process(command: list[str], env: dict[str, str], log: Path) -> Iterator[sub
         stop_groups([proc], grace_s=60)
 
 
+class Daemon:
+    """``book-pipeline daemon`` in a process group of its own, which the soak can bring down as a power cut
+    would and start again; each start logs to a file of its own."""
+
+    def __init__(self, env: dict[str, str], folder: Path) -> None:
+        self.env, self.folder, self.starts = env, folder, 0
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.starts += 1
+        with (self.folder / f"daemon-{self.starts}.log").open("wb") as out:
+            self.proc = subprocess.Popen(
+                [str(BIN / "book-pipeline"), "daemon"],
+                env=self.env,
+                cwd=self.folder,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                process_group=0,
+            )
+
+    def power_cut(self) -> int:
+        """SIGKILL the daemon's group, then every process of this instance left (the run worker and the crawl's
+        workers, wherever their group): nothing gets to report anything. Returns how many processes died."""
+        victims = []
+        if self.proc is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        for process in psutil.process_iter():
+            with contextlib.suppress(psutil.Error):
+                if process.environ().get("DAGSTER_HOME") == self.env["DAGSTER_HOME"]:
+                    process.kill()
+                    victims.append(process)
+        psutil.wait_procs(victims, timeout=60)
+        return len(victims) + 1
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            stop_groups([self.proc], grace_s=60)
+
+
 def _sandbox_url(log: Path, deadline_s: float = 60) -> str:
     deadline = time.monotonic() + deadline_s
     while time.monotonic() < deadline:
@@ -198,9 +244,12 @@ def _sandbox_url(log: Path, deadline_s: float = 60) -> str:
 class Soak:
     """One soak: the loop that watches runs, moves the sandbox's day and injects faults, then the accounting."""
 
-    def __init__(self, args: argparse.Namespace, env: dict[str, str], site: str, pg_dir: Path | None) -> None:
+    def __init__(
+        self, args: argparse.Namespace, env: dict[str, str], site: str, pg_dir: Path | None, daemon: Daemon
+    ) -> None:
         self.args = args
         self.env = env
+        self.daemon = daemon
         self.site = site
         self.pg_dir = pg_dir
         self.runs = Runs()
@@ -216,6 +265,7 @@ class Soak:
             args.kill_at: self._kill,
             args.pg_restart_at: self._restart_pg,
             args.burst_at: self._burst,
+            args.daemon_restart_at: self._restart_daemon,
         }
         self.pending_faults.pop(0, None)
         self.tasks_after_run: list[int] = []
@@ -256,6 +306,12 @@ class Soak:
         seconds = self.args.burst_seconds
         answer = httpx.post(self.site + f"__sandbox__/faults?error_rate=0.5&seconds={seconds}", timeout=10)
         return f"5xx burst (half the pages for {seconds:g} s) while run {run.run_id[:8]} crawled: {answer.json()}"
+
+    def _restart_daemon(self, run: Any, worker: psutil.Process) -> str:
+        killed = self.daemon.power_cut()
+        time.sleep(3)
+        self.daemon.start()
+        return f"power cut ({killed} processes SIGKILLed) while run {run.run_id[:8]} crawled; daemon started again"
 
     def _maybe_inject(self, tick: int, tick_run: Any) -> None:
         fault = self.pending_faults.get(tick)
@@ -450,6 +506,7 @@ def main() -> None:
     parser.add_argument("--kill-at", type=int, default=4, help="tick whose run worker is SIGKILLed (0: none)")
     parser.add_argument("--pg-restart-at", type=int, default=8, help="tick during which PostgreSQL restarts (0: none)")
     parser.add_argument("--burst-at", type=int, default=12, help="tick of a 5xx burst (0: none)")
+    parser.add_argument("--daemon-restart-at", type=int, default=16, help="tick of the host's power cut (0: none)")
     parser.add_argument("--burst-seconds", type=float, default=20.0)
     parser.add_argument("--retention-s", type=float, default=180.0, help="task retention (a few minutes)")
     parser.add_argument("--timeout-min", type=float, default=60.0)
@@ -486,17 +543,21 @@ def main() -> None:
         BOOK_PIPELINE_TASK_RETENTION_DAYS=repr(args.retention_s / 86400),
         BOOK_PIPELINE_ALERT_WEBHOOK_URL=receiver.url,
     )
-    sandbox_log, daemon_log = folder / "sandbox.log", folder / "daemon.log"
+    sandbox_log = folder / "sandbox.log"
     serve = [str(BIN / "book-pipeline"), "sandbox", "serve", "--port", "0", "--seed", str(args.seed)]
     with _process([*serve, "--latency", str(args.latency)], env, sandbox_log):
         site = _sandbox_url(sandbox_log)
         env["BOOK_PIPELINE_BASE_URL"] = site
-        with _process([str(BIN / "book-pipeline"), "daemon"], env, daemon_log):
-            soak = Soak(args, env, site, pg_dir)
+        daemon = Daemon(env, folder)
+        daemon.start()
+        try:
+            soak = Soak(args, env, site, pg_dir, daemon)
             timing = soak.run()
             failed = {r.run_id for r in soak.runs.all() if r.status == "FAILURE"}
             soak._wait_until(lambda: failed <= {a.get("run_id") for a in receiver.alerts}, 180)
             result = {**timing, **_account(soak, receiver.alerts, args.seed)}
+        finally:
+            daemon.stop()
     result["settings"] = {
         "ticks": args.ticks,
         "latency_s": args.latency,
