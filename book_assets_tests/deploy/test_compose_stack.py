@@ -126,6 +126,19 @@ def test_postgres_standin_links_are_hydrated_relative_to_their_folder(tmp_path: 
     assert link.is_symlink() and os.readlink(link) == "libicuuc.so.60.2" and link.read_text() == "lib"
 
 
+def test_the_monitoring_profile_the_stack_test_brings_up_is_the_compose_files() -> None:
+    """The stand-in is built under the image name the compose file gives Prometheus, the worker service can be
+    scaled (no fixed name or host port), and what the test leaves out belongs to the ``monitoring`` profile."""
+    script = _script()
+    services = _compose()["services"]
+    assert isinstance(services, dict)
+    assert services["prometheus"]["image"] == script.PROMETHEUS_IMAGE
+    worker = services["worker"]
+    assert "container_name" not in worker and "ports" not in worker
+    monitoring = {name for name, service in services.items() if "monitoring" in service.get("profiles", ())}
+    assert set(script.LEFT_OUT) < monitoring
+
+
 def _missing_tools() -> list[str]:
     tools = ("dockerd", "debootstrap", "npm", "ip", "nsenter", "unshare", "tar")
     return [tool for tool in tools if shutil.which(tool) is None]
@@ -134,7 +147,7 @@ def _missing_tools() -> list[str]:
 @pytest.mark.compose
 @pytest.mark.slow
 @pytest.mark.timeout(7200)
-def test_compose_stack_runs_the_daily_job_in_its_own_container_through_a_daemon_kill_and_terminates_runs() -> None:
+def test_compose_stack_runs_the_daily_job_through_a_daemon_kill_terminates_runs_and_is_scraped_by_prometheus() -> None:
     if os.geteuid() != 0:
         pytest.skip("the compose stack needs root (a network namespace and a Docker engine of its own)")
     if _missing_tools():
@@ -147,3 +160,5 @@ def test_compose_stack_runs_the_daily_job_in_its_own_container_through_a_daemon_
     daily = figures["daily_run"]
     assert (daily["status"], daily["container_exit"], daily["books"]) == ("SUCCESS", 0, 200), figures
     assert figures["terminated_run"]["status"] == "CANCELED", figures
+    up = figures["monitoring"]["targets_up"]
+    assert (up["book-pipeline-queue"], up["book-pipeline-worker"]) == (1, 2), figures
