@@ -211,20 +211,22 @@ class Daemon:
             )
 
     def power_cut(self) -> int:
-        """SIGKILL the daemon's group, then every process of this instance left (the run worker and the crawl's
-        workers, wherever their group): nothing gets to report anything. Returns how many processes died."""
-        victims = []
-        if self.proc is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
-        for process in psutil.process_iter():
+        """SIGKILL the daemon and everything it started (its code server, the run worker and the crawl's workers,
+        wherever their process group), all at once: nothing gets to report anything. Not the database server,
+        which the soak itself runs (and restarts). Returns how many processes died."""
+        if self.proc is None:
+            return 0
+        victims = [psutil.Process(self.proc.pid)]
+        with contextlib.suppress(psutil.Error):
+            victims += victims[0].children(recursive=True)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        for process in victims:
             with contextlib.suppress(psutil.Error):
-                if process.environ().get("DAGSTER_HOME") == self.env["DAGSTER_HOME"]:
-                    process.kill()
-                    victims.append(process)
+                process.kill()
+        self.proc.wait()
         psutil.wait_procs(victims, timeout=60)
-        return len(victims) + 1
+        return len(victims)
 
     def stop(self) -> None:
         if self.proc is not None:
