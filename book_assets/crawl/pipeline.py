@@ -22,7 +22,7 @@ from typing import Any
 
 from book_assets.archive import ArchiveSummary, index_days, load_indexer_meanwhile
 from book_assets.crawl.adaptive import Decision, forget_decisions, list_decisions
-from book_assets.crawl.config import DETAIL, LISTING, TASK_TYPES, CrawlConfig, make_queue
+from book_assets.crawl.config import DETAIL, LISTING, CrawlConfig, make_queue
 from book_assets.crawl.discovery import start_task
 from book_assets.crawl.drain import drain as run_drain
 from book_assets.crawl.drain import warm_up
@@ -34,7 +34,7 @@ from book_assets.observe.tracing import record_crawl
 from book_assets.queue import AutoThrottle, GroupBudget, TaskQueue, domain_of
 from book_assets.queue.failures import requeue_due
 from book_assets.scraper.errors import ErrorKind
-from book_assets.store.books import book_counts, versions_since
+from book_assets.sites.site import Site
 from book_assets.store.drift import CONTRACT_FAILURES, FieldJudgement, Rejudgement, judge, rejudge
 from book_assets.store.lifecycle import OpenCrawl, open_crawl
 from book_assets.store.pages import revalidated_since
@@ -71,9 +71,9 @@ class RunFigures:
     failed_details: int = 0
 
     @classmethod
-    def read(cls, db: Database, queue: TaskQueue, since: datetime) -> RunFigures:
+    def read(cls, db: Database, queue: TaskQueue, since: datetime, site: Site) -> RunFigures:
         activity = queue.activity_since(since)
-        new, changed = versions_since(db, since)
+        new, changed = site.versions_since(db, since)
         details = activity.total(DETAIL)
         return cls(
             pages=activity.total(),
@@ -173,12 +173,12 @@ class CrawlReport:
         return self.run.pages / self.elapsed_s if self.elapsed_s > 0 else 0.0
 
     def summary_lines(self, *, show_config: bool = False) -> list[str]:
-        c, run = self.counts, self.run
+        c, run, record = self.counts, self.run, self.config.site.record
         lines = [
-            f"books: total {c['total']} / unique URLs {c['unique_urls']} / with raw HTML {c['with_html']}",
+            f"{record}s: total {c['total']} / unique URLs {c['unique_urls']} / with raw HTML {c['with_html']}",
             f"this run: {run.pages} pages in {self.elapsed_s:.1f}s ({self.pages_per_s:.1f} pages/s), "
             f"{run.listing_pages} listing pages, {run.books_new} new, "
-            f"{run.books_changed} changed, {run.books_unchanged} unchanged books"
+            f"{run.books_changed} changed, {run.books_unchanged} unchanged {record}s"
             + (f"; {run.not_modified} pages not modified (304)" if run.not_modified else ""),
             f"retries: {run.retries}; failed tasks: {sum(self.failed_by_reason.values())}",
         ]
@@ -294,7 +294,7 @@ def drain(
     database_url: str,
     config: CrawlConfig,
     *,
-    task_types: tuple[str, ...] = TASK_TYPES,
+    task_types: tuple[str, ...] | None = None,
     workers: int | None = None,
     progress: bool = False,
 ) -> WorkerStats:
@@ -436,13 +436,15 @@ def work(
     database_url: str,
     run: CrawlRun,
     *,
-    task_types: tuple[str, ...] = TASK_TYPES,
+    task_types: tuple[str, ...] | None = None,
     workers: int | None = None,
     progress: bool = False,
 ) -> tuple[CrawlRun, WorkerStats]:
-    """Drain the queue's ``task_types`` with this process's workers (:func:`split_before_details` first)."""
+    """Drain the queue's ``task_types`` (None: every page kind of the site) with this process's workers
+    (:func:`split_before_details` first)."""
     if run.config.archive_dir:  # the report that follows indexes the day's archive
         load_indexer_meanwhile()
+    task_types = run.config.task_types if task_types is None else task_types
     run, stats, left = split_before_details(database_url, run, task_types, workers=workers, progress=progress)
     stats.merge(drain(database_url, run.config, task_types=left, workers=workers, progress=progress))
     return run, stats
@@ -509,11 +511,11 @@ def read_report(
 ) -> CrawlReport:
     """What the run did, every count read from the database (removals and pruning are the steps after)."""
     config = run.config
-    figures = RunFigures.read(db, queue, run.since)
+    figures = RunFigures.read(db, queue, run.since, config.site)
     return CrawlReport(
         config=config,
         stats=stats,
-        counts=book_counts(db),
+        counts=config.site.record_counts(db),
         run=figures,
         failed_by_reason=queue.failed_kinds_since(run.since),
         seeded=run.seeded,

@@ -3,7 +3,7 @@ the books' parsers, store and categories."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 #: A listing's markers: its book cards, and the "N results" form an empty listing still shows.
 LISTING = PageKind("listing", Role.LISTING, markers=(b"product_pod", b"form-horizontal"))
 DETAIL = PageKind("detail", Role.DETAIL, markers=(b"product_page",))
+BOOK_CATEGORIES = Categories(KNOWN_CATEGORIES, slugify)
 
 
 def as_listing(page: ListingPage) -> Listing:
@@ -48,8 +49,12 @@ class BooksSite:
     name: str = "books"
     default_base_url: str = LIVE_SITE_URL
     page_kinds: tuple[PageKind, ...] = (LISTING, DETAIL)
-    categories: Categories = field(default=Categories(KNOWN_CATEGORIES, slugify), repr=False)
     record: str = "book"
+
+    @property
+    def categories(self) -> Categories:
+        """The site's 50 categories, a name or its Django slug naming each."""
+        return BOOK_CATEGORIES
 
     def kind_of(self, url: str, role: Role) -> str:
         """Every listing is a ``listing``, every book page a ``detail``: the site serves all its data in HTML."""
