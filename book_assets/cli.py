@@ -329,7 +329,7 @@ def work_cmd(**overrides: Any) -> None:
 @user_errors
 def status_cmd(**overrides: Any) -> None:
     """Queue and record counts."""
-    from book_assets.crawl.config import DETAIL, CrawlConfig, make_queue
+    from book_assets.crawl.config import CrawlConfig, make_queue
     from book_assets.crawl.pipeline import budget_line
     from book_assets.scraper.errors import ErrorKind
 
@@ -351,7 +351,7 @@ def status_cmd(**overrides: Any) -> None:
     for domain, by_kind in sorted(stats.last_failure_by_domain.items()):
         if soft := by_kind.get(ErrorKind.SOFT_BLOCK):
             click.echo(f"soft    {soft:>5}  {domain}: pages a soft block turned away (retried)")
-    budgets = queue.budget_report(DETAIL)
+    budgets = queue.budget_report(config.detail_kind)
     if budgets:
         click.echo(budget_line(budgets))
     c = config.site.record_counts(database)

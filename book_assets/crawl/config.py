@@ -16,7 +16,7 @@ from book_assets.scraper.fetching import FetchSettings
 from book_assets.scraper.targets import with_start_port
 from book_assets.settings import BROWSER_MIN_CONCURRENCY, ConfigError, Settings, default, load_settings
 from book_assets.sites.registry import site_named
-from book_assets.sites.site import Categories, Site
+from book_assets.sites.site import Categories, Role, Site, default_kind, kinds_of
 
 if TYPE_CHECKING:
     from book_assets.db.connection import Database
@@ -161,6 +161,16 @@ class CrawlConfig:
     def task_types(self) -> tuple[str, ...]:
         """The site's page kinds: the queue's task types."""
         return tuple(kind.name for kind in self.site.page_kinds)
+
+    @property
+    def listing_kinds(self) -> tuple[str, ...]:
+        """The site's listing kinds: discovery, drained first by a budgeted crawl, read for its removals."""
+        return kinds_of(self.site, Role.LISTING)
+
+    @property
+    def detail_kind(self) -> str:
+        """The site's detail kind: its records, grouped by category for weights and budgets."""
+        return default_kind(self.site, Role.DETAIL)
 
     def as_dict(self) -> dict[str, Any]:
         """The resolved configuration as JSON-ready values: printed by ``--show-config``, Dagster metadata."""

@@ -142,7 +142,8 @@ class Site(Protocol):
 
     @property
     def page_kinds(self) -> tuple[PageKind, ...]:
-        """The page kinds (task types) it uses; the first of each role is the role's default kind."""
+        """The page kinds (task types) it uses: one detail kind (its records: the fairness groups, weights and
+        budgets are its), and as many listing kinds as it needs; the first of each role is the role's default."""
         ...
 
     @property
@@ -205,6 +206,11 @@ def kind_named(site: Site, name: str) -> PageKind:
 def default_kind(site: Site, role: Role) -> str:
     """The first page kind of ``role`` that ``site`` declares."""
     return next(kind.name for kind in site.page_kinds if kind.role is role)
+
+
+def kinds_of(site: Site, role: Role) -> tuple[str, ...]:
+    """Every page kind of ``role`` that ``site`` declares, in its order."""
+    return tuple(kind.name for kind in site.page_kinds if kind.role is role)
 
 
 def records_agree(parse: Callable[[str, str], object], plain_html: str, rendered_html: str | None, url: str) -> bool:
