@@ -2,8 +2,9 @@
 
 Each task goes claim → politeness slot → fetch → handle → complete. The fetch is the fetch mode's strategy
 (:mod:`book_assets.crawl.fetch_modes`: http, browser, adaptive). Plain fetches of pages fetched before are
-conditional (``conditional_requests``, :mod:`book_assets.store.pages`): a 304 keeps a book as stored and parses
-a listing page's stored copy again. Browser fetches are not.
+conditional (``conditional_requests``, :mod:`book_assets.store.pages`): a 304 keeps a record as stored and parses
+a listing page's stored copy again. Browser fetches are not. What a page is, how it parses and where its records
+go is the site's (``config.site``, :mod:`book_assets.sites.site`): the worker knows each page kind's role only.
 
 The loop claims as many tasks as it has free page slots (fairly scheduled by the queue) once half of them are
 free (:func:`refill_batch`), sleeps until each task's politeness slot, fetches, validates, stores, and

@@ -92,11 +92,12 @@ class Listing:
 
 @dataclass(frozen=True, slots=True)
 class Stored:
-    """One detail record written: its row, its version, and whether it was new, changed or unchanged."""
+    """One detail record written: its row, whether it was new, changed or unchanged, and its version where the
+    site keeps versions (None where it does not)."""
 
     id: int
-    version: int
     outcome: str
+    version: int | None = None
 
 
 @dataclass(frozen=True)

@@ -73,11 +73,11 @@ class BooksSite:
 
     def write_detail(self, cur: Cursor, record: BookDetail, fetched: FetchResult, *, requested_url: str) -> Stored:
         stored = books.write_book(cur, record, fetched, requested_url=requested_url)
-        return Stored(stored.book_id, stored.version, stored.outcome)
+        return Stored(stored.book_id, stored.outcome, stored.version)
 
     def revalidate_detail(self, cur: Cursor, url: str, validators: Validators, response: FetchResult) -> Stored:
         stored, _category = revalidate_book(cur, url, validators, response)
-        return Stored(stored.book_id, stored.version, stored.outcome)
+        return Stored(stored.book_id, stored.outcome, stored.version)
 
     def write_listing(self, cur: Cursor, listing: Listing, fetched: FetchResult) -> None:
         """A books listing carries no records of its own: its books are stored from their pages."""
