@@ -34,11 +34,11 @@ class ListingOutcome:
     cards: int = 0
     categories: int = 0
     offsite_skipped: int = 0
-    #: The category whose cards the page listed, and whether they were followed (False: a start page that
-    #: only links categories, or a category left out by ``--categories``).
+    #: The category whose detail links (books: cards) the page listed, and whether they were followed (False:
+    #: a start page that only links categories, or a category left out by ``--categories``).
     category: str | None = None
     followed: bool = False
-    #: The chain's next page, enqueued after the page's books (:func:`follow_chain`); None: the chain ends here.
+    #: The chain's next page, enqueued after the page's records (:func:`follow_chain`); None: the chain ends here.
     next: NewTask | None = None
     #: The tasks whose URL is longer than ``max_url_length``: never enqueued, each recorded as failed.
     too_long: list[NewTask] = field(default_factory=list)
@@ -46,7 +46,7 @@ class ListingOutcome:
 
 @dataclass(frozen=True)
 class ListingTrap:
-    """Why a chain is not followed: its pages in a row brought no book new to the crawl."""
+    """Why a chain is not followed: its pages in a row brought no record new to the crawl."""
 
     reason: str
 
@@ -104,17 +104,17 @@ def listing_tasks(payload: dict[str, Any], page: Listing, config: CrawlConfig) -
 
 
 def follow_chain(
-    payload: dict[str, Any], outcome: ListingOutcome, new_books: int, config: CrawlConfig
+    payload: dict[str, Any], outcome: ListingOutcome, new_records: int, config: CrawlConfig
 ) -> NewTask | ListingTrap | None:
-    """The chain's next page once this page's books are enqueued (``new_books`` of them new to the crawl), with
+    """The chain's next page once this page's records are enqueued (``new_records`` new to the crawl), with
     the count of pages in a row that brought none (``stale``); a :class:`ListingTrap` when that count reaches
     ``listing_trap_pages`` and the chain goes on; None at its end.
 
-    A page retried after its books were enqueued counts as bringing none: its next page, enqueued once per
-    crawl, mostly keeps the count of the attempt that enqueued the books, and at worst carries one page more."""
+    A page retried after its records were enqueued counts as bringing none: its next page, enqueued once per
+    crawl, mostly keeps the count of the attempt that enqueued the records, and at worst carries one page more."""
     if outcome.next is None:
         return None
-    stale = 0 if new_books else int(payload.get("stale", 0)) + 1
+    stale = 0 if new_records else int(payload.get("stale", 0)) + 1
     if stale >= config.listing_trap_pages:
         records = f"{config.site.record}s"
         return ListingTrap(f"{stale} listing pages in a row brought no new {records}; the next page is not followed")
@@ -184,10 +184,11 @@ def listing_record(
 ) -> dict[str, Any] | None:
     """The ``listing_pages`` row of a processed listing page; None when it listed nothing this crawl follows.
 
-    A start page records the categories its sidebar links (to count those not crawled); a category page
-    records its cards only when discovery took them (:attr:`ListingOutcome.followed`), so a page of a
-    category left out by ``--categories`` is never evidence that its books are gone. Its links are read as
-    discovery reads them (``drop_query_params``), so it names each book as the book's task does.
+    A start page records the categories it links (to count those not crawled); a category page records its
+    detail links only when discovery took them (:attr:`ListingOutcome.followed`), so a page of a category left
+    out by ``--categories`` is never evidence that its records are gone. Its links are read as discovery reads
+    them (``drop_query_params``), so it names each record as the record's task does. The ``book_urls`` column
+    holds every site's detail links.
     """
     start = bool(payload.get("start")) and not outcome.followed
     if not outcome.followed and not start:
