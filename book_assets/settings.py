@@ -73,7 +73,15 @@ class Settings(BaseSettings):
     )
 
     # --- target site ---------------------------------------------------------------------------
-    base_url: str = Field(default=LIVE_SITE_URL, description="Where the crawl starts (root, listing or category page).")
+    site: str = Field(
+        default="books",
+        description="The site definition the crawl runs on: its page kinds, parsers, store and categories "
+        "(book_assets.sites); books: books.toscrape.com.",
+    )
+    base_url: str = Field(
+        default=LIVE_SITE_URL,
+        description="Where the crawl starts (root, listing or category page); not set: the site's own start page.",
+    )
     allowed_domains: Annotated[tuple[str, ...], NoDecode] = Field(
         default=(), description="Hosts the crawler may fetch; empty means the start URL's host only."
     )
