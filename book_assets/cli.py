@@ -185,6 +185,8 @@ CRAWL_OPTIONS: tuple[str | tuple[str, str], ...] = (
     "interleave",
     "conditional_requests",
     "drift_threshold",
+    "drift_length_ratio",
+    "drift_top_share",
     "metrics_port",
     "metrics_host",
 )

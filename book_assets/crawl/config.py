@@ -16,6 +16,7 @@ from book_assets.scraper.errors import ErrorKind
 from book_assets.scraper.fetching import FetchSettings
 from book_assets.scraper.targets import with_start_port
 from book_assets.settings import BROWSER_MIN_CONCURRENCY, ConfigError, Settings, load_settings
+from book_assets.store.drift import DriftLimits
 
 if TYPE_CHECKING:
     from book_assets.db.connection import Database
@@ -94,12 +95,19 @@ class CrawlConfig:
     task_retention_days: float
     drift_threshold: float
     drift_min_pages: int
+    drift_length_ratio: float
+    drift_top_share: float
     #: The workers' /metrics endpoint (:mod:`book_assets.observe.metrics`); None: off.
     metrics_port: int | None
     metrics_host: str
     metrics_final_scrape_s: float
     #: The worker's health signal (:mod:`book_assets.crawl.health`); None: none.
     health_file: Path | None
+
+    @property
+    def drift_limits(self) -> DriftLimits:
+        """How far a field's figures may move before it drifts (:mod:`book_assets.store.drift`)."""
+        return DriftLimits(self.drift_threshold, self.drift_min_pages, self.drift_length_ratio, self.drift_top_share)
 
     @property
     def requeue_policy(self) -> RequeuePolicy:

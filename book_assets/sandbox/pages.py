@@ -392,8 +392,22 @@ def _description_block(book: Book, markup: Markup) -> str:
         <div id="{markup.description_id}" class="sub-header">
             <h2>Product Description</h2>
         </div>
-        <p>{escape_text(book.description)}</p>
+        {_description_text(book.description, markup)}
 """
+
+
+#: The words of a description its teaser shows (``description_teaser``).
+TEASER_WORDS = 3
+
+
+def _description_text(description: str, markup: Markup) -> str:
+    if not markup.description_teaser:
+        return f"<p>{escape_text(description)}</p>"
+    teaser = " ".join(description.split()[:TEASER_WORDS])
+    return (
+        f'<p class="teaser">{escape_text(teaser)} … <span class="read-more">Read more</span></p>\n'
+        f'        <div id="full-description" class="collapse"><p>{escape_text(description)}</p></div>'
+    )
 
 
 def _table_rows(book: Book, markup: Markup) -> str:
