@@ -205,6 +205,7 @@ def test_descriptions_cut_to_a_teaser_are_shape_drift_held_at_the_door_until_acc
     accepted = CliRunner().invoke(main, ["drift", "accept", "--crawl", str(crawl_id), "--field", "description"])
     assert accepted.exit_code == 0, accepted.output
     assert f"{described} held losses applied" in accepted.output
+    assert f"crawl {crawl_id} no longer drifts: under Dagster, drift_cleared_sensor runs" in accepted.output
     teasers = _descriptions(db)
     assert all(teasers[url] != good[url] and len(teasers[url] or "") < 40 for url in good if good[url]), teasers
     assert _versions(db) == versions + described
