@@ -353,10 +353,18 @@ def _product_main_inner(book: Book, markup: Markup) -> str:
             </dl>
 """
     )
+    rating_class = "rating-stars" if markup.rating_widget else markup.rating_class
+    widget = (
+        """
+            <form class="rate-book"><p class="star-rating One"><i class="icon-star"></i> Rate this book</p></form>
+"""
+        if markup.rating_widget
+        else ""
+    )
     return f"""
 
             <h1>{escape(book.title)}</h1>
-{identifiers}
+{widget}{identifiers}
         <p class="price_color">{money(book.price)}</p>
 
 <p class="instock availability">
@@ -366,7 +374,7 @@ def _product_main_inner(book: Book, markup: Markup) -> str:
 
 </p>
 
-    <p class="{markup.rating_class} {book.rating_word}">
+    <p class="{rating_class} {book.rating_word}">
 {stars}
 
         <!-- <small><a href="/catalogue/{book.key}/reviews/">

@@ -11,9 +11,9 @@ contract (``missing_field``, ``bad_value``), in the whole crawl and in each cate
 
 - the fill rate: a fall of more than ``drift_threshold`` is drift (``description: 99 % -> 0 % of pages``);
 - for a text field, the median length of its values: more than ``drift_length_ratio`` times shorter or longer is
-  drift (``description: median length 230 -> 21 chars``);
+  drift (``description: median length 285 -> 27 chars``);
 - the share of the most common value: a rise of more than ``drift_top_share`` is drift (``rating: most common
-  value on 24 % -> 100 % of values``: every rating 1, every price 0, every title the same).
+  value on 26 % -> 100 % of values``: every rating 1, every price 0, every title the same).
 
 The shape is judged where both crawls measured at least ``drift_min_pages`` values. A category is what the
 judgement groups by, so it has no shape of its own (a crawl that reached one category first is not a drift).
@@ -134,7 +134,7 @@ class Coverage:
     def line(self) -> str:
         """The field (in its category) and the figure it drifted on, before and now, with their counts:
         ``description: 100 % -> 0 % of pages (...)``, ``description: median length 812 -> 14 chars (...)``,
-        ``rating: most common value on 24 % -> 100 % of values (...)``."""
+        ``rating: most common value on 26 % -> 100 % of values (...)``."""
         where = f" in {self.category}" if self.category else ""
         base = f" in crawl {self.base_crawl_id}"
         if self.drifted_on == Measure.LENGTH:

@@ -210,3 +210,28 @@ def test_descriptions_cut_to_a_teaser_are_shape_drift_held_at_the_door_until_acc
     assert all(teasers[url] != good[url] and len(teasers[url] or "") < 40 for url in good if good[url]), teasers
     assert _versions(db) == versions + described
     assert len(changes_of_day(db, _today())) == described
+
+
+def test_one_rating_on_every_page_is_shape_drift_and_the_ratings_are_kept(
+    db: Database, database_url: str, sandbox_factory: Any, tmp_path: Path
+) -> None:
+    """A widget above the rating makes the parser read 1 star on every page: the rating is still filled and of
+    its type, and every book would change; the most common value's share jumps, which is drift."""
+    site = sandbox_factory(books=100, categories=4)
+    first = _cli_crawl(database_url, site.url, tmp_path)
+    assert first.returncode == 0, first.stderr[-2000:]
+    ratings = _ratings(db)
+    top = max(list(ratings.values()).count(r) for r in set(ratings.values()))
+    as_yesterday(db)
+    versions = _versions(db)
+
+    site.set_redesign(Redesign(day=0, changes=frozenset({Change.RATING_WIDGET})))
+    second = _cli_crawl(database_url, site.url, tmp_path)
+    assert second.returncode == DRIFT_EXIT, second.stderr[-2000:]
+    drift_lines = [line for line in second.stderr.splitlines() if line.startswith("drift: ")]
+    assert drift_lines == [
+        f"drift: rating: most common value on {top} % -> 100 % of values ({top} of 100 in crawl 1 -> 100 of 100: '1')"
+    ], second.stderr[-2000:]
+    assert _ratings(db) == ratings
+    assert _versions(db) == versions
+    assert changes_of_day(db, _today()) == []
