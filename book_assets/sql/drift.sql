@@ -154,13 +154,18 @@ SELECT started_at, finished_at FROM crawls WHERE id = %(crawl_id)s;
 -- record_resolution --
 -- A drifted field that a new judgement of its crawl cleared: what cleared it and the figures before and after.
 INSERT INTO drift_resolutions (crawl_id, field, category, resolved_by, judged_crawl_id, drifted_pages,
-                               drifted_filled, pages, filled)
+                               drifted_filled, pages, filled, drifted_on, drifted_measured, drifted_top_count,
+                               drifted_median_length, measured, top_count, median_length)
 VALUES (%(crawl_id)s, %(field)s, %(category)s, %(resolved_by)s, %(judged_crawl_id)s, %(drifted_pages)s,
-        %(drifted_filled)s, %(pages)s, %(filled)s)
+        %(drifted_filled)s, %(pages)s, %(filled)s, %(drifted_on)s, %(drifted_measured)s, %(drifted_top_count)s,
+        %(drifted_median_length)s, %(measured)s, %(top_count)s, %(median_length)s)
 ON CONFLICT (crawl_id, field) DO UPDATE SET resolved_by = EXCLUDED.resolved_by, resolved_at = now(),
     category = EXCLUDED.category, judged_crawl_id = EXCLUDED.judged_crawl_id,
     drifted_pages = EXCLUDED.drifted_pages, drifted_filled = EXCLUDED.drifted_filled,
-    pages = EXCLUDED.pages, filled = EXCLUDED.filled;
+    pages = EXCLUDED.pages, filled = EXCLUDED.filled, drifted_on = EXCLUDED.drifted_on,
+    drifted_measured = EXCLUDED.drifted_measured, drifted_top_count = EXCLUDED.drifted_top_count,
+    drifted_median_length = EXCLUDED.drifted_median_length, measured = EXCLUDED.measured,
+    top_count = EXCLUDED.top_count, median_length = EXCLUDED.median_length;
 
 -- clear_drift --
 -- A crawl's drift of a field resolved by a later crawl's new judgement: its rows no longer count as drifted.
@@ -174,5 +179,6 @@ DELETE FROM drift_resolutions WHERE crawl_id = %(crawl_id)s AND field = ANY (%(f
 -- resolutions --
 -- Every drift a new judgement resolved, newest first.
 SELECT crawl_id, field, category, resolved_by, resolved_at, judged_crawl_id, drifted_pages, drifted_filled,
-       pages, filled
+       pages, filled, drifted_on, drifted_measured, drifted_top_count, drifted_median_length, measured, top_count,
+       median_length
 FROM drift_resolutions ORDER BY resolved_at DESC, crawl_id, field;

@@ -1361,7 +1361,15 @@ CREATE TABLE public.drift_resolutions (
     drifted_pages integer NOT NULL,
     drifted_filled integer NOT NULL,
     pages integer NOT NULL,
-    filled integer NOT NULL
+    filled integer NOT NULL,
+    drifted_on text,
+    drifted_measured integer,
+    drifted_top_count integer,
+    drifted_median_length integer,
+    measured integer,
+    top_count integer,
+    median_length integer,
+    CONSTRAINT drift_resolutions_drifted_on_check CHECK ((drifted_on = ANY (ARRAY['fill'::text, 'length'::text, 'top'::text])))
 );
 
 COMMENT ON TABLE public.drift_resolutions IS 'A field of a crawl that drifted and no longer does when the crawl is judged again from what is
@@ -1370,6 +1378,10 @@ and its figures in the headline row of the drift (category empty: the whole craw
 (drifted_pages, drifted_filled) and as judged again (pages, filled) in judged_crawl_id: the crawl itself, or a
 later one that fetched its pages again and whose drift of the field was resolved with it. The crawl''s
 crawl_fields rows are the new judgement (none when a later crawl judged it); this row keeps what was resolved. No acceptance is recorded: the drift was the parser''s, not the site''s.';
+
+COMMENT ON COLUMN public.drift_resolutions.drifted_on IS 'The figure the field drifted on (crawl_fields.drifted_on); with the shape of its values as judged at the
+crawl''s end (drifted_measured, drifted_top_count, drifted_median_length) and as judged again (measured, top_count,
+median_length). NULL for a resolution recorded before the shape was judged: it drifted on its fill rate.';
 
 CREATE TABLE public.held_losses (
     book_id bigint NOT NULL,

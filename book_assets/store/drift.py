@@ -458,13 +458,21 @@ def _record_resolution(
             "drifted_filled": was.filled,
             "pages": after.pages,
             "filled": after.filled,
+            "drifted_on": was.drifted_on,
+            "drifted_measured": was.measured,
+            "drifted_top_count": was.top_count,
+            "drifted_median_length": was.median_length,
+            "measured": after.measured,
+            "top_count": after.top_count,
+            "median_length": after.median_length,
         },
     )
 
 
 @dataclass(frozen=True)
 class Resolution:
-    """A drift a new judgement of its crawl resolved (:func:`rejudge`)."""
+    """A drift a new judgement of its crawl resolved (:func:`rejudge`): the figure it drifted on, as judged at the
+    crawl's end (``drifted_*``) and judged again."""
 
     crawl_id: int
     field: str
@@ -476,11 +484,37 @@ class Resolution:
     drifted_filled: int
     pages: int
     filled: int
+    drifted_on: str | None = None
+    drifted_measured: int | None = None
+    drifted_top_count: int | None = None
+    drifted_median_length: int | None = None
+    measured: int | None = None
+    top_count: int | None = None
+    median_length: int | None = None
+
+    def figures(self, judged: str = "") -> str:
+        """``0 % -> 99 % of pages judged again (99 of 100)``, or the shape figure the field drifted on; ``judged``
+        says where it was judged again when not in the crawl itself."""
+        was = Coverage(self.category, self.field, self.drifted_pages, self.drifted_filled)
+        now = Coverage(self.category, self.field, self.pages, self.filled)
+        if self.drifted_on == Measure.LENGTH:
+            return (
+                f"median length {self.drifted_median_length} -> {self.median_length} chars judged again{judged} "
+                f"({self.measured} values)"
+            )
+        before = replace(was, measured=self.drifted_measured, top_count=self.drifted_top_count).top_share
+        after = replace(now, measured=self.measured, top_count=self.top_count).top_share
+        if self.drifted_on == Measure.TOP and before is not None and after is not None:
+            return (
+                f"most common value on {percent(before)} -> {percent(after)} of values judged again{judged} "
+                f"({self.top_count} of {self.measured})"
+            )
+        return (
+            f"{percent(was.rate)} -> {percent(now.rate)} of pages judged again{judged} ({self.filled} of {self.pages})"
+        )
 
     def line(self) -> str:
         where = f" in {self.category}" if self.category else ""
-        before = Coverage(self.category, self.field, self.drifted_pages, self.drifted_filled).rate
-        after = Coverage(self.category, self.field, self.pages, self.filled).rate
         judged = (
             ""
             if self.judged_crawl_id == self.crawl_id
@@ -488,8 +522,7 @@ class Resolution:
         )
         return (
             f"crawl {self.crawl_id}: the drift of {self.field}{where} resolved by {self.resolved_by} at "
-            f"{self.resolved_at:%Y-%m-%d %H:%M:%S %Z}: {percent(before)} -> {percent(after)} of pages judged again"
-            f"{judged} ({self.filled} of {self.pages})"
+            f"{self.resolved_at:%Y-%m-%d %H:%M:%S %Z}: {self.figures(judged)}"
         )
 
 

@@ -27,6 +27,19 @@ fill rate fell by more than drift_threshold, the median length moved by more tha
 common value''s share rose by more than drift_top_share). The last good crawl is the latest earlier one whose
 every drifted field was accepted (drift_acceptances).';
 
+ALTER TABLE public.drift_resolutions
+    ADD COLUMN drifted_on text CHECK (drifted_on = ANY (ARRAY['fill'::text, 'length'::text, 'top'::text])),
+    ADD COLUMN drifted_measured integer,
+    ADD COLUMN drifted_top_count integer,
+    ADD COLUMN drifted_median_length integer,
+    ADD COLUMN measured integer,
+    ADD COLUMN top_count integer,
+    ADD COLUMN median_length integer;
+
+COMMENT ON COLUMN public.drift_resolutions.drifted_on IS 'The figure the field drifted on (crawl_fields.drifted_on); with the shape of its values as judged at the
+crawl''s end (drifted_measured, drifted_top_count, drifted_median_length) and as judged again (measured, top_count,
+median_length). NULL for a resolution recorded before the shape was judged: it drifted on its fill rate.';
+
 ALTER TABLE public.held_losses DROP CONSTRAINT held_losses_field_check;
 ALTER TABLE public.held_losses ADD COLUMN value jsonb;
 UPDATE public.held_losses SET value = jsonb_build_object(field, NULL);
