@@ -163,9 +163,9 @@ class FieldJudgement:
     crawl_id: int
     base_crawl_id: int | None
     coverage: tuple[Coverage, ...]
-    #: Column -> held values written (no drift of the field where the book is).
+    #: Field -> held values written (no drift of the field where the book is).
     applied: dict[str, int] = field(default_factory=dict)
-    #: Column -> values still held (the field drifted).
+    #: Field -> values still held (the field drifted).
     held: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -310,8 +310,8 @@ def judge(
         hold = [(column_of(c.field), c.category) for c in rows if c.drifted]
         return write_held(cur, crawl_id, HELD_COLUMNS, hold=hold)
 
-    applied = db.run(_record)
-    held = {r["field"]: r["books"] for r in db.query(Q["held_by_crawl"]) if r["crawl_id"] == crawl_id}
+    applied = {field_of(column): n for column, n in db.run(_record).items()}
+    held = {field: n for (crawl, field), n in held_losses(db).items() if crawl == crawl_id}
     return FieldJudgement(crawl_id, base_id, tuple(rows), applied=applied, held=held)
 
 
@@ -373,8 +373,17 @@ def unaccepted_drift(db: Database, crawl_id: int | None = None) -> list[Coverage
 
 
 def held_losses(db: Database) -> dict[tuple[int, str], int]:
-    """``(crawl, field)`` -> losses held."""
-    return {(r["crawl_id"], r["field"]): r["books"] for r in db.query(Q["held_by_crawl"])}
+    """``(crawl, field)`` -> values held (by contract field: ``rating``, not its column ``rating_value``)."""
+    return {(r["crawl_id"], field_of(r["field"])): r["books"] for r in db.query(Q["held_by_crawl"])}
+
+
+#: The contract field of each ``books`` column that holds one.
+_FIELD_OF = {column_of(f.name): f.name for f in BOOK_CONTRACT.fields}
+
+
+def field_of(column: str) -> str:
+    """The contract field a ``books`` column holds (``rating_value``: ``rating``)."""
+    return _FIELD_OF.get(column, column)
 
 
 #: The contract failures ``(category, error)`` of the book pages a crawl claimed between two moments (the second

@@ -213,7 +213,7 @@ def test_descriptions_cut_to_a_teaser_are_shape_drift_held_at_the_door_until_acc
 
 
 def test_one_rating_on_every_page_is_shape_drift_and_the_ratings_are_kept(
-    db: Database, database_url: str, sandbox_factory: Any, tmp_path: Path
+    db: Database, database_url: str, sandbox_factory: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A widget above the rating makes the parser read 1 star on every page: the rating is still filled and of
     its type, and every book would change; the most common value's share jumps, which is drift."""
@@ -235,3 +235,8 @@ def test_one_rating_on_every_page_is_shape_drift_and_the_ratings_are_kept(
     assert _ratings(db) == ratings
     assert _versions(db) == versions
     assert changes_of_day(db, _today()) == []
+    monkeypatch.setenv("DATABASE_URL", database_url)
+    status = CliRunner().invoke(main, ["drift", "status"], catch_exceptions=False)
+    other = sum(r != 1 for r in ratings.values())  # the books whose rating the page now shows as 1
+    assert f"rating: most common value on {top} % -> 100 % of values" in status.output
+    assert f"; {other} losses held" in status.output, status.output
