@@ -19,7 +19,7 @@ import psycopg2.extras
 from book_assets.db.connection import Cursor, Database
 from book_assets.scraper.errors import ParseError
 from book_assets.scraper.fetching import FetchResult
-from book_assets.scraper.models import BOOK_CONTRACT, BookDetail
+from book_assets.scraper.models import BookDetail
 from book_assets.scraper.parsers import parse_book
 from book_assets.sql import load_queries
 
@@ -48,10 +48,9 @@ TRACKED_FIELDS = (
 #: The ``books`` column of each contract field (:data:`~book_assets.scraper.models.BOOK_CONTRACT`) stored under
 #: another name: the typed price and rating (``price`` and ``rating`` are the text the site shows).
 CONTRACT_COLUMNS = {"price": "price_amount", "rating": "rating_value"}
-#: The optional fields, as columns: a page that no longer shows one never clears it silently (:func:`write_book`).
-OPTIONAL_COLUMNS = tuple(CONTRACT_COLUMNS.get(name, name) for name in BOOK_CONTRACT.optional)
 #: The columns whose change a crawl holds until its end judges the field (:func:`write_book`): every tracked field
-#: but the category, which the judgement groups by.
+#: but the category, which the judgement groups by. A page that shows another value, or none, never writes it
+#: silently.
 HELD_COLUMNS = tuple(f for f in TRACKED_FIELDS if f != "category")
 #: The text column stored beside a typed one, held and written with it.
 _BESIDE = {"price_amount": ("price",), "rating_value": ("rating",)}
@@ -105,26 +104,6 @@ def book_fields(detail: BookDetail) -> dict[str, Any]:
         "num_reviews": detail.num_reviews,
         "product_type": detail.product_type,
     }
-
-
-#: The structured columns of a book (:func:`book_fields`'s keys).
-_BOOK_COLUMNS = (
-    "title",
-    "price",
-    "rating",
-    "category",
-    "availability",
-    "upc",
-    "description",
-    "price_amount",
-    "price_excl_tax",
-    "price_incl_tax",
-    "tax",
-    "rating_value",
-    "stock",
-    "num_reviews",
-    "product_type",
-)
 
 
 def _jsonable(fields: dict[str, Any]) -> dict[str, Any]:
@@ -230,6 +209,10 @@ def _kept_values(cur: Cursor, current: dict[str, Any], fields: dict[str, Any], *
     return {c: current[c] for f in sorted(held) for c in _with_beside(f)}
 
 
+#: The columns of ``lock_book``'s row that are no field of the book (:func:`book_fields`).
+_NOT_FIELDS = frozenset({"id", "version", "held"})
+
+
 def apply_held(cur: Cursor, url: str, shown: dict[str, Any]) -> tuple[str, ...]:
     """Write the held values ``shown`` (columns -> values, as :func:`write_book` held them) to the book at ``url``:
     a version records the tracked fields they change. Returns those fields."""
@@ -237,7 +220,7 @@ def apply_held(cur: Cursor, url: str, shown: dict[str, Any]) -> tuple[str, ...]:
     current = cur.fetchone()
     if current is None:
         return ()
-    fields = {name: current[name] for name in _BOOK_COLUMNS}
+    fields = {name: value for name, value in current.items() if name not in _NOT_FIELDS}
     fields.update({c: v for c, v in shown.items() if c in fields})
     return _write_fields(cur, current, url, fields)
 
