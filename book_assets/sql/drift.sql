@@ -1,4 +1,4 @@
--- Queries of field drift (book_assets/store/drift.py): the losses held while a crawl runs, each crawl's field
+-- Queries of field drift (book_assets/store/drift.py): the values held while a crawl runs, each crawl's field
 -- coverage and its judgement, the acceptances, and the stored versions a replay of the archive compares with.
 
 -- hold_values --

@@ -158,7 +158,7 @@ class Coverage:
 
 @dataclass(frozen=True)
 class FieldJudgement:
-    """What the end of crawl ``crawl_id`` judged: its coverage, its drift, the held losses applied and kept."""
+    """What the end of crawl ``crawl_id`` judged: its coverage, its drift, the held values written and kept."""
 
     crawl_id: int
     base_crawl_id: int | None
@@ -418,7 +418,7 @@ def rejudge(db: Database, failures_of: FailuresOf, *, limits: DriftLimits, by: s
     (:func:`judge`: its pages fetched between its start and its end, its contract failures, the same last good
     crawl). Run after ``reextract`` rebuilt pages: a drift the fixed parser undid is resolved (a
     ``drift_resolutions`` row records by what, and the figures before and after; the crawl's rows are the new
-    judgement, so the check ``no_field_drift`` passes), and the field's remaining held losses are applied as
+    judgement, so the check ``no_field_drift`` passes), and the field's remaining held values are written as
     for a field that did not drift. A crawl with fewer than ``min_pages`` pages stored as it fetched them
     (a later crawl fetched them again) is not judged again; its drift of a field that a later crawl's new
     judgement resolved is resolved with it (the daily runs that drifted before the fix), the rest stands."""
@@ -566,9 +566,9 @@ class Acceptance:
 
 def accept(db: Database, crawl_id: int, name: str, by: str) -> Acceptance:
     """Record that ``by`` accepts the drift of field ``name`` in crawl ``crawl_id`` as the site's real change, and
-    apply its held losses (in every category). Later crawls that drifted the same way (judged against a crawl
-    before this one, as the daily runs are until someone accepts) are accepted with it, and their held losses
-    applied. Raises :class:`NoSuchDrift` when that field did not drift there."""
+    write its held values (in every category). Later crawls that drifted the same way (judged against a crawl
+    before this one, as the daily runs are until someone accepts) are accepted with it, and their held values
+    written. Raises :class:`NoSuchDrift` when that field did not drift there."""
     drifted = {c.field for c in crawl_coverage(db, crawl_id) if c.drifted}
     if name not in drifted:
         found = ", ".join(sorted(drifted)) or "none"
