@@ -16,10 +16,10 @@ from book_assets.scraper.errors import ErrorKind
 from book_assets.scraper.fetching import FetchSettings
 from book_assets.scraper.targets import with_start_port
 from book_assets.settings import BROWSER_MIN_CONCURRENCY, ConfigError, Settings, load_settings
-from book_assets.store.drift import DriftLimits
 
 if TYPE_CHECKING:
     from book_assets.db.connection import Database
+    from book_assets.store.drift import DriftLimits
 
 LISTING = "listing"
 DETAIL = "detail"
@@ -107,6 +107,8 @@ class CrawlConfig:
     @property
     def drift_limits(self) -> DriftLimits:
         """How far a field's figures may move before it drifts (:mod:`book_assets.store.drift`)."""
+        from book_assets.store.drift import DriftLimits
+
         return DriftLimits(self.drift_threshold, self.drift_min_pages, self.drift_length_ratio, self.drift_top_share)
 
     @property
