@@ -195,6 +195,8 @@ CRAWL_OPTIONS: tuple[str | tuple[str, str], ...] = (
     "interleave",
     "conditional_requests",
     "drift_threshold",
+    "drift_length_ratio",
+    "drift_top_share",
     "metrics_port",
     "metrics_host",
 )
@@ -287,11 +289,12 @@ def drift_status() -> None:
 @click.option("--by", "by", help="Who accepts it (recorded).  [default: $USER]")
 @user_errors
 def drift_accept(crawl_id: int, field_name: str, by: str | None) -> None:
-    """Accept a field's drift in a crawl as the site's real change: recorded with who and when, its held losses
-    applied (a version each, in the change feed), and the Dagster check no_field_drift passes on a re-run."""
+    """Accept a field's drift in a crawl as the site's real change: recorded with who and when, its held values
+    written (a version each, in the change feed); under Dagster, drift_cleared_sensor then runs the check
+    no_field_drift again and the day is published."""
     import getpass
 
-    from book_assets.store.drift import NoSuchDrift, accept
+    from book_assets.store.drift import NoSuchDrift, accept, unaccepted_drift
 
     who = by or getpass.getuser()
     with open_database(load_settings()) as database:
@@ -300,7 +303,15 @@ def drift_accept(crawl_id: int, field_name: str, by: str | None) -> None:
         except NoSuchDrift as exc:
             click.echo(f"error: {exc}", err=True)
             sys.exit(2)
+        still = sorted({row.field for row in unaccepted_drift(database, crawl_id)})
     click.echo(acceptance.line())
+    if still:
+        click.echo(f"crawl {crawl_id} still drifts ({', '.join(still)}): accept each or fix the parser and reextract")
+    else:
+        click.echo(
+            f"crawl {crawl_id} no longer drifts: under Dagster, drift_cleared_sensor runs the check no_field_drift "
+            "again within a minute and the day is published (with the sensor off: launch recheck_drift_job)"
+        )
 
 
 @main.command("work")

@@ -20,6 +20,7 @@ from book_assets.sites.site import Categories, Role, Site, default_kind, kinds_o
 
 if TYPE_CHECKING:
     from book_assets.db.connection import Database
+    from book_assets.store.drift import DriftLimits
 
 #: The task types of the default site's (books') page kinds, one per role (:class:`~book_assets.sites.site.Role`):
 #: what the crawl's figures, weights and budgets count, and what a queue that only reads is built with.
@@ -102,12 +103,21 @@ class CrawlConfig:
     task_retention_days: float
     drift_threshold: float
     drift_min_pages: int
+    drift_length_ratio: float
+    drift_top_share: float
     #: The workers' /metrics endpoint (:mod:`book_assets.observe.metrics`); None: off.
     metrics_port: int | None
     metrics_host: str
     metrics_final_scrape_s: float
     #: The worker's health signal (:mod:`book_assets.crawl.health`); None: none.
     health_file: Path | None
+
+    @property
+    def drift_limits(self) -> DriftLimits:
+        """How far a field's figures may move before it drifts (:mod:`book_assets.store.drift`)."""
+        from book_assets.store.drift import DriftLimits
+
+        return DriftLimits(self.drift_threshold, self.drift_min_pages, self.drift_length_ratio, self.drift_top_share)
 
     @property
     def requeue_policy(self) -> RequeuePolicy:

@@ -480,22 +480,15 @@ def index_archive(run: CrawlRun) -> list[ArchiveSummary]:
 
 
 def judge_fields(db: Database, queue: TaskQueue, run: CrawlRun) -> FieldJudgement | None:
-    """Judge the fill rate of each field of the run's crawl against the last good crawl's, and apply the held
-    losses of the fields that did not drift (:func:`book_assets.store.drift.judge`); before the figures are
+    """Judge each field of the run's crawl (fill rate, value shape) against the last good crawl's, and write the
+    held values of the fields that did not drift (:func:`book_assets.store.drift.judge`); before the figures are
     read, so they count the versions that recorded them. Only the run that opened (or settles) a crawl judges
     it; a retry of the failures sees only the pages it retried and judges nothing."""
     if run.opened is None or run.retrying:
         return None
     failures = queue.failures_since(run.opened.started_at, run.config.detail_kind, CONTRACT_FAILURES)
     config = run.config
-    return judge(
-        db,
-        run.opened.id,
-        run.opened.started_at,
-        failures,
-        threshold=config.drift_threshold,
-        min_pages=config.drift_min_pages,
-    )
+    return judge(db, run.opened.id, run.opened.started_at, failures, limits=config.drift_limits)
 
 
 def judge_again(db: Database, queue: TaskQueue, config: CrawlConfig, *, by: str = "reextract") -> list[Rejudgement]:
@@ -506,7 +499,7 @@ def judge_again(db: Database, queue: TaskQueue, config: CrawlConfig, *, by: str 
     def failures_of(since: datetime, until: datetime | None) -> list[tuple[str, str]]:
         return queue.failures_since(since, config.detail_kind, CONTRACT_FAILURES, until=until)
 
-    return rejudge(db, failures_of, threshold=config.drift_threshold, min_pages=config.drift_min_pages, by=by)
+    return rejudge(db, failures_of, limits=config.drift_limits, by=by)
 
 
 def read_report(
