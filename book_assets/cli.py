@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from book_assets.crawl.config import CrawlConfig
     from book_assets.publish import changes, export
     from book_assets.queue import TaskQueue
+    from book_assets.sites.site import Site
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -72,6 +73,13 @@ def open_database(settings: Settings, *, migrate_schema: bool = True) -> Databas
     if migrate_schema:
         migrate(db)
     return db
+
+
+def site_of(settings: Settings) -> Site:
+    """The site a command acts on (the ``site`` setting, ``--site``); an unknown name is a one-line error."""
+    from book_assets.sites.registry import site_named
+
+    return site_named(settings.site)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -155,14 +163,15 @@ def db_status() -> None:
     if version == 0:
         return
     from book_assets.crawl.config import CrawlConfig, make_queue
-    from book_assets.store.books import book_counts
 
-    stats = make_queue(database, CrawlConfig.from_settings(settings)).stats()
+    config = CrawlConfig.from_settings(settings)
+    stats = make_queue(database, config).stats()
     for status in sorted({s for by_status in stats.counts.values() for s in by_status}):
         click.echo(f"tasks:    {status:<12} {stats.total(status)}")
-    books = book_counts(database)
+    records = config.site.record_counts(database)
     click.echo(
-        f"books:    total {books['total']}, unique URLs {books['unique_urls']}, with raw HTML {books['with_html']}"
+        f"{config.site.record + 's:':<9} total {records['total']}, unique URLs {records['unique_urls']}, "
+        f"with raw HTML {records['with_html']}"
     )
 
 
@@ -171,6 +180,7 @@ def db_status() -> None:
 
 #: The settings a crawl or a worker takes as options (a pair: a flag shorter than the setting's name).
 CRAWL_OPTIONS: tuple[str | tuple[str, str], ...] = (
+    "site",
     "base_url",
     "max_pages",
     "categories",
@@ -185,6 +195,8 @@ CRAWL_OPTIONS: tuple[str | tuple[str, str], ...] = (
     "interleave",
     "conditional_requests",
     "drift_threshold",
+    "drift_length_ratio",
+    "drift_top_share",
     "metrics_port",
     "metrics_host",
 )
@@ -277,11 +289,12 @@ def drift_status() -> None:
 @click.option("--by", "by", help="Who accepts it (recorded).  [default: $USER]")
 @user_errors
 def drift_accept(crawl_id: int, field_name: str, by: str | None) -> None:
-    """Accept a field's drift in a crawl as the site's real change: recorded with who and when, its held losses
-    applied (a version each, in the change feed), and the Dagster check no_field_drift passes on a re-run."""
+    """Accept a field's drift in a crawl as the site's real change: recorded with who and when, its held values
+    written (a version each, in the change feed); under Dagster, drift_cleared_sensor then runs the check
+    no_field_drift again and the day is published."""
     import getpass
 
-    from book_assets.store.drift import NoSuchDrift, accept
+    from book_assets.store.drift import NoSuchDrift, accept, unaccepted_drift
 
     who = by or getpass.getuser()
     with open_database(load_settings()) as database:
@@ -290,7 +303,15 @@ def drift_accept(crawl_id: int, field_name: str, by: str | None) -> None:
         except NoSuchDrift as exc:
             click.echo(f"error: {exc}", err=True)
             sys.exit(2)
+        still = sorted({row.field for row in unaccepted_drift(database, crawl_id)})
     click.echo(acceptance.line())
+    if still:
+        click.echo(f"crawl {crawl_id} still drifts ({', '.join(still)}): accept each or fix the parser and reextract")
+    else:
+        click.echo(
+            f"crawl {crawl_id} no longer drifts: under Dagster, drift_cleared_sensor runs the check no_field_drift "
+            "again within a minute and the day is published (with the sensor off: launch recheck_drift_job)"
+        )
 
 
 @main.command("work")
@@ -315,17 +336,18 @@ def work_cmd(**overrides: Any) -> None:
 
 
 @main.command("status")
+@setting_options("site")
 @user_errors
-def status_cmd() -> None:
-    """Queue and book counts."""
-    from book_assets.crawl.config import DETAIL, CrawlConfig, make_queue
+def status_cmd(**overrides: Any) -> None:
+    """Queue and record counts."""
+    from book_assets.crawl.config import CrawlConfig, make_queue
     from book_assets.crawl.pipeline import budget_line
     from book_assets.scraper.errors import ErrorKind
-    from book_assets.store.books import book_counts
 
-    settings = load_settings()
+    settings = load_settings(**overrides)
+    config = CrawlConfig.from_settings(settings)
     database = open_database(settings)
-    queue = make_queue(database, CrawlConfig.from_settings(settings))
+    queue = make_queue(database, config)
     stats = queue.stats()
     for task_type, by_status in sorted(stats.counts.items()):
         for status, count in sorted(by_status.items()):
@@ -340,13 +362,13 @@ def status_cmd() -> None:
     for domain, by_kind in sorted(stats.last_failure_by_domain.items()):
         if soft := by_kind.get(ErrorKind.SOFT_BLOCK):
             click.echo(f"soft    {soft:>5}  {domain}: pages a soft block turned away (retried)")
-    budgets = queue.budget_report(DETAIL)
+    budgets = queue.budget_report(config.detail_kind)
     if budgets:
         click.echo(budget_line(budgets))
-    c = book_counts(database)
+    c = config.site.record_counts(database)
     click.echo(
-        f"books   total {c['total']} / unique URLs {c['unique_urls']} / with raw HTML {c['with_html']}; "
-        f"versions {c['versions']}"
+        f"{config.site.record + 's':<7} total {c['total']} / unique URLs {c['unique_urls']} / "
+        f"with raw HTML {c['with_html']}; versions {c['versions']}"
     )
 
 
@@ -396,12 +418,14 @@ def metrics_cmd(**overrides: Any) -> None:
 @click.option("--format", "fmt", type=click.Choice(["jsonl", "csv", "parquet"]), default="jsonl", show_default=True)
 @click.option("--output", type=click.Path(dir_okay=False, path_type=Path), help="Default: .data/exports/books.<fmt>")
 @click.option("--with-html", is_flag=True, help="Include raw_html.")
+@setting_options("site")
 @user_errors
-def export_cmd(fmt: export.Format, output: Path | None, with_html: bool) -> None:
+def export_cmd(fmt: export.Format, output: Path | None, with_html: bool, **overrides: Any) -> None:
     """Write the stored books (all structured fields) to a file."""
     from book_assets.publish.export import export_books
 
-    settings = load_settings()
+    settings = load_settings(**overrides)
+    site_of(settings)
     target = output or settings.data_dir / "exports" / f"books.{fmt}"
     n = export_books(open_database(settings), fmt, target, with_html=with_html)
     click.echo(f"wrote {n} books to {target}")
@@ -415,15 +439,18 @@ def export_cmd(fmt: export.Format, output: Path | None, with_html: bool) -> None
 )
 @click.option("--format", "fmt", type=click.Choice(["jsonl", "csv"]), default="jsonl", show_default=True)
 @click.option("--output", type=click.Path(dir_okay=False, path_type=Path), help="Default: standard output.")
+@setting_options("site")
 @user_errors
-def changes_cmd(day: Any, fmt: changes.Format, output: Path | None) -> None:
+def changes_cmd(day: Any, fmt: changes.Format, output: Path | None, **overrides: Any) -> None:
     """The change feed of a day: each book new, changed (with its fields), removed or returned that day."""
     from datetime import UTC, datetime
 
     from book_assets.publish.changes import changes_of_day, export_changes, write_changes
 
+    settings = load_settings(**overrides)
+    site_of(settings)
     when = day.date() if day is not None else datetime.now(UTC).date()
-    with open_database(load_settings()) as database:
+    with open_database(settings) as database:
         if output is None:
             write_changes(changes_of_day(database, when), fmt, sys.stdout)
             return
@@ -439,8 +466,9 @@ def changes_cmd(day: Any, fmt: changes.Format, output: Path | None) -> None:
     is_flag=True,
     help="With --from-warc: store the books as a crawl would (a newer stored fetch wins); default: compare.",
 )
+@setting_options("site")
 @user_errors
-def reextract_cmd(from_warc: bool, day: Any, write: bool) -> None:
+def reextract_cmd(from_warc: bool, day: Any, write: bool, **overrides: Any) -> None:
     """Parse every stored raw HTML page again into the structured columns (no network), and rebuild the book
     pages a crawl held for breaking their contract from their kept responses (their tasks then completed).
 
@@ -449,8 +477,10 @@ def reextract_cmd(from_warc: bool, day: Any, write: bool) -> None:
     rebuilt from their archived responses and their tasks completed. A WARC file cut short by
     an interrupted worker is named with the byte where it ends (exit status 1); its whole records are used.
     """
+    settings = load_settings(**overrides)
+    site_of(settings)
     if from_warc:
-        _reextract_from_warc(load_settings(), day.date() if day else None, write=write)
+        _reextract_from_warc(settings, day.date() if day else None, write=write)
         return
     if day is not None or write:
         raise click.UsageError("--day and --write go with --from-warc")
@@ -458,7 +488,6 @@ def reextract_cmd(from_warc: bool, day: Any, write: bool) -> None:
     from book_assets.store.books import reextract
     from book_assets.store.held import reextract_held
 
-    settings = load_settings()
     database = open_database(settings)
     report = reextract(database)
     click.echo(report.line())

@@ -73,7 +73,15 @@ class Settings(BaseSettings):
     )
 
     # --- target site ---------------------------------------------------------------------------
-    base_url: str = Field(default=LIVE_SITE_URL, description="Where the crawl starts (root, listing or category page).")
+    site: str = Field(
+        default="books",
+        description="The site definition the crawl runs on: its page kinds, parsers, store and categories "
+        "(book_assets.sites); books: books.toscrape.com.",
+    )
+    base_url: str = Field(
+        default=LIVE_SITE_URL,
+        description="Where the crawl starts (root, listing or category page); not set: the site's own start page.",
+    )
     allowed_domains: Annotated[tuple[str, ...], NoDecode] = Field(
         default=(), description="Hosts the crawler may fetch; empty means the start URL's host only."
     )
@@ -284,7 +292,22 @@ class Settings(BaseSettings):
         default=20,
         ge=1,
         description="Book pages a crawl (and a category in it) needs, in the crawl and in the last good one, for "
-        "its fill rates to be judged.",
+        "its fill rates to be judged (and values of a field, for their shape).",
+    )
+    drift_length_ratio: float = Field(
+        default=2.0,
+        gt=1,
+        description="A text field's values drift when their median length in a crawl is more than this many "
+        "times shorter or longer than in the last good crawl's (a selector that now matches a heading or a "
+        "whole section): judged as a fall of the fill rate is.",
+    )
+    drift_top_share: float = Field(
+        default=0.5,
+        gt=0,
+        le=1,
+        description="A field's values drift when the share of its most common value rises by more than this "
+        "(0.5: 50 points) above the last good crawl's (a selector that now matches one constant element: every "
+        "rating 1, every price 0): judged as a fall of the fill rate is.",
     )
     snapshot_start_date: str = Field(
         default="2026-01-01", pattern=r"^\d{4}-\d{2}-\d{2}$", description="First day of the daily snapshot (UTC)."

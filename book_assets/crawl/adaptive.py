@@ -1,15 +1,16 @@
 """Adaptive fetching: render in the browser only the page types whose records rendering changes.
 
 Why: plain HTTP crawls the sandbox several times faster than the browser (``benchmarks/browser_bench.py``,
-``docs/benchmarks.md``), yet books.toscrape.com serves all its data in the HTML. Crawlee's
+``docs/benchmarks.md``), yet the books' site serves all its data in the HTML. Crawlee's
 ``AdaptivePlaywrightCrawler`` answers the same question per page by rendering a sample; here the answer is
 kept per (domain, page type) in PostgreSQL (``adaptive_decisions``), so every worker on every host shares it:
 
 - ``probe``: a page is fetched both ways; its HTTP body and the browser's rendered DOM are parsed and the
-  records compared. ``adaptive_probe_pages`` agreements switch the page type to ``http``. A worker renders
-  one probe per page type at a time and fetches the rest plain meanwhile: storage prefers the served HTML
-  whenever it is a complete page (``store.books.parse_served_or_rendered``), so a plain page stores exactly
-  what the browser would, and one that does not parse is rendered anyway (see ``http``).
+  records compared (the site's :meth:`~book_assets.sites.site.Site.records_agree`). ``adaptive_probe_pages``
+  agreements switch the page type to ``http``. A worker renders one probe per page type at a time and fetches
+  the rest plain meanwhile: storage prefers the served HTML whenever it is a complete page (the site's
+  ``parse_detail``), so a plain page stores exactly what the browser would, and one that does not parse is
+  rendered anyway (see ``http``).
 - ``http``: pages are fetched plain; a sample (``adaptive_sample_rate``, chosen by a hash of the URL so a
   retry samples the same pages) is re-checked in the browser, and a page whose plain HTML does not parse is
   rendered before it is given up.
@@ -26,7 +27,8 @@ due: as the renderer, or for a page type switched to the browser, or for a plain
 A re-check of a page type already decided ``http`` renders with scripts off unless ``javascript=on``: as in
 browser mode's ``auto``, scripts run only where a page type has shown it needs them (its probes ran them).
 
-Page types are the crawl's task types (``listing``, ``detail``). Counts are flushed to PostgreSQL at most
+Page types are the site's page kinds, the crawl's task types (books: ``listing``, ``detail``; a kind whose pages
+need JavaScript is a kind of its own, so only its pages are rendered). Counts are flushed to PostgreSQL at most
 once a second per page type (and at once after a check), which is also how often a worker re-reads the
 shared mode; a page fetched plain in that second that needed rendering fails to parse and is rendered
 anyway, so a stale mode costs time, never a book.
@@ -45,11 +47,7 @@ from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
 
-from book_assets.crawl.config import LISTING
 from book_assets.db.connection import Database
-from book_assets.scraper.errors import ParseError
-from book_assets.scraper.models import BookDetail, ListingPage
-from book_assets.scraper.parsers import parse_book, parse_listing
 from book_assets.sql import load_queries
 
 Q = load_queries("adaptive")
@@ -92,25 +90,6 @@ def sampled(url: str, rate: float) -> bool:
         return False
     digest = int.from_bytes(hashlib.blake2b(url.encode(), digest_size=8).digest(), "big")
     return digest / 2**64 < rate
-
-
-def _parse(page_type: str, html: str, url: str) -> ListingPage | BookDetail:
-    return parse_listing(html, url) if page_type == LISTING else parse_book(html, url)
-
-
-def records_agree(page_type: str, plain_html: str, rendered_html: str | None, url: str) -> bool:
-    """True when the plain HTML parses to the same record as the rendered DOM (pure).
-
-    A render that does not parse either (an error page) is no evidence that rendering helps: agreement.
-    """
-    try:
-        rendered = _parse(page_type, rendered_html if rendered_html is not None else plain_html, url)
-    except ParseError:
-        return True
-    try:
-        return bool(_parse(page_type, plain_html, url) == rendered)
-    except ParseError:
-        return False
 
 
 @dataclass

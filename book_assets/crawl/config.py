@@ -8,18 +8,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from book_assets.categories import KNOWN_CATEGORIES, slugify
 from book_assets.queue import LEASE_EXPIRED, Backoff, TaskQueue
 from book_assets.queue.failures import RequeuePolicy
 from book_assets.scheduling.weights import CategoryWeights
 from book_assets.scraper.errors import ErrorKind
 from book_assets.scraper.fetching import FetchSettings
 from book_assets.scraper.targets import with_start_port
-from book_assets.settings import BROWSER_MIN_CONCURRENCY, ConfigError, Settings, load_settings
+from book_assets.settings import BROWSER_MIN_CONCURRENCY, ConfigError, Settings, default, load_settings
+from book_assets.sites.registry import site_named
+from book_assets.sites.site import Categories, Role, Site, default_kind, kinds_of
 
 if TYPE_CHECKING:
     from book_assets.db.connection import Database
+    from book_assets.store.drift import DriftLimits
 
+#: The task types of the default site's (books') page kinds, one per role (:class:`~book_assets.sites.site.Role`):
+#: what the crawl's figures, weights and budgets count, and what a queue that only reads is built with.
 LISTING = "listing"
 DETAIL = "detail"
 TASK_TYPES = (LISTING, DETAIL)
@@ -28,19 +32,22 @@ LISTING_PRIORITY = 10
 DETAIL_PRIORITY = 5
 
 
-def weights_by_category_name(weights: CategoryWeights | Mapping[str, float]) -> dict[str, float]:
-    """Explicit weights keyed by category name (slugs of known categories translated), unknown names warned.
+def weights_by_category_name(
+    weights: CategoryWeights | Mapping[str, float], categories: Categories | None = None
+) -> dict[str, float]:
+    """Explicit weights keyed by category name (keys of known categories translated), unknown names warned.
 
-    Detail tasks are grouped by the category name the site shows, so a weight given by slug
-    ("sequential-art") must reach the queue as "Sequential Art" to apply.
+    Detail tasks are grouped by the category name the site shows, so a weight given by its key
+    ("sequential-art") must reach the queue as "Sequential Art" to apply. ``categories``: the site's (None: the
+    default site's).
     """
     from book_assets.scheduling.weights import warn_unknown
 
+    categories = categories or site_named(default("site")).categories
     if not isinstance(weights, CategoryWeights):
         weights = CategoryWeights({k: v for k, v in weights.items() if k != "*"})
-    warn_unknown(weights, KNOWN_CATEGORIES)
-    by_slug = {slugify(name): name for name in KNOWN_CATEGORIES}
-    return {by_slug.get(slugify(key), key): float(value) for key, value in weights.weights.items()}
+    warn_unknown(weights, categories.known)
+    return {categories.known_name(key): float(value) for key, value in weights.weights.items()}
 
 
 #: Start hosts that are this machine: your own replica, where politeness toward other people's sites
@@ -56,6 +63,8 @@ class CrawlConfig:
     (they are declared once, in :class:`~book_assets.settings.Settings`). Picklable: worker processes get it.
     """
 
+    #: The site definition (:mod:`book_assets.sites`): everything site-specific the crawl reaches.
+    site: Site
     base_url: str
     allowed_domains: frozenset[str]
     fetch: FetchSettings
@@ -94,12 +103,21 @@ class CrawlConfig:
     task_retention_days: float
     drift_threshold: float
     drift_min_pages: int
+    drift_length_ratio: float
+    drift_top_share: float
     #: The workers' /metrics endpoint (:mod:`book_assets.observe.metrics`); None: off.
     metrics_port: int | None
     metrics_host: str
     metrics_final_scrape_s: float
     #: The worker's health signal (:mod:`book_assets.crawl.health`); None: none.
     health_file: Path | None
+
+    @property
+    def drift_limits(self) -> DriftLimits:
+        """How far a field's figures may move before it drifts (:mod:`book_assets.store.drift`)."""
+        from book_assets.store.drift import DriftLimits
+
+        return DriftLimits(self.drift_threshold, self.drift_min_pages, self.drift_length_ratio, self.drift_top_share)
 
     @property
     def requeue_policy(self) -> RequeuePolicy:
@@ -111,12 +129,14 @@ class CrawlConfig:
         """The crawl ``settings`` describe, validated (a bad value raises ``ConfigError`` naming the setting)."""
         from book_assets.scheduling.weights import resolve_weights
 
-        host = (urlsplit(settings.base_url).hostname or "").lower()
+        site = site_named(settings.site)
+        base_url = settings.base_url if "base_url" in settings.model_fields_set else site.default_base_url
+        host = (urlsplit(base_url).hostname or "").lower()
         domains = frozenset(d.lower() for d in (settings.allowed_domains or (host,)))
         if host not in domains:
             raise ConfigError(f"invalid setting allowed_domains: the start URL's host {host} is not allowed")
         try:
-            fetch = _fetch_settings(settings, domains)
+            fetch = _fetch_settings(settings, domains, base_url)
         except ValueError as exc:  # the message names the setting (block_url_patterns, ...)
             raise ConfigError(f"invalid setting {exc}") from None
         interval = settings.min_interval_s
@@ -126,6 +146,8 @@ class CrawlConfig:
         return cls(
             **{
                 **copied,
+                "site": site,
+                "base_url": base_url,
                 "allowed_domains": domains,
                 "fetch": fetch,
                 "weights": resolve_weights(settings),
@@ -143,11 +165,28 @@ class CrawlConfig:
 
     def weights_by_category(self) -> dict[str, float]:
         """Explicit weights keyed by the category names detail tasks are grouped by."""
-        return weights_by_category_name(self.weights)
+        return weights_by_category_name(self.weights, self.site.categories)
+
+    @property
+    def task_types(self) -> tuple[str, ...]:
+        """The site's page kinds: the queue's task types."""
+        return tuple(kind.name for kind in self.site.page_kinds)
+
+    @property
+    def listing_kinds(self) -> tuple[str, ...]:
+        """The site's listing kinds: discovery, drained first by a budgeted crawl, read for its removals."""
+        return kinds_of(self.site, Role.LISTING)
+
+    @property
+    def detail_kind(self) -> str:
+        """The site's detail kind: its records, grouped by category for weights and budgets."""
+        return default_kind(self.site, Role.DETAIL)
 
     def as_dict(self) -> dict[str, Any]:
         """The resolved configuration as JSON-ready values: printed by ``--show-config``, Dagster metadata."""
-        out = {f.name: _json_ready(getattr(self, f.name)) for f in fields(self) if f.name not in ("fetch", "weights")}
+        skip = ("site", "fetch", "weights")
+        out = {f.name: _json_ready(getattr(self, f.name)) for f in fields(self) if f.name not in skip}
+        out["site"] = self.site.name
         out["fetch"] = {name: _json_ready(getattr(self.fetch, name)) for name in self.fetch.__slots__}
         out["weights"] = self.weights.as_dict()
         return out
@@ -170,7 +209,7 @@ def _starting_concurrency(settings: Settings) -> int:
     return settings.max_concurrency if settings.fetch_mode == "http" else BROWSER_MIN_CONCURRENCY
 
 
-def _fetch_settings(settings: Settings, domains: frozenset[str]) -> FetchSettings:
+def _fetch_settings(settings: Settings, domains: frozenset[str], base_url: str) -> FetchSettings:
     """The fetchers' share of ``settings``: every field of the same name, and the three derived ones."""
     derived = ("mode", "concurrency", "allowed_domains")
     names = [n for n in FetchSettings.__slots__ if n in type(settings).model_fields and n not in derived]
@@ -179,7 +218,7 @@ def _fetch_settings(settings: Settings, domains: frozenset[str]) -> FetchSetting
         mode=settings.fetch_mode,
         concurrency=settings.concurrency or settings.max_concurrency,
         # The fetchers compare ports too: the start host only at the start URL's port.
-        allowed_domains=with_start_port(domains, settings.base_url),
+        allowed_domains=with_start_port(domains, base_url),
     )
 
 
@@ -198,7 +237,7 @@ def make_queue(db: Database, config: CrawlConfig | None = None) -> TaskQueue:
         return TaskQueue(db, task_types=TASK_TYPES)
     return TaskQueue(
         db,
-        task_types=TASK_TYPES,
+        task_types=config.task_types,
         lease_s=config.lease_s,
         max_attempts=config.max_attempts,
         backoff=Backoff(base_s=config.backoff_base_s, max_s=config.backoff_max_s),

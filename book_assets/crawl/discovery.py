@@ -1,13 +1,15 @@
-"""The shallow pass as pure functions: from a parsed listing page to the tasks it creates.
+"""The shallow pass as pure functions: from a parsed listing page (the site's
+:class:`~book_assets.sites.site.Listing`) to the tasks it creates.
 
 Discovery is category-first so that every detail task knows its category (its fairness group) before
-the book page is fetched: a start page that is not a category page (the root, ``catalogue/page-N.html``,
-the all-books category) contributes its sidebar's categories — filtered by ``--categories`` — and each
-category chain is followed through ``li.next`` with no hard-coded page count, up to ``max_pages`` pages.
+the detail page is fetched: a start page that is not a category page (books: the root, ``catalogue/page-N.html``,
+the all-books category) contributes the categories it links — filtered by ``--categories`` — and each
+category chain is followed through its next links with no hard-coded page count, up to ``max_pages`` pages.
+Each link's task is of the page kind the site gives it (:meth:`~book_assets.sites.site.Site.kind_of`).
 
-A chain is followed once its page's books are enqueued (:func:`follow_chain`): the queue creates a task only for
-a URL new to the crawl, so a chain whose ``listing_trap_pages`` pages in a row bring no new book (a pagination
-that repeats its books, however it numbers its pages) is a trap, and is not followed.
+A chain is followed once its page's records are enqueued (:func:`follow_chain`): the queue creates a task only for
+a URL new to the crawl, so a chain whose ``listing_trap_pages`` pages in a row bring no new record (a pagination
+that repeats its records, however it numbers its pages) is a trap, and is not followed.
 
 A link longer than ``max_url_length`` becomes no task: it is kept in :attr:`ListingOutcome.too_long` and
 recorded as a failure of its own (:func:`refused_links`), so one hostile link costs only itself.
@@ -18,12 +20,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from book_assets.categories import is_one_of, slugify
-from book_assets.crawl.config import DETAIL, DETAIL_PRIORITY, LISTING, LISTING_PRIORITY, CrawlConfig
+from book_assets.crawl.config import DETAIL_PRIORITY, LISTING_PRIORITY, CrawlConfig
 from book_assets.queue import NewTask
 from book_assets.scraper.errors import NotAListingPage
 from book_assets.scraper.fetching import host_allowed
-from book_assets.scraper.models import ListingPage
+from book_assets.sites.site import Listing, Role
 from book_assets.urls import canonical_url, without_query_params
 
 
@@ -33,11 +34,11 @@ class ListingOutcome:
     cards: int = 0
     categories: int = 0
     offsite_skipped: int = 0
-    #: The category whose cards the page listed, and whether they were followed (False: a start page that
-    #: only links categories, or a category left out by ``--categories``).
+    #: The category whose detail links (books: cards) the page listed, and whether they were followed (False:
+    #: a start page that only links categories, or a category left out by ``--categories``).
     category: str | None = None
     followed: bool = False
-    #: The chain's next page, enqueued after the page's books (:func:`follow_chain`); None: the chain ends here.
+    #: The chain's next page, enqueued after the page's records (:func:`follow_chain`); None: the chain ends here.
     next: NewTask | None = None
     #: The tasks whose URL is longer than ``max_url_length``: never enqueued, each recorded as failed.
     too_long: list[NewTask] = field(default_factory=list)
@@ -45,20 +46,21 @@ class ListingOutcome:
 
 @dataclass(frozen=True)
 class ListingTrap:
-    """Why a chain is not followed: its pages in a row brought no book new to the crawl."""
+    """Why a chain is not followed: its pages in a row brought no record new to the crawl."""
 
     reason: str
 
 
 def start_task(config: CrawlConfig) -> NewTask:
     """The listing task a crawl is seeded with."""
-    return NewTask(LISTING, {"url": config.base_url, "depth": 1, "start": True}, LISTING_PRIORITY)
+    kind = config.site.kind_of(config.base_url, Role.LISTING)
+    return NewTask(kind, {"url": config.base_url, "depth": 1, "start": True}, LISTING_PRIORITY)
 
 
-def listing_tasks(payload: dict[str, Any], page: ListingPage, config: CrawlConfig) -> ListingOutcome:
+def listing_tasks(payload: dict[str, Any], page: Listing, config: CrawlConfig) -> ListingOutcome:
     """Tasks created by one fetched listing page."""
     outcome = ListingOutcome()
-    drop = config.drop_query_params
+    site, drop = config.site, config.drop_query_params
     depth = int(payload.get("depth", 1))
     category = page.category or payload.get("category")
 
@@ -67,31 +69,31 @@ def listing_tasks(payload: dict[str, Any], page: ListingPage, config: CrawlConfi
             if not host_allowed(url, config.allowed_domains):
                 outcome.offsite_skipped += 1
                 continue
-            if is_one_of(name, config.categories):
+            if site.categories.is_one_of(name, config.categories):
                 outcome.categories += 1
                 link = _link(url, drop)
-                _add(outcome, NewTask(LISTING, {"url": link, "depth": 1, "category": name}, LISTING_PRIORITY), config)
+                kind = site.kind_of(link, Role.LISTING)
+                _add(outcome, NewTask(kind, {"url": link, "depth": 1, "category": name}, LISTING_PRIORITY), config)
         if outcome.categories or config.categories:
-            return outcome  # the books arrive through their categories
+            return outcome  # the records arrive through their categories
 
-    if category is not None and not is_one_of(category, config.categories):
+    if category is not None and not site.categories.is_one_of(category, config.categories):
         return outcome
     outcome.category, outcome.followed = category, True
-    for card in page.cards:
-        if not host_allowed(card.url, config.allowed_domains):
+    for detail in page.details:
+        if not host_allowed(detail.url, config.allowed_domains):
             outcome.offsite_skipped += 1
             continue
         outcome.cards += 1
-        listing = {"title": card.title, "price": str(card.price), "rating": card.rating}
-        url = _link(card.url, drop)
-        detail = NewTask(DETAIL, {"url": url, "category": category, "listing": listing}, DETAIL_PRIORITY, category)
-        _add(outcome, detail, config)
+        url = _link(detail.url, drop)
+        detail_payload = {"url": url, "category": category, "listing": dict(detail.shown)}
+        _add(outcome, NewTask(site.kind_of(url, Role.DETAIL), detail_payload, DETAIL_PRIORITY, category), config)
     if page.next_url and depth < config.max_pages:
         if host_allowed(page.next_url, config.allowed_domains):
             nxt = {"url": _link(page.next_url, drop), "depth": depth + 1, "category": category}
             if page.page_number is not None:  # the page its "next" link promises, for check_listing
                 nxt["page"] = page.page_number + 1
-            following = NewTask(LISTING, nxt, LISTING_PRIORITY)
+            following = NewTask(site.kind_of(str(nxt["url"]), Role.LISTING), nxt, LISTING_PRIORITY)
             if _too_long(following, config):
                 outcome.too_long.append(following)
             else:
@@ -102,19 +104,20 @@ def listing_tasks(payload: dict[str, Any], page: ListingPage, config: CrawlConfi
 
 
 def follow_chain(
-    payload: dict[str, Any], outcome: ListingOutcome, new_books: int, config: CrawlConfig
+    payload: dict[str, Any], outcome: ListingOutcome, new_records: int, config: CrawlConfig
 ) -> NewTask | ListingTrap | None:
-    """The chain's next page once this page's books are enqueued (``new_books`` of them new to the crawl), with
+    """The chain's next page once this page's records are enqueued (``new_records`` new to the crawl), with
     the count of pages in a row that brought none (``stale``); a :class:`ListingTrap` when that count reaches
     ``listing_trap_pages`` and the chain goes on; None at its end.
 
-    A page retried after its books were enqueued counts as bringing none: its next page, enqueued once per
-    crawl, mostly keeps the count of the attempt that enqueued the books, and at worst carries one page more."""
+    A page retried after its records were enqueued counts as bringing none: its next page, enqueued once per
+    crawl, mostly keeps the count of the attempt that enqueued the records, and at worst carries one page more."""
     if outcome.next is None:
         return None
-    stale = 0 if new_books else int(payload.get("stale", 0)) + 1
+    stale = 0 if new_records else int(payload.get("stale", 0)) + 1
     if stale >= config.listing_trap_pages:
-        return ListingTrap(f"{stale} listing pages in a row brought no new books; the next page is not followed")
+        records = f"{config.site.record}s"
+        return ListingTrap(f"{stale} listing pages in a row brought no new {records}; the next page is not followed")
     return NewTask(outcome.next.task_type, {**outcome.next.payload, "stale": stale}, outcome.next.priority)
 
 
@@ -147,20 +150,21 @@ def refused_links(
     return refused
 
 
-def check_listing(payload: dict[str, Any], page: ListingPage, outcome: ListingOutcome) -> None:
+def check_listing(payload: dict[str, Any], page: Listing, outcome: ListingOutcome, config: CrawlConfig) -> None:
     """Refuse a listing page that is not the one its task asked for, or a start page that yields nothing.
 
-    A parsed page is a listing (:func:`~book_assets.scraper.parsers.parse_listing`); this checks that it is
-    *this* listing: a category's page shows that category (its heading under Home > Books), a page reached by
-    a "next" link shows the number that link promised, and a start page yields a category or a book to
-    follow. Only a page that passes is recorded, so a category's removals are decided only from pages that
+    A parsed page is a listing (the site's :meth:`~book_assets.sites.site.Site.parse_listing`); this checks that
+    it is *this* listing: a category's page shows that category (books: its heading under Home > Books), a page
+    reached by a "next" link shows the number that link promised, and a start page yields a category or a
+    record to follow. Only a page that passes is recorded, so a category's removals are decided only from pages that
     were what their task expected (:mod:`book_assets.store.removals`).
 
     Raises:
         NotAListingPage: the page disagrees with its task (its task fails with that kind, recording nothing).
     """
+    site = config.site
     expected = payload.get("category")
-    if expected is not None and (page.category is None or slugify(page.category) != slugify(str(expected))):
+    if expected is not None and (page.category is None or not site.categories.same(page.category, str(expected))):
         shows = f"category {page.category!r}" if page.category else "no category heading"
         raise NotAListingPage(f"a listing of {expected!r} shows {shows}")
     number = payload.get("page")
@@ -170,20 +174,21 @@ def check_listing(payload: dict[str, Any], page: ListingPage, outcome: ListingOu
     if payload.get("start") and not outcome.tasks and outcome.next is None:
         raise NotAListingPage(
             f"a start page with nothing to follow: none of its {len(page.category_links)} category links and "
-            f"{len(page.cards)} book cards is on an allowed host and among the categories asked for"
+            f"{len(page.details)} {site.record} cards is on an allowed host and among the categories asked for"
             + (f" ({outcome.offsite_skipped} off-site)" if outcome.offsite_skipped else "")
         )
 
 
 def listing_record(
-    payload: dict[str, Any], page: ListingPage, outcome: ListingOutcome, *, drop_query_params: tuple[str, ...]
+    payload: dict[str, Any], page: Listing, outcome: ListingOutcome, *, drop_query_params: tuple[str, ...]
 ) -> dict[str, Any] | None:
     """The ``listing_pages`` row of a processed listing page; None when it listed nothing this crawl follows.
 
-    A start page records the categories its sidebar links (to count those not crawled); a category page
-    records its cards only when discovery took them (:attr:`ListingOutcome.followed`), so a page of a
-    category left out by ``--categories`` is never evidence that its books are gone. Its links are read as
-    discovery reads them (``drop_query_params``), so it names each book as the book's task does.
+    A start page records the categories it links (to count those not crawled); a category page records its
+    detail links only when discovery took them (:attr:`ListingOutcome.followed`), so a page of a category left
+    out by ``--categories`` is never evidence that its records are gone. Its links are read as discovery reads
+    them (``drop_query_params``), so it names each record as the record's task does. The ``book_urls`` column
+    holds every site's detail links.
     """
     start = bool(payload.get("start")) and not outcome.followed
     if not outcome.followed and not start:
@@ -196,8 +201,8 @@ def listing_record(
         # A next link that does not parse is kept as served: no page matches it, so the chain stays open.
         "next_url": (_canonical(page.next_url, drop) or page.next_url) if page.next_url and outcome.followed else None,
         "result_count": page.result_count,
-        "cards": len(page.cards),
-        "book_urls": sorted({u for c in page.cards if (u := _canonical(c.url, drop))}) if outcome.followed else [],
+        "cards": len(page.details),
+        "book_urls": sorted({u for d in page.details if (u := _canonical(d.url, drop))}) if outcome.followed else [],
         "sidebar": sorted({name for name, _url in page.category_links}) if start else [],
     }
 

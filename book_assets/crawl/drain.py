@@ -26,7 +26,7 @@ from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 
 from book_assets import logs
-from book_assets.crawl.config import TASK_TYPES, CrawlConfig
+from book_assets.crawl.config import CrawlConfig
 from book_assets.crawl.lifeline import follow_parent
 from book_assets.crawl.stats import WorkerStats
 from book_assets.observe import metrics, tracing
@@ -257,17 +257,19 @@ def drain(
     database_url: str,
     config: CrawlConfig,
     *,
-    task_types: tuple[str, ...] = TASK_TYPES,
+    task_types: tuple[str, ...] | None = None,
     workers: int | None = None,
     on_tick: Callable[[], None] | None = None,
 ) -> WorkerStats:
-    """Run workers until nothing claimable is left; returns their summed stats.
+    """Run workers until nothing of ``task_types`` (None: every page kind of the site) claimable is left;
+    returns their summed stats.
 
     One worker and nobody watching: it runs in this process (no fork, no second browser start).
     """
     follow_parent()  # in a Dagster step: a run worker that dies leaves no drain (and no worker of it) behind
     metrics.serve_workers(config.metrics_host, config.metrics_port, config.metrics_final_scrape_s)
     n = workers or config.workers
+    task_types = config.task_types if task_types is None else task_types
     if n == 1 and on_tick is None:
         total = WorkerStats(worker_id="all")
         total.merge(run_worker(database_url, config, None, task_types))

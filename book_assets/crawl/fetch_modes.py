@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 from urllib.parse import urlsplit
 
-from book_assets.crawl.adaptive import AdaptiveState, Mode, RendererRole, records_agree, sampled
+from book_assets.crawl.adaptive import AdaptiveState, Mode, RendererRole, sampled
 from book_assets.crawl.config import CrawlConfig
 from book_assets.crawl.dbthread import DbRunner
 from book_assets.crawl.events import Adaptive, Event
@@ -232,7 +232,8 @@ class AdaptiveStrategy(FetchStrategy):
 
     async def _compared(self, task: Task, key: tuple[str, str], plain: FetchResult, rendered: FetchResult) -> Fetched:
         """The plain page when its records equal the render's, else the render; the evidence is shared at once."""
-        agreed = records_agree(key[1], plain.html, rendered.rendered_html or rendered.html, plain.final_url)
+        rendered_html = rendered.rendered_html or rendered.html
+        agreed = self.config.site.records_agree(key[1], plain.html, rendered_html, plain.final_url)
         self._emit(Adaptive(task, rendered=True, plain=True, checked=True, disagreed=not agreed))
         self._state.count(*key, rendered=1, plain=1, agreed=agreed)
         await self._run(self._state.sync, *key)  # a check can change the shared decision: write it now

@@ -22,7 +22,7 @@ from typing import Any
 
 from book_assets.archive import ArchiveSummary, index_days, load_indexer_meanwhile
 from book_assets.crawl.adaptive import Decision, forget_decisions, list_decisions
-from book_assets.crawl.config import DETAIL, LISTING, TASK_TYPES, CrawlConfig, make_queue
+from book_assets.crawl.config import CrawlConfig, make_queue
 from book_assets.crawl.discovery import start_task
 from book_assets.crawl.drain import drain as run_drain
 from book_assets.crawl.drain import warm_up
@@ -34,7 +34,7 @@ from book_assets.observe.tracing import record_crawl
 from book_assets.queue import AutoThrottle, GroupBudget, TaskQueue, domain_of
 from book_assets.queue.failures import requeue_due
 from book_assets.scraper.errors import ErrorKind
-from book_assets.store.books import book_counts, versions_since
+from book_assets.sites.site import Role, Site, default_kind, kinds_of
 from book_assets.store.drift import CONTRACT_FAILURES, FieldJudgement, Rejudgement, judge, rejudge
 from book_assets.store.lifecycle import OpenCrawl, open_crawl
 from book_assets.store.pages import revalidated_since
@@ -71,24 +71,25 @@ class RunFigures:
     failed_details: int = 0
 
     @classmethod
-    def read(cls, db: Database, queue: TaskQueue, since: datetime) -> RunFigures:
+    def read(cls, db: Database, queue: TaskQueue, since: datetime, site: Site) -> RunFigures:
         activity = queue.activity_since(since)
-        new, changed = versions_since(db, since)
-        details = activity.total(DETAIL)
+        new, changed = site.versions_since(db, since)
+        detail = default_kind(site, Role.DETAIL)
+        details = activity.total(detail)
         return cls(
             pages=activity.total(),
-            listing_pages=activity.total(LISTING),
+            listing_pages=sum(activity.total(kind) for kind in kinds_of(site, Role.LISTING)),
             books_new=new,
             books_changed=changed,
             books_unchanged=max(0, details - new - changed),
             retries=activity.retries,
             failed=sum(activity.failed.values()),
-            new_detail_tasks=activity.created.get(DETAIL, 0),
+            new_detail_tasks=activity.created.get(detail, 0),
             books_found=books_listed_since(db, since),
-            by_category=dict(activity.completed.get(DETAIL, {})),
+            by_category=dict(activity.completed.get(detail, {})),
             not_modified=revalidated_since(db, since),
             detail_pages=details,
-            failed_details=activity.failed.get(DETAIL, 0),
+            failed_details=activity.failed.get(detail, 0),
         )
 
     @property
@@ -173,12 +174,12 @@ class CrawlReport:
         return self.run.pages / self.elapsed_s if self.elapsed_s > 0 else 0.0
 
     def summary_lines(self, *, show_config: bool = False) -> list[str]:
-        c, run = self.counts, self.run
+        c, run, record = self.counts, self.run, self.config.site.record
         lines = [
-            f"books: total {c['total']} / unique URLs {c['unique_urls']} / with raw HTML {c['with_html']}",
+            f"{record}s: total {c['total']} / unique URLs {c['unique_urls']} / with raw HTML {c['with_html']}",
             f"this run: {run.pages} pages in {self.elapsed_s:.1f}s ({self.pages_per_s:.1f} pages/s), "
             f"{run.listing_pages} listing pages, {run.books_new} new, "
-            f"{run.books_changed} changed, {run.books_unchanged} unchanged books"
+            f"{run.books_changed} changed, {run.books_unchanged} unchanged {record}s"
             + (f"; {run.not_modified} pages not modified (304)" if run.not_modified else ""),
             f"retries: {run.retries}; failed tasks: {sum(self.failed_by_reason.values())}",
         ]
@@ -277,8 +278,8 @@ def prepare(db: Database, config: CrawlConfig) -> None:
             throttle=throttle,
         )
     forget_robots(db, sorted(config.allowed_domains))
-    queue.set_group_weights(DETAIL, config.weights_by_category(), default_weight=config.weights.default)
-    queue.clear_group_budgets(DETAIL)
+    queue.set_group_weights(config.detail_kind, config.weights_by_category(), default_weight=config.weights.default)
+    queue.clear_group_budgets(config.detail_kind)
     if config.fetch.mode == "adaptive":
         forget_decisions(db, sorted(config.allowed_domains))
 
@@ -294,7 +295,7 @@ def drain(
     database_url: str,
     config: CrawlConfig,
     *,
-    task_types: tuple[str, ...] = TASK_TYPES,
+    task_types: tuple[str, ...] | None = None,
     workers: int | None = None,
     progress: bool = False,
 ) -> WorkerStats:
@@ -423,26 +424,30 @@ def split_before_details(
     Otherwise nothing comes first and every type is left, listing and detail pages interleaved by the queue.
     """
     stats = WorkerStats(worker_id="all")
-    if run.config.deep_budget is None or DETAIL not in task_types:
+    detail = run.config.detail_kind
+    if run.config.deep_budget is None or detail not in task_types:
         return run, stats, task_types
-    if LISTING in task_types:
-        stats.merge(drain(database_url, run.config, task_types=(LISTING,), workers=workers, progress=progress))
+    listings = tuple(kind for kind in task_types if kind in run.config.listing_kinds)
+    if listings:
+        stats.merge(drain(database_url, run.config, task_types=listings, workers=workers, progress=progress))
     with Database(database_url) as db:
         quotas = apply_budget(db, run.config)
-    return replace(run, quotas=quotas), stats, (DETAIL,)
+    return replace(run, quotas=quotas), stats, (detail,)
 
 
 def work(
     database_url: str,
     run: CrawlRun,
     *,
-    task_types: tuple[str, ...] = TASK_TYPES,
+    task_types: tuple[str, ...] | None = None,
     workers: int | None = None,
     progress: bool = False,
 ) -> tuple[CrawlRun, WorkerStats]:
-    """Drain the queue's ``task_types`` with this process's workers (:func:`split_before_details` first)."""
+    """Drain the queue's ``task_types`` (None: every page kind of the site) with this process's workers
+    (:func:`split_before_details` first)."""
     if run.config.archive_dir:  # the report that follows indexes the day's archive
         load_indexer_meanwhile()
+    task_types = run.config.task_types if task_types is None else task_types
     run, stats, left = split_before_details(database_url, run, task_types, workers=workers, progress=progress)
     stats.merge(drain(database_url, run.config, task_types=left, workers=workers, progress=progress))
     return run, stats
@@ -475,22 +480,15 @@ def index_archive(run: CrawlRun) -> list[ArchiveSummary]:
 
 
 def judge_fields(db: Database, queue: TaskQueue, run: CrawlRun) -> FieldJudgement | None:
-    """Judge the fill rate of each field of the run's crawl against the last good crawl's, and apply the held
-    losses of the fields that did not drift (:func:`book_assets.store.drift.judge`); before the figures are
+    """Judge each field of the run's crawl (fill rate, value shape) against the last good crawl's, and write the
+    held values of the fields that did not drift (:func:`book_assets.store.drift.judge`); before the figures are
     read, so they count the versions that recorded them. Only the run that opened (or settles) a crawl judges
     it; a retry of the failures sees only the pages it retried and judges nothing."""
     if run.opened is None or run.retrying:
         return None
-    failures = queue.failures_since(run.opened.started_at, DETAIL, CONTRACT_FAILURES)
+    failures = queue.failures_since(run.opened.started_at, run.config.detail_kind, CONTRACT_FAILURES)
     config = run.config
-    return judge(
-        db,
-        run.opened.id,
-        run.opened.started_at,
-        failures,
-        threshold=config.drift_threshold,
-        min_pages=config.drift_min_pages,
-    )
+    return judge(db, run.opened.id, run.opened.started_at, failures, limits=config.drift_limits)
 
 
 def judge_again(db: Database, queue: TaskQueue, config: CrawlConfig, *, by: str = "reextract") -> list[Rejudgement]:
@@ -499,9 +497,9 @@ def judge_again(db: Database, queue: TaskQueue, config: CrawlConfig, *, by: str 
     between its start and its end (:func:`book_assets.store.drift.rejudge`)."""
 
     def failures_of(since: datetime, until: datetime | None) -> list[tuple[str, str]]:
-        return queue.failures_since(since, DETAIL, CONTRACT_FAILURES, until=until)
+        return queue.failures_since(since, config.detail_kind, CONTRACT_FAILURES, until=until)
 
-    return rejudge(db, failures_of, threshold=config.drift_threshold, min_pages=config.drift_min_pages, by=by)
+    return rejudge(db, failures_of, limits=config.drift_limits, by=by)
 
 
 def read_report(
@@ -509,17 +507,17 @@ def read_report(
 ) -> CrawlReport:
     """What the run did, every count read from the database (removals and pruning are the steps after)."""
     config = run.config
-    figures = RunFigures.read(db, queue, run.since)
+    figures = RunFigures.read(db, queue, run.since, config.site)
     return CrawlReport(
         config=config,
         stats=stats,
-        counts=book_counts(db),
+        counts=config.site.record_counts(db),
         run=figures,
         failed_by_reason=queue.failed_kinds_since(run.since),
         seeded=run.seeded,
         requeued=run.requeued,
         quotas=dict(run.quotas),
-        budgets=queue.budget_report(DETAIL) if run.quotas else [],
+        budgets=queue.budget_report(config.detail_kind) if run.quotas else [],
         elapsed_s=(queue.now() - run.since).total_seconds(),
         decisions=list_decisions(db) if config.fetch.mode == "adaptive" else [],
         archive=archive,
@@ -540,7 +538,8 @@ def start_failure(queue: TaskQueue, run: CrawlRun, figures: RunFigures) -> str |
     """
     if run.opened is None or run.retrying or figures.listing_pages:
         return None
-    errors = queue.failures_since(run.since, LISTING, [str(kind) for kind in ErrorKind])
+    kinds = [str(kind) for kind in ErrorKind]
+    errors = [e for listing in run.config.listing_kinds for e in queue.failures_since(run.since, listing, kinds)]
     return errors[0][1] if errors else None
 
 
@@ -555,7 +554,7 @@ def settle_removals(db: Database, queue: TaskQueue, run: CrawlRun) -> Removals:
         return settle(db, None, undecided="a retry of the failures sees only the pages it retried")
     if run.opened is None:
         return Removals(decided=False, reason="this run opened no crawl; the run that opened it settles it")
-    left = queue.outstanding((LISTING,))
+    left = queue.outstanding(run.config.listing_kinds)
     if left:
         return Removals(decided=False, reason=f"{left} listing pages still queued; the crawl stays open")
     return settle(db, run.opened, categories=run.config.categories)
@@ -598,6 +597,6 @@ def apply_budget(db: Database, config: CrawlConfig) -> dict[str, int]:
 
     assert config.deep_budget is not None
     queue = make_queue(db, config)
-    quotas = split_budget(config.deep_budget, config.weights, queue.pending_by_group(DETAIL))
-    queue.set_group_budgets(DETAIL, quotas)
+    quotas = split_budget(config.deep_budget, config.weights, queue.pending_by_group(config.detail_kind))
+    queue.set_group_budgets(config.detail_kind, quotas)
     return quotas

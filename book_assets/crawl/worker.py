@@ -2,8 +2,9 @@
 
 Each task goes claim → politeness slot → fetch → handle → complete. The fetch is the fetch mode's strategy
 (:mod:`book_assets.crawl.fetch_modes`: http, browser, adaptive). Plain fetches of pages fetched before are
-conditional (``conditional_requests``, :mod:`book_assets.store.pages`): a 304 keeps a book as stored and parses
-a listing page's stored copy again. Browser fetches are not.
+conditional (``conditional_requests``, :mod:`book_assets.store.pages`): a 304 keeps a record as stored and parses
+a listing page's stored copy again. Browser fetches are not. What a page is, how it parses and where its records
+go is the site's (``config.site``, :mod:`book_assets.sites.site`): the worker knows each page kind's role only.
 
 The loop claims as many tasks as it has free page slots (fairly scheduled by the queue) once half of them are
 free (:func:`refill_batch`), sleeps until each task's politeness slot, fetches, validates, stores, and
@@ -37,7 +38,7 @@ from typing import Any, TypeVar
 
 from book_assets.archive.writer import ArchiveWriter
 from book_assets.crawl.autoscale import Autoscaler, LoadMonitor
-from book_assets.crawl.config import DETAIL, LISTING, TASK_TYPES, CrawlConfig, make_queue
+from book_assets.crawl.config import CrawlConfig, make_queue
 from book_assets.crawl.discovery import (
     ListingTrap,
     check_listing,
@@ -76,11 +77,10 @@ from book_assets.observe.tracing import Outcome, Stage, task_traces
 from book_assets.queue import ClaimResult, GroupCommit, LeaseLost, Task
 from book_assets.scraper.errors import ErrorKind, FetchError, ParseError, refusal_kind
 from book_assets.scraper.fetching import FetchResult, Validators
-from book_assets.scraper.parsers import parse_listing
 from book_assets.scraper.softblock import soft_block, soft_block_retry_s
-from book_assets.store.books import StoredBook, parse_served_or_rendered, write_book
+from book_assets.sites.site import Role, Site, Stored, kind_named
 from book_assets.store.held import HELD_KINDS
-from book_assets.store.pages import StaleCopy, forget_page, page_validators, revalidate_book, stored_copy, write_page
+from book_assets.store.pages import StaleCopy, forget_page, page_validators, stored_copy, write_page
 from book_assets.store.removals import record_listing
 from book_assets.urls import canonical_url
 
@@ -90,12 +90,12 @@ T = TypeVar("T")
 THROTTLED_STATUSES = frozenset({429, 503})
 
 
-def refuse_soft_block(task: Task, page: FetchResult) -> None:
-    """Raise a ``soft_block`` :class:`FetchError` when ``page`` is a 200 that is not the page ``task`` asked
-    for (a challenge, a login wall, an empty body: :func:`~book_assets.scraper.softblock.soft_block`)."""
+def refuse_soft_block(site: Site, task: Task, page: FetchResult) -> None:
+    """Raise a ``soft_block`` :class:`FetchError` when ``page`` is a 200 that is not the page of ``site`` that
+    ``task`` asked for (a challenge, a login wall, an empty body: :func:`~book_assets.scraper.softblock.soft_block`)."""
     if page.not_modified:
         return
-    reason = soft_block(page.status, page.headers, page.body, task.task_type)
+    reason = soft_block(page.status, page.headers, page.body, kind_named(site, task.task_type).markers)
     if reason is not None:
         raise FetchError(ErrorKind.SOFT_BLOCK, reason, url=page.final_url, status=page.status)
 
@@ -144,14 +144,15 @@ class Worker:
         *,
         worker_id: str | None = None,
         until_drained: bool = True,
-        task_types: tuple[str, ...] = TASK_TYPES,
+        task_types: tuple[str, ...] | None = None,
         max_tasks: int | None = None,
         grace_s: float = 10.0,
     ) -> None:
         self.config = config
         self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}"
         self.until_drained = until_drained
-        self.task_types = task_types
+        self.site = config.site
+        self.task_types = config.task_types if task_types is None else task_types
         self.max_tasks = max_tasks
         self.grace_s = grace_s
         self.db = Database(database_url, application_name=f"book-pipeline worker {self.worker_id}")
@@ -275,13 +276,18 @@ class Worker:
         now = time.monotonic()
         return sum(1 for task in self._in_flight.values() if task.seconds_until_slot(now) > 0)
 
+    def _role(self, task_type: str) -> Role:
+        return kind_named(self.site, task_type).role
+
     def _claim(self, n: int) -> ClaimResult:
-        """Details by weighted round-robin over categories; with both types, interleaved by the ratio."""
-        if set(self.task_types) == {LISTING, DETAIL}:
-            return self.queue.claim(
-                self.worker_id, n, scheduled=True, type_weights={LISTING: 1, DETAIL: self.config.interleave}
-            )
-        return self.queue.claim(self.worker_id, n, task_types=self.task_types, scheduled=self.task_types == (DETAIL,))
+        """Details by weighted round-robin over categories; with every type, listings and details interleaved
+        by the ratio."""
+        roles = {kind: self._role(kind) for kind in self.task_types}
+        if set(self.task_types) == set(self.config.task_types) and len(set(roles.values())) > 1:
+            weights = {kind: 1 if role is Role.LISTING else self.config.interleave for kind, role in roles.items()}
+            return self.queue.claim(self.worker_id, n, scheduled=True, type_weights=weights)
+        details_only = set(roles.values()) == {Role.DETAIL}
+        return self.queue.claim(self.worker_id, n, task_types=self.task_types, scheduled=details_only)
 
     def _claim_with_validators(self, n: int) -> tuple[ClaimResult, dict[int, Validators]]:
         """:meth:`_claim`, and the stored validators of the claimed pages when their fetches may be
@@ -403,7 +409,7 @@ class Worker:
         except FetchError as exc:
             await self._fail(task, exc.kind, str(exc), retry_after_s=exc.retry_after)
         except ParseError as exc:
-            kind = ErrorKind.NOT_A_LISTING_PAGE if task.task_type == LISTING else exc.kind
+            kind = ErrorKind.NOT_A_LISTING_PAGE if self._role(task.task_type) is Role.LISTING else exc.kind
             await self._fail(task, kind, f"{kind}: {exc}", kept=fetched.page if kind in HELD_KINDS else None)
 
     async def _handle_or_render(self, task: Task, fetched: Fetched) -> None:
@@ -446,7 +452,7 @@ class Worker:
         started = time.monotonic()
         try:
             fetched = await self._strategy.fetch(task, validators)
-            refuse_soft_block(task, fetched.page)
+            refuse_soft_block(self.site, task, fetched.page)
         except FetchError as exc:
             if self.config.autothrottle and exc.status is not None:
                 throttled = exc.status in THROTTLED_STATUSES
@@ -473,7 +479,7 @@ class Worker:
         started = time.monotonic()
         if self._archive is not None:  # archived before parsing: every page used, parsable or not
             await self._archive.write(fetched)
-        if task.task_type == LISTING:
+        if self._role(task.task_type) is Role.LISTING:
             await self._handle_listing(task, fetched)
         else:
             await self._handle_detail(task, fetched)
@@ -531,21 +537,23 @@ class Worker:
             self._emit(Parsed(task, time.thread_time() - cpu))
 
     async def _handle_listing(self, task: Task, fetched: FetchResult, validated_at: datetime | None = None) -> None:
-        """Enqueue what the listing page links to; store the page (its copy answers a later 304) and
-        complete the task in one transaction, under the task's lease."""
+        """Enqueue what the listing page links to; store the page (its copy answers a later 304) and the records
+        it carries, and complete the task in one transaction, under the task's lease."""
         self._emit(StageEntered(task, Stage.PARSE))
         with self._parsing(task):
-            page = parse_listing(fetched.html, fetched.final_url)
+            page = self.site.parse_listing(fetched.html, fetched.final_url)
         outcome = listing_tasks(task.payload, page, self.config)
-        check_listing(task.payload, page, outcome)
+        check_listing(task.payload, page, outcome, self.config)
         self._emit(StageEntered(task, Stage.STORE))
         created = await self._db(self.queue.enqueue_many, outcome.tasks) if outcome.tasks else []
         url = str(task.payload["url"])
         if outcome.too_long:  # each a failure of its own; the rest of the page goes on
             refused = refused_links(outcome, task.id, url, self.config.max_url_length)
             await self._db(self.queue.record_failed, refused, kind=ErrorKind.URL_TOO_LONG)
-        new_books = sum(r.created for t, r in zip(outcome.tasks, created, strict=True) if t.task_type == DETAIL)
-        step = follow_chain(task.payload, outcome, new_books, self.config)
+        new_records = sum(
+            r.created for t, r in zip(outcome.tasks, created, strict=True) if self._role(t.task_type) is Role.DETAIL
+        )
+        step = follow_chain(task.payload, outcome, new_records, self.config)
         if isinstance(step, ListingTrap):
             await self._fail(task, ErrorKind.LISTING_TRAP, f"{ErrorKind.LISTING_TRAP}: {step.reason}")
             return
@@ -555,27 +563,29 @@ class Worker:
 
         def _store(cur: Any) -> None:
             write_page(cur, url, fetched, keep_body=True, validated_at=validated_at)
+            if page.records:
+                self.site.write_listing(cur, page, fetched)
             if record is not None:  # what the page listed, for the crawl's removals
                 record_listing(cur, record)
 
         await self._complete(task, _store)
 
     async def _handle_detail(self, task: Task, fetched: FetchResult) -> None:
-        """Store the book and complete its task in one transaction, under the task's lease.
+        """Store the record and complete its task in one transaction, under the task's lease.
 
         A worker that stalled past its lease (a GC pause, a long reconnect, SIGSTOP) while another worker
         took the task over gets :class:`LeaseLost` and writes nothing, so an older fetch can never be
-        stored over a newer one. The book is keyed by the canonical URL of the page served.
+        stored over a newer one. The record is keyed by the canonical URL of the page served.
         """
         self._emit(StageEntered(task, Stage.PARSE))
         with self._parsing(task):
-            detail = parse_served_or_rendered(fetched.html, fetched.rendered_html, canonical_url(fetched.final_url))
+            detail = self.site.parse_detail(fetched.html, fetched.rendered_html, canonical_url(fetched.final_url))
         requested = str(task.payload["url"])
         self._emit(StageEntered(task, Stage.STORE))
 
-        def _store(cur: Any) -> StoredBook:
-            stored = write_book(cur, detail, fetched, requested_url=requested)
-            write_page(cur, requested, fetched, keep_body=False)  # the book's row keeps the body
+        def _store(cur: Any) -> Stored:
+            stored = self.site.write_detail(cur, detail, fetched, requested_url=requested)
+            write_page(cur, requested, fetched, keep_body=False)  # the record's row keeps the body
             return stored
 
         await self._complete(task, _store)
@@ -583,7 +593,7 @@ class Worker:
     # ------------------------------------------------------------------ conditional re-crawls
 
     async def _handle_not_modified(self, task: Task, response: FetchResult, validators: Validators) -> None:
-        """A 304: the stored copy the validators describe stands (a book as stored; a listing, or a book page
+        """A 304: the stored copy the validators describe stands (a record as stored; a listing, or a detail page
         held at the door, parsed again).
 
         When that copy changed or vanished meanwhile, the page is forgotten and the task retried, so the
@@ -591,7 +601,7 @@ class Worker:
         """
         url = str(task.payload["url"])
         try:
-            if task.task_type == LISTING:
+            if self._role(task.task_type) is Role.LISTING:
                 stored = await self._db(stored_copy, self.db, url, validators)
                 try:
                     await self._handle_listing(task, stored, validated_at=response.fetched_at)
@@ -599,14 +609,14 @@ class Worker:
                     await self._fail(task, ErrorKind.NOT_A_LISTING_PAGE, f"stored copy: {exc}")
                 return
 
-            def _revalidate(cur: Any) -> tuple[StoredBook, str]:
-                return revalidate_book(cur, url, validators, response)
+            def _revalidate(cur: Any) -> Stored:
+                return self.site.revalidate_detail(cur, url, validators, response)
 
             self._emit(StageEntered(task, Stage.STORE))
             try:
                 await self._complete(task, _revalidate)
                 return
-            except StaleCopy:  # no book holds this copy: it may be a page held at the door, kept whole
+            except StaleCopy:  # no record holds this copy: it may be a page held at the door, kept whole
                 held = await self._db(stored_copy, self.db, url, validators)
         except StaleCopy as exc:
             await self._db(forget_page, self.db, url)
@@ -615,7 +625,7 @@ class Worker:
         await self._handle_held(task, held, response.fetched_at)
 
     async def _handle_held(self, task: Task, held: FetchResult, confirmed_at: datetime) -> None:
-        """A 304 for a book page held at the door (its contract broken): the kept copy is what the site still
+        """A 304 for a detail page held at the door (its contract broken): the kept copy is what the site still
         serves, so it is parsed again as a 200 of it would be; it is stored if the parser now reads it, else
         failed again as before, without downloading the page a second time, the copy confirmed at
         ``confirmed_at`` (the crawl that confirmed it holds it: ``reextract`` stores it with that time)."""

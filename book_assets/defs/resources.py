@@ -112,6 +112,7 @@ class FetcherResource(SettingsResource):
 class SiteResource(SettingsResource):
     """The site being crawled and the politeness owed to it."""
 
+    site: str | None = Field(default=None, description=describe("site"))
     base_url: str | None = Field(default=None, description=describe("base_url"))
     allowed_domains: list[str] | None = Field(default=None, description=describe("allowed_domains"))
     min_interval_s: float | None = Field(default=None, description=describe("min_interval_s"))

@@ -110,7 +110,8 @@ def sandbox() -> None:
     help="Comma-separated changes from --redesign-day (default: all): "
     "rating_class (star-rating becomes rating-stars), description_id (product_description becomes "
     "product-description), upc_moved (UPC in a dl, not the table), description_dropped (no description in "
-    "some categories).",
+    "some categories), description_teaser (a few words of the description where the text was), "
+    "rating_widget (a one-star widget above the rating).",
 )
 @click.option(
     "--redesign-drop-share",

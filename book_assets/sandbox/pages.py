@@ -353,10 +353,18 @@ def _product_main_inner(book: Book, markup: Markup) -> str:
             </dl>
 """
     )
+    rating_class = "rating-stars" if markup.rating_widget else markup.rating_class
+    widget = (
+        """
+            <form class="rate-book"><p class="star-rating One"><i class="icon-star"></i> Rate this book</p></form>
+"""
+        if markup.rating_widget
+        else ""
+    )
     return f"""
 
             <h1>{escape(book.title)}</h1>
-{identifiers}
+{widget}{identifiers}
         <p class="price_color">{money(book.price)}</p>
 
 <p class="instock availability">
@@ -366,7 +374,7 @@ def _product_main_inner(book: Book, markup: Markup) -> str:
 
 </p>
 
-    <p class="{markup.rating_class} {book.rating_word}">
+    <p class="{rating_class} {book.rating_word}">
 {stars}
 
         <!-- <small><a href="/catalogue/{book.key}/reviews/">
@@ -392,8 +400,22 @@ def _description_block(book: Book, markup: Markup) -> str:
         <div id="{markup.description_id}" class="sub-header">
             <h2>Product Description</h2>
         </div>
-        <p>{escape_text(book.description)}</p>
+        {_description_text(book.description, markup)}
 """
+
+
+#: The words of a description its teaser shows (``description_teaser``).
+TEASER_WORDS = 3
+
+
+def _description_text(description: str, markup: Markup) -> str:
+    if not markup.description_teaser:
+        return f"<p>{escape_text(description)}</p>"
+    teaser = " ".join(description.split()[:TEASER_WORDS])
+    return (
+        f'<p class="teaser">{escape_text(teaser)} … <span class="read-more">Read more</span></p>\n'
+        f'        <div id="full-description" class="collapse"><p>{escape_text(description)}</p></div>'
+    )
 
 
 def _table_rows(book: Book, markup: Markup) -> str:

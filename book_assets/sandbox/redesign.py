@@ -12,7 +12,14 @@ live site's own on every day before the redesign). The changes are the kinds red
   redesign puts identifiers (the table keeps its other rows);
 - ``description_dropped``: the description is absent on every book page of a deterministic share of the
   categories (heading, paragraph and the ``meta`` description), as when a template stops showing a field
-  for some product types.
+  for some product types;
+- ``description_teaser``: the paragraph after the description's heading becomes a teaser (its first words and
+  "Read more"), the full text moving into a collapsed ``div`` after it, as a "show more" widget does: a parser
+  that reads the paragraph still finds a description on every page, a few words long (a value of the wrong
+  shape, not a missing one);
+- ``rating_widget``: a "rate this book" widget (``p.star-rating One``, the form's one star) above the book's
+  own rating, which moves to ``p.rating-stars``: a parser that takes the first ``p.star-rating`` of the
+  product reads 1 on every page.
 
 Nothing here touches a URL or a value: the catalogue, and so ``Catalogue.ground_truth()``, is the same with
 or without a redesign. ``truth.absent_on_pages`` says which fields a redesigned page no longer shows.
@@ -38,6 +45,8 @@ class Change(enum.Enum):
     DESCRIPTION_ID = "description_id"
     UPC_MOVED = "upc_moved"
     DESCRIPTION_DROPPED = "description_dropped"
+    DESCRIPTION_TEASER = "description_teaser"
+    RATING_WIDGET = "rating_widget"
 
 
 ALL_CHANGES: frozenset[Change] = frozenset(Change)
@@ -75,12 +84,18 @@ class Markup:
         description_id: the id of the description's heading ``div``.
         upc_in_table: whether the UPC is a row of the product table (else it is in a ``dl`` under the title).
         no_description: ids of the categories whose book pages show no description.
+        description_teaser: whether the paragraph after the description's heading is a teaser of it (the full
+            text in a collapsed ``div`` after the paragraph).
+        rating_widget: whether a book page shows a "rate this book" widget of one star above its rating, which
+            is then a ``p.rating-stars``.
     """
 
     rating_class: str = "star-rating"
     description_id: str = "product_description"
     upc_in_table: bool = True
     no_description: frozenset[int] = field(default_factory=frozenset)
+    description_teaser: bool = False
+    rating_widget: bool = False
 
     def shows_description(self, book: Book) -> bool:
         """Whether the book's page shows its description (it may have none to show)."""
@@ -133,6 +148,8 @@ class Redesign:
             description_id="product-description" if Change.DESCRIPTION_ID in self.changes else TODAY.description_id,
             upc_in_table=Change.UPC_MOVED not in self.changes,
             no_description=self.dropped_categories(catalogue.categories),
+            description_teaser=Change.DESCRIPTION_TEASER in self.changes,
+            rating_widget=Change.RATING_WIDGET in self.changes,
         )
 
     def to_json(self) -> dict[str, object]:

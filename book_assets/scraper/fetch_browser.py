@@ -172,7 +172,7 @@ class BrowserFetcher:
     Usage::
 
         async with BrowserFetcher(FetchSettings(concurrency=4)) as fetcher:
-            result = await fetcher.fetch("https://books.toscrape.com/")
+            result = await fetcher.fetch("https://example.com/")
             result.rendered_html  # DOM after scripts ran
     """
 

@@ -88,7 +88,7 @@ class HttpFetcher:
     Usage::
 
         async with HttpFetcher(FetchSettings(mode="http")) as fetcher:
-            result = await fetcher.fetch("https://books.toscrape.com/")
+            result = await fetcher.fetch("https://example.com/")
     """
 
     def __init__(self, settings: FetchSettings | None = None) -> None:

@@ -7,9 +7,10 @@ such a page fails as "not a book page" (permanent: the page would never be tried
 listing with no books and no next page (the category would look finished). Recognised here, it is a
 ``soft_block`` failure instead: retried later, never stored, and its domain backs off for every worker.
 
-:func:`soft_block` is a pure function of the response and the kind of page expected. A page that carries its
-kind's own markers (a product page's ``product_page`` box, a listing's book cards or result count) is never a
-soft block, whatever its text says: a book titled "Just a moment" stays a book. Only a page without them is
+:func:`soft_block` is a pure function of the response and the markers of the kind of page expected (the site's,
+:attr:`~book_assets.sites.site.PageKind.markers`). A page that carries its kind's own markers (books: a product
+page's ``product_page`` box, a listing's book cards or result count) is never a soft block, whatever its text
+says: a book titled "Just a moment" stays a book. Only a page without them is
 looked at for the generic signs, so the common case costs one search of the bytes and no parse.
 """
 
@@ -22,11 +23,6 @@ from selectolax.lexbor import LexborHTMLParser
 
 from book_assets.scraper.charset import decode_html
 
-#: Bytes only the page kind's own HTML carries (books.toscrape.com's templates), by page kind.
-PAGE_MARKERS: Mapping[str, tuple[bytes, ...]] = {
-    "detail": (b"product_page",),
-    "listing": (b"product_pod", b"form-horizontal"),
-}
 #: Titles of the challenge and block pages of the common CDNs and WAFs (Cloudflare, Akamai, Imperva, Sucuri).
 _CHALLENGE_TITLE_RE = re.compile(
     r"attention required|just a moment|access denied|security check|are you a robot|verify you are human|"
@@ -58,8 +54,8 @@ def soft_block_retry_s(attempt: int, max_attempts: int, backoff_cap_s: float) ->
     return float(backoff_cap_s / 2 ** (retries_left - 1))
 
 
-def soft_block(status: int, headers: Mapping[str, str], body: bytes, kind: str) -> str | None:
-    """Why the response is a soft block instead of a page of ``kind`` ("detail", "listing"), or None.
+def soft_block(status: int, headers: Mapping[str, str], body: bytes, markers: tuple[bytes, ...]) -> str | None:
+    """Why the response is a soft block instead of a page of the kind whose ``markers`` are given, or None.
 
     ``headers`` have lower-cased names (as :class:`~book_assets.scraper.fetching.FetchResult` holds them).
     Only 2xx responses other than 204 are judged; any other status is the fetch's to classify.
@@ -71,7 +67,7 @@ def soft_block(status: int, headers: Mapping[str, str], body: bytes, kind: str) 
             return f"challenge ({name}: {value})"
     if not body.strip():
         return "empty body"
-    if any(marker in body for marker in PAGE_MARKERS.get(kind, ())):
+    if any(marker in body for marker in markers):
         return None
     tree = LexborHTMLParser(decode_html(body, headers.get("content-type")))
     title = tree.css_first("title")

@@ -8,7 +8,7 @@ redirect hop and on a meta refresh, so the rule is written once, here, as pure f
 The rules:
 
 * An allowed entry is ``host`` or ``host:port`` (IPv6 as ``[::1]:8800``). ``host:port`` allows exactly that
-  port; the web's two default ports count as one (``books.toscrape.com:443`` also allows ``:80``, since
+  port; the web's two default ports count as one (``example.com:443`` also allows ``:80``, since
   sites move between http and https on the same host). A bare ``host`` allows it on any port — the crawl's
   own start host is never bare: :func:`with_start_port` pins it to the start URL's port, so the sandbox on
   ``127.0.0.1:8800`` does not open ``127.0.0.1:3000``.

@@ -98,41 +98,6 @@ returned: marked removed at the start, listed again by the end; changed: any oth
 that day. fields: the changed field names of the day''s versions (book_versions.changed); title/category/price
 and version: the book''s latest version recorded by the day''s end.';
 
-CREATE FUNCTION public.drift_apply_losses_v1(p_crawl bigint, p_field text, p_hold text[]) RETURNS integer
-    LANGUAGE plpgsql
-    AS $_$
-DECLARE
-    v_ids bigint[];
-BEGIN
-    WITH released AS (
-        DELETE FROM held_losses h USING books b
-        WHERE h.book_id = b.id AND h.field = p_field AND h.crawl_id <= p_crawl
-          AND NOT (coalesce(b.category, '') = ANY (p_hold))
-        RETURNING h.book_id
-    )
-    SELECT coalesce(array_agg(book_id), '{}') INTO v_ids FROM released;
-    EXECUTE format(
-        'WITH lost AS (UPDATE books SET %1$I = NULL, version = version + 1, updated_at = now()
-                       WHERE id = ANY ($1) AND %1$I IS NOT NULL RETURNING id)
-         SELECT coalesce(array_agg(id), ''{}'') FROM lost', p_field)
-    INTO v_ids USING v_ids;
-    INSERT INTO book_versions (book_id, version, url, fields, changed, content_hash, fetched_at)
-    SELECT b.id, b.version, b.url, last.fields || jsonb_build_object(p_field, NULL), ARRAY[p_field],
-           b.content_hash, b.fetched_at
-    FROM books b
-    CROSS JOIN LATERAL (
-        SELECT v.fields FROM book_versions v WHERE v.book_id = b.id ORDER BY v.version DESC LIMIT 1
-    ) last
-    WHERE b.id = ANY (v_ids);
-    RETURN coalesce(array_length(v_ids, 1), 0);
-END
-$_$;
-
-COMMENT ON FUNCTION public.drift_apply_losses_v1(p_crawl bigint, p_field text, p_hold text[]) IS 'Apply the held losses of field p_field staged by crawl p_crawl or before (held_losses), except in the
-categories p_hold (where the field drifted): each book loses the value (NULL), its version moves on and a
-book_versions row records it (the latest version''s fields with p_field NULL, changed = {p_field}), so the
-change feed reports a book that really lost its description. Returns the books changed.';
-
 CREATE FUNCTION public.queue_budget_left_v1(p_scopes text[]) RETURNS TABLE(scope text, member text, budget_left bigint)
     LANGUAGE sql STABLE
     AS $$
@@ -1309,17 +1274,32 @@ CREATE TABLE public.crawl_fields (
     base_pages integer,
     base_filled integer,
     drifted boolean DEFAULT false NOT NULL,
+    measured integer,
+    top_count integer,
+    top_value text,
+    median_length integer,
+    base_measured integer,
+    base_top_count integer,
+    base_median_length integer,
+    drifted_on text,
     CONSTRAINT crawl_fields_check CHECK (((filled >= 0) AND (filled <= pages))),
-    CONSTRAINT crawl_fields_pages_check CHECK ((pages >= 0))
+    CONSTRAINT crawl_fields_drifted_on_check CHECK ((drifted_on = ANY (ARRAY['fill'::text, 'length'::text, 'top'::text]))),
+    CONSTRAINT crawl_fields_measured_check CHECK ((measured >= 0)),
+    CONSTRAINT crawl_fields_pages_check CHECK ((pages >= 0)),
+    CONSTRAINT crawl_fields_top_count_check CHECK (((top_count >= 0) AND (top_count <= measured)))
 );
 
 COMMENT ON TABLE public.crawl_fields IS 'The coverage of each contract field (BOOK_CONTRACT) in one crawl: of the book pages the crawl
 stored or failed as missing_field / bad_value (pages), those that showed the field with a value of its type
-(filled); category is empty for the whole crawl, else a category with at least drift_min_pages pages. A crawl''s
-rows are written when it ends (judge_fields in book_assets/crawl/pipeline.py), with the last good crawl it was
-judged against (base_crawl_id, base_pages, base_filled) and whether the fill rate fell by more than
-drift_threshold (drifted). The last good crawl is the latest earlier one whose every drifted field was
-accepted (drift_acceptances).';
+(filled); category is empty for the whole crawl, else a category with at least drift_min_pages pages. The shape
+of the values the stored pages showed (held values counted as shown, judge in book_assets/store/drift.py): how
+many (measured), the most common one (top_value) and how many showed it (top_count), and, for a text field, the
+median length in characters (median_length); NULL where the field has no such measure. A crawl''s rows are
+written when it ends (judge_fields in book_assets/crawl/pipeline.py), with the last good crawl it was judged
+against and that crawl''s figures (base_*), and whether the field drifted (drifted) and on what (drifted_on: the
+fill rate fell by more than drift_threshold, the median length moved by more than drift_length_ratio, the most
+common value''s share rose by more than drift_top_share). The last good crawl is the latest earlier one whose
+every drifted field was accepted (drift_acceptances).';
 
 CREATE TABLE public.crawls (
     id bigint NOT NULL,
@@ -1381,7 +1361,15 @@ CREATE TABLE public.drift_resolutions (
     drifted_pages integer NOT NULL,
     drifted_filled integer NOT NULL,
     pages integer NOT NULL,
-    filled integer NOT NULL
+    filled integer NOT NULL,
+    drifted_on text,
+    drifted_measured integer,
+    drifted_top_count integer,
+    drifted_median_length integer,
+    measured integer,
+    top_count integer,
+    median_length integer,
+    CONSTRAINT drift_resolutions_drifted_on_check CHECK ((drifted_on = ANY (ARRAY['fill'::text, 'length'::text, 'top'::text])))
 );
 
 COMMENT ON TABLE public.drift_resolutions IS 'A field of a crawl that drifted and no longer does when the crawl is judged again from what is
@@ -1391,20 +1379,31 @@ and its figures in the headline row of the drift (category empty: the whole craw
 later one that fetched its pages again and whose drift of the field was resolved with it. The crawl''s
 crawl_fields rows are the new judgement (none when a later crawl judged it); this row keeps what was resolved. No acceptance is recorded: the drift was the parser''s, not the site''s.';
 
+COMMENT ON COLUMN public.drift_resolutions.drifted_on IS 'The figure the field drifted on (crawl_fields.drifted_on); with the shape of its values as judged at the
+crawl''s end (drifted_measured, drifted_top_count, drifted_median_length) and as judged again (measured, top_count,
+median_length). NULL for a resolution recorded before the shape was judged: it drifted on its fill rate.';
+
 CREATE TABLE public.held_losses (
     book_id bigint NOT NULL,
     field text NOT NULL,
     crawl_id bigint NOT NULL,
     held_at timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT held_losses_field_check CHECK ((field = ANY (ARRAY['description'::text, 'stock'::text])))
+    value jsonb NOT NULL,
+    CONSTRAINT held_losses_field_check CHECK ((field = ANY (ARRAY['title'::text, 'description'::text, 'upc'::text, 'product_type'::text, 'price_amount'::text, 'price_excl_tax'::text, 'price_incl_tax'::text, 'tax'::text, 'availability'::text, 'stock'::text, 'num_reviews'::text, 'rating_value'::text]))),
+    CONSTRAINT held_losses_value_check CHECK ((value ? field))
 );
 
-COMMENT ON TABLE public.held_losses IS 'A stored value of an optional field (description, stock) that a page of the running crawl no longer
-showed: the book keeps the value and no version records its loss (write_book in book_assets/store/books.py)
-until the crawl is judged. No drift of the field: the loss is applied (drift_apply_losses_v1), a version records
-it and the change feed reports it. Drift: it stays held until an operator accepts the drift (book-pipeline
-drift accept) or a page shows the field again (the row is deleted). One row per book and field: a later crawl
-that again misses it takes the row over.';
+COMMENT ON TABLE public.held_losses IS 'A stored value of a book that a page of the running crawl would lose: the page showed another value
+or none (write_book in book_assets/store/books.py). The book keeps its value and no version records the change
+until the crawl is judged. No drift of the field: the held value is written (release_held_values), a version
+records it and the change feed reports it. Drift: it stays held until an operator accepts the drift
+(book-pipeline drift accept) or a page shows the stored value again (the row is deleted). One row per book and
+field: a later crawl that again shows another value takes the row over.';
+
+COMMENT ON COLUMN public.held_losses.field IS 'The books column (price_amount, rating_value: the typed price and rating).';
+
+COMMENT ON COLUMN public.held_losses.value IS 'The columns the page showed, as JSON: the field and, for the typed price and rating, the text beside it
+(price, rating); a null field: the page showed none.';
 
 CREATE TABLE public.listing_pages (
     url text NOT NULL,

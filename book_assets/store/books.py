@@ -19,7 +19,7 @@ import psycopg2.extras
 from book_assets.db.connection import Cursor, Database
 from book_assets.scraper.errors import ParseError
 from book_assets.scraper.fetching import FetchResult
-from book_assets.scraper.models import BOOK_CONTRACT, BookDetail
+from book_assets.scraper.models import BookDetail
 from book_assets.scraper.parsers import parse_book
 from book_assets.sql import load_queries
 
@@ -48,8 +48,21 @@ TRACKED_FIELDS = (
 #: The ``books`` column of each contract field (:data:`~book_assets.scraper.models.BOOK_CONTRACT`) stored under
 #: another name: the typed price and rating (``price`` and ``rating`` are the text the site shows).
 CONTRACT_COLUMNS = {"price": "price_amount", "rating": "rating_value"}
-#: The optional fields, as columns: a page that no longer shows one never clears it silently (:func:`write_book`).
-OPTIONAL_COLUMNS = tuple(CONTRACT_COLUMNS.get(name, name) for name in BOOK_CONTRACT.optional)
+#: The columns whose change a crawl holds until its end judges the field (:func:`write_book`): every tracked field
+#: but the category, which the judgement groups by. A page that shows another value, or none, never writes it
+#: silently.
+HELD_COLUMNS = tuple(f for f in TRACKED_FIELDS if f != "category")
+#: The text column stored beside a typed one, held and written with it.
+_BESIDE = {"price_amount": ("price",), "rating_value": ("rating",)}
+
+
+def column_of(name: str) -> str:
+    """The ``books`` column of contract field ``name``."""
+    return CONTRACT_COLUMNS.get(name, name)
+
+
+def _with_beside(column: str) -> tuple[str, ...]:
+    return (column, *_BESIDE.get(column, ()))
 
 
 #: Parses a book page's HTML at its URL: :func:`~book_assets.scraper.parsers.parse_book`, or a fixed one.
@@ -131,11 +144,12 @@ def write_book(cur: Cursor, detail: BookDetail, fetch: FetchResult, *, requested
     ``requested_url`` records the URL asked for when it differs. Runs inside the caller's transaction,
     so a worker can store and complete its task atomically under its lease.
 
-    A page that no longer shows an optional field the book has (a description, a stock count) may be a book
-    that lost it or a redesign the parser missed; only the crawl's fill rate can tell (:mod:`book_assets.store.drift`).
-    So while a crawl runs the loss is held (``held_losses``): the book keeps its value and no version records
-    the NULL until the crawl's end judges the field. Outside a crawl a loss already held stays held (its drift
-    is not accepted yet); any other loss is written, since nothing would judge it.
+    A page that shows another value of a field the book has, or none, may be a book that changed or a redesign
+    the parser missed (a renamed class, a selector that now matches a heading); only the crawl's figures can tell
+    (:mod:`book_assets.store.drift`). So while a crawl runs the change is held (``held_losses``): the book keeps
+    its value and no version records the change until the crawl's end judges the field. Outside a crawl a value
+    already held stays held (its drift is not accepted yet; the page's value replaces the held one); any other
+    change is written, since nothing would judge it. A new book is written as its page shows it.
     """
     fields = book_fields(detail)
     rendered = fetch.rendered_html if fetch.rendered_html and fetch.rendered_html != fetch.html else None
@@ -160,7 +174,7 @@ def write_book(cur: Cursor, detail: BookDetail, fetch: FetchResult, *, requested
         cur.execute(Q["lock_book"], {"url": detail.url})
         current = cur.fetchone()
         assert current is not None  # the insert conflicted, so the row exists
-        kept = _kept_losses(cur, current, fields, stage=True)
+        kept = _kept_values(cur, current, fields, stage=True)
         if kept:
             fields.update(kept)
             params.update(kept)
@@ -178,19 +192,51 @@ def write_book(cur: Cursor, detail: BookDetail, fetch: FetchResult, *, requested
     return _store(cur)
 
 
-def _kept_losses(cur: Cursor, current: dict[str, Any], fields: dict[str, Any], *, stage: bool) -> dict[str, Any]:
-    """The stored values of the optional fields the page lost whose loss is held: held already (a drift not
-    accepted yet) or, with ``stage``, held now by the running crawl. A held loss of a field the page shows again
-    is void."""
-    lost = [f for f in OPTIONAL_COLUMNS if current[f] is not None and fields[f] is None]
-    shown = [f for f in current["held"] if fields.get(f) is not None]
-    if shown:
-        cur.execute(DRIFT["release_held"], {"book_id": current["id"], "fields": shown})
-    held = {f for f in lost if f in current["held"]}
-    if stage and lost:
-        cur.execute(DRIFT["hold_losses"], {"book_id": current["id"], "fields": lost})
-        held |= {row["field"] for row in cur.fetchall()}
-    return {f: current[f] for f in sorted(held)}
+def _kept_values(cur: Cursor, current: dict[str, Any], fields: dict[str, Any], *, stage: bool) -> dict[str, Any]:
+    """The stored values of the fields the page changed (or lost) whose change is held: held already (a drift not
+    accepted yet; the page's value is held in place of the one held before) or, with ``stage``, held now by the
+    running crawl. A held value of a field the page shows as stored again is void."""
+    changed = [f for f in HELD_COLUMNS if _normalise(current[f]) != _normalise(fields[f])]
+    back = [f for f in current["held"] if f not in changed]
+    if back:
+        cur.execute(DRIFT["release_held"], {"book_id": current["id"], "fields": back})
+    held: set[str] = set()
+    if changed and (stage or current["held"]):
+        shown = {f: _jsonable({c: fields[c] for c in _with_beside(f)}) for f in changed}
+        held_now = {"book_id": current["id"], "values": psycopg2.extras.Json(shown), "stage": stage}
+        cur.execute(DRIFT["hold_values"], held_now)
+        held = {row["field"] for row in cur.fetchall()}
+    return {c: current[c] for f in sorted(held) for c in _with_beside(f)}
+
+
+#: The columns of ``lock_book``'s row that are no field of the book (:func:`book_fields`).
+_NOT_FIELDS = frozenset({"id", "version", "held"})
+
+
+def apply_held(cur: Cursor, url: str, shown: dict[str, Any]) -> tuple[str, ...]:
+    """Write the held values ``shown`` (columns -> values, as :func:`write_book` held them) to the book at ``url``:
+    a version records the tracked fields they change. Returns those fields."""
+    cur.execute(Q["lock_book"], {"url": url})
+    current = cur.fetchone()
+    if current is None:
+        return ()
+    fields = {name: value for name, value in current.items() if name not in _NOT_FIELDS}
+    fields.update({c: v for c, v in shown.items() if c in fields})
+    return _write_fields(cur, current, url, fields)
+
+
+def _write_fields(cur: Cursor, current: dict[str, Any], url: str, fields: dict[str, Any]) -> tuple[str, ...]:
+    """Write ``fields`` over the stored book ``current`` (its stored fetch unchanged), a version recording the
+    tracked fields changed; returns them."""
+    changed = tuple(f for f in TRACKED_FIELDS if _normalise(current[f]) != _normalise(fields[f]))
+    cur.execute(Q["reextract_book"], {**fields, "id": current["id"], "versioned": bool(changed)})
+    updated = cur.fetchone()
+    assert updated is not None  # UPDATE ... RETURNING of the row just locked
+    if changed:
+        _record_version(
+            cur, current["id"], updated["version"], url, fields, changed, updated["content_hash"], updated["fetched_at"]
+        )
+    return changed
 
 
 def _record_version(
@@ -298,26 +344,12 @@ def _reextract_book(cur: Cursor, detail: BookDetail) -> Reextracted:
     if current is None:  # the row's URL is the page's canonical one; a parser giving another finds no book
         return Reextracted(False, (), ())
     fields = book_fields(detail)
-    kept = _kept_losses(cur, current, fields, stage=False)
+    kept = _kept_values(cur, current, fields, stage=False)
     fields.update(kept)
+    held = tuple(c for c in kept if c in HELD_COLUMNS)
     if all(_normalise(current[f]) == _normalise(v) for f, v in fields.items()):
-        return Reextracted(False, (), tuple(kept))
-    changed = tuple(f for f in TRACKED_FIELDS if _normalise(current[f]) != _normalise(fields[f]))
-    cur.execute(Q["reextract_book"], {**fields, "id": current["id"], "versioned": bool(changed)})
-    updated = cur.fetchone()
-    assert updated is not None  # UPDATE ... RETURNING of the row just locked
-    if changed:
-        _record_version(
-            cur,
-            current["id"],
-            updated["version"],
-            detail.url,
-            fields,
-            changed,
-            updated["content_hash"],
-            updated["fetched_at"],
-        )
-    return Reextracted(True, changed, tuple(kept))
+        return Reextracted(False, (), held)
+    return Reextracted(True, _write_fields(cur, current, detail.url, fields), held)
 
 
 def book_counts(db: Database) -> dict[str, int]:

@@ -12,6 +12,8 @@ from book_assets.crawl.discovery import check_listing, listing_tasks
 from book_assets.scraper.errors import NotAListingPage
 from book_assets.scraper.models import BookCard, ListingPage
 from book_assets.settings import load_settings
+from book_assets.sites.books import as_listing
+from book_assets.sites.site import Listing
 
 SITE = "http://site.test/"
 TRAVEL = SITE + "catalogue/category/books/travel_2/"
@@ -27,24 +29,28 @@ def listing(
     next_url: str | None = None,
     links: tuple[tuple[str, str], ...] = (),
     url: str = TRAVEL + "index.html",
-) -> ListingPage:
-    return ListingPage(
-        url=url,
-        cards=[
-            BookCard(url=f"{SITE}catalogue/b_{i}/index.html", title="b", price=Decimal(1), price_text="£1", rating=1)
-            for i in range(cards)
-        ],
-        next_url=next_url,
-        category=category,
-        page_number=page_number,
-        page_count=page_count,
-        result_count=cards,
-        category_links=links,
+) -> Listing:
+    return as_listing(
+        ListingPage(
+            url=url,
+            cards=[
+                BookCard(
+                    url=f"{SITE}catalogue/b_{i}/index.html", title="b", price=Decimal(1), price_text="£1", rating=1
+                )
+                for i in range(cards)
+            ],
+            next_url=next_url,
+            category=category,
+            page_number=page_number,
+            page_count=page_count,
+            result_count=cards,
+            category_links=links,
+        )
     )
 
 
-def check(payload: dict[str, Any], page: ListingPage) -> None:
-    check_listing(payload, page, listing_tasks(payload, page, CONFIG))
+def check(payload: dict[str, Any], page: Listing) -> None:
+    check_listing(payload, page, listing_tasks(payload, page, CONFIG), CONFIG)
 
 
 def test_a_category_page_showing_its_category_passes_whatever_the_spelling() -> None:

@@ -21,7 +21,6 @@ from book_assets.crawl.adaptive import (
     RendererRole,
     forget_decisions,
     list_decisions,
-    records_agree,
     sampled,
 )
 from book_assets.crawl.pipeline import CrawlReport, crawl
@@ -29,6 +28,7 @@ from book_assets.db.connection import Database
 from book_assets.defs.crawl.metadata import details_metadata
 from book_assets.sandbox.catalogue import Catalogue
 from book_assets.sandbox.pages import Site
+from book_assets.sites.books import BOOKS
 from book_assets.store.books import TRACKED_FIELDS
 from book_assets_tests.crawl.conftest import sandbox_config, stored_vs_truth
 from book_assets_tests.reliability.stub_site import Page, StubSite
@@ -66,10 +66,10 @@ def test_a_page_whose_data_only_a_script_builds_disagrees_and_a_plain_page_agree
     scripted = Site(catalogue, js_mode=True).get(path)
     assert plain is not None and scripted is not None
     url = "http://127.0.0.1:8800" + path
-    assert records_agree("detail", plain.decode(), plain.decode(), url)
-    assert not records_agree("detail", scripted.decode(), plain.decode(), url)  # only the render parses
+    assert BOOKS.records_agree("detail", plain.decode(), plain.decode(), url)
+    assert not BOOKS.records_agree("detail", scripted.decode(), plain.decode(), url)  # only the render parses
     # An error page that no render can parse is no evidence for the browser.
-    assert records_agree("detail", "<html>oops</html>", "<html>oops</html>", url)
+    assert BOOKS.records_agree("detail", "<html>oops</html>", "<html>oops</html>", url)
 
 
 # --------------------------------------------------------------------------- shared decision

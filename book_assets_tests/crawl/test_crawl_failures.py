@@ -12,6 +12,7 @@ from book_assets.crawl.pipeline import crawl, drain, prepare
 from book_assets.db.connection import Database
 from book_assets.sandbox import Faults
 from book_assets.scraper.models import BookCard, ListingPage
+from book_assets.sites.books import as_listing
 from book_assets_tests.crawl.conftest import sandbox_config, stored_vs_truth
 
 
@@ -89,6 +90,6 @@ def test_off_domain_cards_and_next_links_are_never_enqueued() -> None:
         page_count=2,
         result_count=40,
     )
-    outcome = listing_tasks({"url": page.url, "depth": 1, "category": "Travel"}, page, config)
+    outcome = listing_tasks({"url": page.url, "depth": 1, "category": "Travel"}, as_listing(page), config)
     assert [t.payload["url"] for t in outcome.tasks] == ["http://127.0.0.1:9/catalogue/a_1/index.html"]
     assert outcome.offsite_skipped == 2

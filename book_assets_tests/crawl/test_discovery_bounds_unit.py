@@ -8,6 +8,7 @@ from book_assets.crawl.config import DETAIL, LISTING, CrawlConfig
 from book_assets.crawl.discovery import listing_tasks, refused_links
 from book_assets.scraper.models import BookCard, ListingPage
 from book_assets.settings import load_settings
+from book_assets.sites.books import as_listing
 
 BASE = "http://127.0.0.1:8080/catalogue/category/books/mystery_3/index.html"
 
@@ -31,7 +32,7 @@ def test_cards_and_next_links_over_the_cap_are_refused_and_the_rest_enqueued() -
         result_count=24,
         category_links=(),
     )
-    outcome = listing_tasks({"url": BASE, "depth": 1, "category": "Mystery"}, page, config)
+    outcome = listing_tasks({"url": BASE, "depth": 1, "category": "Mystery"}, as_listing(page), config)
 
     assert [t.payload["url"] for t in outcome.tasks] == good
     assert [(t.task_type, t.payload["url"]) for t in outcome.too_long] == [(DETAIL, long_card), (LISTING, long_next)]

@@ -6,14 +6,17 @@ from typing import Any
 
 from book_assets.crawl.discovery import ListingTrap, follow_chain, listing_tasks
 from book_assets.scraper.models import ListingPage
+from book_assets.sites.books import as_listing
+from book_assets.sites.site import Listing
 from book_assets_tests.crawl.conftest import sandbox_config
 
 BASE = "http://127.0.0.1:9/catalogue/category/books/travel_2/"
 
 
-def _page(n: int, *, last: bool = False) -> ListingPage:
+def _page(n: int, *, last: bool = False) -> Listing:
     nxt = None if last else f"{BASE}page-{n + 1}.html"
-    return ListingPage(f"{BASE}page-{n}.html", [], nxt, "Travel", page_number=None, page_count=None, result_count=None)
+    page = ListingPage(f"{BASE}page-{n}.html", [], nxt, "Travel", page_number=None, page_count=None, result_count=None)
+    return as_listing(page)
 
 
 def _payload(n: int, **extra: Any) -> dict[str, Any]:

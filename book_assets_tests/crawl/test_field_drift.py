@@ -168,3 +168,75 @@ def test_the_redesign_of_two_fields_fails_its_pages_and_drifts_both_fields_keepi
     assert changes_of_day(db, _today()) == []
     kept = db.query("SELECT count(*) AS n FROM pages WHERE url LIKE '%%/catalogue/%%' AND body IS NOT NULL")
     assert kept[0]["n"] >= 60  # each failed book page's response is kept for reextract
+
+
+def test_descriptions_cut_to_a_teaser_are_shape_drift_held_at_the_door_until_accepted(
+    db: Database, database_url: str, sandbox_factory: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The redesign that keeps the field filled: the paragraph the parser reads becomes a teaser of a few words.
+    Every page still shows a description, so the fill rate holds; the median length falls, which is drift as a
+    fall of the fill rate is: exit 3 with the figures, the last good descriptions kept, no version, no feed."""
+    site = sandbox_factory(books=100, categories=4)
+    first = _cli_crawl(database_url, site.url, tmp_path)
+    assert first.returncode == 0, first.stderr[-2000:]
+    good = _descriptions(db)
+    described = sum(d is not None for d in good.values())
+    as_yesterday(db)
+    versions = _versions(db)
+
+    site.set_redesign(Redesign(day=0, changes=frozenset({Change.DESCRIPTION_TEASER})))
+    second = _cli_crawl(database_url, site.url, tmp_path)
+    assert second.returncode == DRIFT_EXIT, second.stderr[-2000:]
+    drift_lines = [line for line in second.stderr.splitlines() if line.startswith("drift: ")]
+    assert len(drift_lines) == 1, second.stderr[-2000:]
+    shape = re.fullmatch(
+        rf"drift: description: median length (\d+) -> (\d+) chars \({described} values in crawl 1 -> {described}\)",
+        drift_lines[0],
+    )
+    assert shape is not None, drift_lines
+    before, after = int(shape[1]), int(shape[2])
+    assert after * 4 < before and after < 40, drift_lines
+    assert _descriptions(db) == good
+    assert _versions(db) == versions
+    assert changes_of_day(db, _today()) == []
+    crawl_id = int(db.query("SELECT max(id) AS id FROM crawls")[0]["id"])
+
+    monkeypatch.setenv("DATABASE_URL", database_url)
+    accepted = CliRunner().invoke(main, ["drift", "accept", "--crawl", str(crawl_id), "--field", "description"])
+    assert accepted.exit_code == 0, accepted.output
+    assert f"{described} held losses applied" in accepted.output
+    assert f"crawl {crawl_id} no longer drifts: under Dagster, drift_cleared_sensor runs" in accepted.output
+    teasers = _descriptions(db)
+    assert all(teasers[url] != good[url] and len(teasers[url] or "") < 40 for url in good if good[url]), teasers
+    assert _versions(db) == versions + described
+    assert len(changes_of_day(db, _today())) == described
+
+
+def test_one_rating_on_every_page_is_shape_drift_and_the_ratings_are_kept(
+    db: Database, database_url: str, sandbox_factory: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A widget above the rating makes the parser read 1 star on every page: the rating is still filled and of
+    its type, and every book would change; the most common value's share jumps, which is drift."""
+    site = sandbox_factory(books=100, categories=4)
+    first = _cli_crawl(database_url, site.url, tmp_path)
+    assert first.returncode == 0, first.stderr[-2000:]
+    ratings = _ratings(db)
+    top = max(list(ratings.values()).count(r) for r in set(ratings.values()))
+    as_yesterday(db)
+    versions = _versions(db)
+
+    site.set_redesign(Redesign(day=0, changes=frozenset({Change.RATING_WIDGET})))
+    second = _cli_crawl(database_url, site.url, tmp_path)
+    assert second.returncode == DRIFT_EXIT, second.stderr[-2000:]
+    drift_lines = [line for line in second.stderr.splitlines() if line.startswith("drift: ")]
+    assert drift_lines == [
+        f"drift: rating: most common value on {top} % -> 100 % of values ({top} of 100 in crawl 1 -> 100 of 100: '1')"
+    ], second.stderr[-2000:]
+    assert _ratings(db) == ratings
+    assert _versions(db) == versions
+    assert changes_of_day(db, _today()) == []
+    monkeypatch.setenv("DATABASE_URL", database_url)
+    status = CliRunner().invoke(main, ["drift", "status"], catch_exceptions=False)
+    other = sum(r != 1 for r in ratings.values())  # the books whose rating the page now shows as 1
+    assert f"rating: most common value on {top} % -> 100 % of values" in status.output
+    assert f"; {other} losses held" in status.output, status.output

@@ -4,6 +4,7 @@ stored, so its drift clears without the network and without anyone accepting a d
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -158,3 +159,60 @@ def test_two_daily_crawls_drifted_before_the_fix_both_resolve_the_latest_from_it
     rows = db.query("SELECT crawl_id, judged_crawl_id, pages, filled FROM drift_resolutions ORDER BY crawl_id")
     assert [(r["crawl_id"], r["judged_crawl_id"]) for r in rows] == [(last - 1, last), (last, last)]
     assert rows[1]["pages"] == rows[1]["filled"] == 40
+
+
+def parse_past_the_teaser(html: str, url: str) -> BookDetail:
+    """The parser as fixed for ``description_teaser``: it reads the full text, not the teaser before it."""
+    full = re.sub(
+        r'<p class="teaser">.*?</p>\s*<div id="full-description" class="collapse">(<p>.*?</p>)</div>',
+        r"\1",
+        html,
+        flags=re.S,
+    )
+    return parse_book(full, url)
+
+
+def test_a_fixed_parser_resolves_a_shape_drift_and_the_days_real_changes_are_written_with_it(
+    db: Database, database_url: str, sandbox_factory: Any, books_rows: Any
+) -> None:
+    """The teaser redesign lands on a day that also moves some prices: the prices are written at the crawl's end
+    (their field did not drift), the descriptions held; the fixed parser's reextract releases them, the drift
+    resolves, and the books equal the day's truth with one version per real change."""
+    site = sandbox_factory(books=60, categories=3)
+    config = sandbox_config(site.url)
+    assert not crawl(database_url, config).drift
+    good = _column(db, "description")
+    site.set_redesign(Redesign(day=0, changes=frozenset({Change.DESCRIPTION_TEASER})))
+    site.set_day(1)
+    drifted = crawl(database_url, config)
+    assert drifted.drift == ("description",)
+    assert drifted.fields is not None and [d.drifted_on for d in drifted.fields.drifts] == ["length"]
+    kept = _column(db, "description")
+    assert {url: kept[url] for url in good} == good  # the day's new books are stored as their pages show them
+    crawl_id = int(db.query("SELECT max(id) AS id FROM crawls")[0]["id"])
+    changed = db.query("SELECT count(*) AS n FROM book_versions WHERE 'price_amount' = ANY (changed)")[0]["n"]
+    assert changed > 0  # the day's price changes were written: only the drifted field is held
+
+    ran = CliRunner().invoke(main, ["reextract"], env={"DATABASE_URL": database_url}, catch_exceptions=False)
+    assert ran.exit_code == 0, ran.output
+    assert f"crawl {crawl_id} still drifts (description)" in ran.output  # the parser as it is reads the teaser
+    assert _column(db, "description") == kept
+
+    queue = make_queue(db, config)
+    reextract(db, parser=parse_past_the_teaser)
+    resolved = judge_again(db, queue, config)
+
+    assert [(r.crawl_id, r.resolved) for r in resolved] == [(crawl_id, ("description",))]
+    assert unaccepted_drift(db) == [] and db.query("SELECT count(*) AS n FROM held_losses")[0]["n"] == 0
+    truth = site.catalogue.ground_truth()
+    served = [row for row in books_rows() if row["url"].removeprefix(site.url) in truth]
+    assert len(served) == len(truth) and stored_vs_truth(served, truth, site.url) == []
+    fixed = db.query("SELECT url FROM book_versions WHERE 'description' = ANY (changed)")
+    assert {r["url"] for r in fixed} == set(kept) - set(good)  # only the day's new books, stored with a teaser
+    status = CliRunner().invoke(main, ["drift", "status"], env={"DATABASE_URL": database_url})
+    line = re.search(
+        rf"crawl {crawl_id}: the drift of description resolved by reextract at .*: median length (\d+) -> (\d+) chars "
+        r"judged again \(\d+ values\)",
+        status.output,
+    )
+    assert line is not None and int(line[1]) * 4 < int(line[2]), status.output  # the teaser's, then the text's

@@ -80,19 +80,10 @@ def test_hosts_are_judged_apart() -> None:
 
 
 def _listing(next_url: str | None, cards: tuple[str, ...] = ("http://site.test/catalogue/a_1/index.html",)) -> Any:
-    from decimal import Decimal
+    from book_assets.sites.site import DetailLink, Listing
 
-    from book_assets.scraper.models import BookCard, ListingPage
-
-    return ListingPage(
-        url=f"{BASE}/index.html",
-        cards=[BookCard(url=u, title="a", price=Decimal("1.00"), price_text="£1.00", rating=1) for u in cards],
-        next_url=next_url,
-        category="Travel",
-        page_number=None,
-        page_count=None,
-        result_count=None,
-        category_links=(),
+    return Listing(
+        url=f"{BASE}/index.html", details=tuple(DetailLink(u) for u in cards), next_url=next_url, category="Travel"
     )
 
 

@@ -32,7 +32,9 @@ def instance(tmp_path: Path) -> Iterator[dg.DagsterInstance]:
 
 def tick(instance: dg.DagsterInstance, database_url: str, cursor: str | None) -> dg.SensorResult:
     context = dg.build_sensor_context(
-        instance=instance, cursor=cursor, resources={"database": DatabaseResource(url=database_url)}
+        instance=instance,
+        cursor=cursor,
+        resources={"database": DatabaseResource(url=database_url), "site": SiteResource()},
     )
     result = book_details_observer(context)
     assert isinstance(result, dg.SensorResult)

@@ -144,6 +144,7 @@ def test_definitions_snapshot(repo: dg.RepositoryDefinition) -> None:
         "drain_queue_job": crawl_assets,
         "full_refresh_job": crawl_assets,
         "publish_job": ["book_changes", "category_balanced_snapshot", "raw_archive"],
+        "recheck_drift_job": [],
         "recrawl_failed_job": crawl_assets,
         "requeue_failed_tasks": [],
     }
@@ -151,6 +152,7 @@ def test_definitions_snapshot(repo: dg.RepositoryDefinition) -> None:
     assert sorted(s.name for s in repo.sensor_defs) == [
         "alert_sensor",
         "book_details_observer",
+        "drift_cleared_sensor",
         "failed_tasks_sensor",
         "publish_after_crawl",
         "run_failure_summary",

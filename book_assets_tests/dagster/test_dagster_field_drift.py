@@ -16,7 +16,9 @@ from book_assets.crawl.pipeline import judge_again
 from book_assets.db.connection import Database
 from book_assets.definitions import ASSET_CHECKS, ASSETS
 from book_assets.defs.crawl.checks import no_field_drift
-from book_assets.defs.crawl.sensors import failure_of
+from book_assets.defs.crawl.jobs import recheck_drift_job
+from book_assets.defs.crawl.sensors import drift_cleared_sensor, failure_of
+from book_assets.defs.resources import DatabaseResource
 from book_assets.queue import TaskQueue
 from book_assets.sandbox.redesign import Change, Redesign
 from book_assets.store.drift import accept
@@ -25,6 +27,7 @@ from book_assets_tests.crawl.conftest import sandbox_config
 from book_assets_tests.crawl.test_reextract_drift import parse_after_the_redesign
 from book_assets_tests.dagster.test_dagster_assets import metadata_of, sandbox_resources
 from book_assets_tests.dagster.test_dagster_sensors import failure_context
+from book_assets_tests.dagster.test_publish_after_crawl import Daemon
 from book_assets_tests.dagster.test_publish_backfill import publishing_definitions
 
 pytestmark = pytest.mark.slow
@@ -79,6 +82,57 @@ def test_a_drifted_crawl_fails_its_blocking_check_publishes_nothing_and_passes_o
         assert passed.passed and passed.metadata["crawl_id"].value == crawl_id
 
 
+def _drift_cleared_tick(instance: dg.DagsterInstance, database_url: str) -> dg.SensorResult:
+    context = dg.build_sensor_context(instance=instance, resources={"database": DatabaseResource(url=database_url)})
+    result = drift_cleared_sensor(context)
+    assert isinstance(result, dg.SensorResult)
+    return result
+
+
+def test_an_accepted_drift_has_its_check_run_again_by_itself_and_the_day_is_published(
+    db: Database, database_url: str, sandbox_factory: Any, tmp_path: Path
+) -> None:
+    """After ``drift accept`` nobody re-runs anything by hand: ``drift_cleared_sensor`` sees the failed check's
+    crawl no longer drifts and requests ``recheck_drift_job`` (once); the check passes, and the publishing
+    automation, which held the day while it failed, requests the day's partition."""
+    site = sandbox_factory(books=100, categories=4)
+    resources = sandbox_resources(database_url, site, tmp_path, workers=1)
+    today = datetime.now(UTC).date().isoformat()
+    with dg.instance_for_test() as instance:
+        daemon = Daemon(publishing_definitions(database_url, tmp_path), instance)
+        good = dg.materialize([*ASSETS, *ASSET_CHECKS], instance=instance, resources=resources, partition_key=today)
+        assert good.success
+        assert daemon.tick(datetime.now(UTC)) == set()  # the good run published the day itself
+        assert "nothing is held" in str(_drift_cleared_tick(instance, database_url).skip_reason)
+
+        site.set_redesign(Redesign(day=0, changes=frozenset({Change.DESCRIPTION_TEASER})))
+        drifted = dg.materialize(
+            [*ASSETS, *ASSET_CHECKS], instance=instance, resources=resources, partition_key=today, raise_on_error=False
+        )
+        assert not drifted.success
+        crawl_id = metadata_of(drifted, "book_details")["crawl_id"]
+        check = _evaluation(drifted, "no_field_drift")
+        assert not check.passed and "description: median length" in str(check.description)
+        assert daemon.tick(datetime.now(UTC)) == set()  # held: a blocking check of the crawl failed
+        held = _drift_cleared_tick(instance, database_url)
+        assert not held.run_requests and f"crawl {crawl_id} still drifts (description)" in str(held.skip_reason)
+
+        accept(db, crawl_id, "description", "ops-on-call")
+        cleared = list(_drift_cleared_tick(instance, database_url).run_requests or ())
+        assert len(cleared) == 1 and cleared[0].job_name in (None, "recheck_drift_job")
+        again = list(_drift_cleared_tick(instance, database_url).run_requests or ())
+        assert [r.run_key for r in again] == [cleared[0].run_key]  # the same key: Dagster launches it once
+        job = dg.Definitions(
+            assets=ASSETS, asset_checks=ASSET_CHECKS, jobs=[recheck_drift_job], resources=resources
+        ).resolve_job_def("recheck_drift_job")
+        rerun = job.execute_in_process(instance=instance, tags=cleared[0].tags)
+        assert rerun.success
+        passed = _evaluation(rerun, "no_field_drift")
+        assert passed.passed and passed.metadata["crawl_id"].value == crawl_id
+        assert "nothing is held" in str(_drift_cleared_tick(instance, database_url).skip_reason)
+        assert daemon.tick(datetime.now(UTC)) == {today}
+
+
 def good_crawl(result: dg.ExecuteInProcessResult) -> int:
     return int(metadata_of(result, "book_details")["crawl_id"])
 
@@ -111,6 +165,7 @@ def test_a_drift_the_fixed_parser_undoes_clears_on_reextract_and_the_day_is_publ
         judged = judge_again(db, queue, sandbox_config(site.url))
         assert [(r.crawl_id, r.resolved) for r in judged] == [(crawl_id, ("rating",))]
         assert site.stats().total_requests == requests
+        assert _drift_cleared_tick(instance, database_url).run_requests  # the sensor would run the check again
 
         again = dg.materialize(
             [*ASSETS, no_field_drift],

@@ -104,6 +104,31 @@ def test_description_id_renames_the_heading_id_and_keeps_the_paragraph(catalogue
     assert page["star-rating"] == [book.rating_word]
 
 
+def test_description_teaser_puts_a_few_words_where_the_paragraph_was_and_keeps_the_full_text(
+    catalogue: Catalogue,
+) -> None:
+    redesign = Redesign(DAY, frozenset({Change.DESCRIPTION_TEASER}))
+    book = _described(catalogue, redesign)
+    html = _page(Site(catalogue, redesign=redesign), book.url_path)
+
+    parsed = parse_book(html, f"https://books.toscrape.com{book.url_path}")
+    assert book.description is not None and parsed.description is not None
+    assert parsed.description.startswith(" ".join(book.description.split()[:3]))
+    assert len(parsed.description) < 40 < len(book.description)
+    full = HTMLParser(html).css_first("div#full-description p")
+    assert full is not None and full.text() == book.description
+
+
+def test_rating_widget_puts_one_star_above_the_rating_which_keeps_its_word(catalogue: Catalogue) -> None:
+    redesign = Redesign(DAY, frozenset({Change.RATING_WIDGET}))
+    book = next(b for b in catalogue.books if b.rating != 1)
+    html = _page(Site(catalogue, redesign=redesign), book.url_path)
+
+    assert parse_book(html, f"https://books.toscrape.com{book.url_path}").rating == 1
+    own = HTMLParser(html).css_first("p.rating-stars")
+    assert own is not None and book.rating_word in (own.attributes.get("class") or "")
+
+
 def test_upc_moved_takes_the_upc_out_of_the_table_into_a_dl_and_keeps_the_other_rows(catalogue: Catalogue) -> None:
     book = catalogue.books[0]
     live = _markers(_page(Site(catalogue), book.url_path))

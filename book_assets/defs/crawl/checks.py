@@ -24,7 +24,8 @@ names the run it judged.
 ``crawl_id``) and fails while a field of that crawl drifted and no operator accepted it
 (:mod:`book_assets.store.drift`): the run fails, which alerts (``alert_sensor`` names the check), nothing
 downstream publishes and the last good snapshot stays the current one. ``book-pipeline drift accept`` records
-the acceptance; the check run again then passes.
+the acceptance (or ``reextract`` resolves the drift); ``drift_cleared_sensor`` then runs the check again
+(``recheck_drift_job``), it passes, and the day's publishing follows.
 
 Every job that materializes the crawl asset (the full refresh, the retry of the failures, the queue jobs) runs
 these checks as steps after the crawl's report.
@@ -176,8 +177,9 @@ def crawl_of_the_run(context: dg.AssetCheckExecutionContext) -> tuple[int | None
     asset=BOOK_DETAILS,
     blocking=True,
     retry_policy=TRANSIENT_RETRY,
-    description="No field of the crawl drifted (its fill rate fell past drift_threshold against the last good "
-    "crawl) unless an operator accepted it: the books keep their last good values until then.",
+    description="No field of the crawl drifted (its fill rate fell past drift_threshold, or its values' shape moved "
+    "past drift_length_ratio or drift_top_share, against the last good crawl) unless an operator accepted it: the "
+    "books keep their last good values until then.",
 )
 def no_field_drift(context: dg.AssetCheckExecutionContext, database: DatabaseResource) -> dg.AssetCheckResult:
     crawl_id, source = crawl_of_the_run(context)

@@ -11,6 +11,9 @@ of dead letters.
   pending, drained, ``book_details`` materialized and checked; launched by ``failed_tasks_sensor``.
 - ``requeue_failed_tasks``: move dead-lettered tasks back to pending (filters: task type, domain, error), for
   an operator; the requeued tasks are fetched by the next drain.
+- ``recheck_drift_job``: the blocking check ``no_field_drift`` alone, on the latest crawl; launched by
+  ``drift_cleared_sensor`` once an operator accepted the drift that failed it (or a reextract resolved it), so
+  the day's publishing, which waits for the crawl's blocking checks to pass, follows by itself.
 
 Each of these jobs and the queue jobs (:mod:`book_assets.defs.crawl.fan_out`, one drain step per worker)
 materializes the one crawl asset (:mod:`book_assets.defs.crawl.assets`), with its checks.
@@ -52,6 +55,18 @@ recrawl_failed_job = dg.define_asset_job(
     config={"ops": {"crawl": {"config": {"requeue_failed": True}}}},
     description="Move the failed tasks back to pending and drain them: book_details is "
     "materialized and its checks evaluated. Launched by failed_tasks_sensor.",
+)
+
+
+#: The check that holds a drifted day (:mod:`book_assets.defs.crawl.checks`).
+NO_FIELD_DRIFT = dg.AssetCheckKey(dg.AssetKey("book_details"), "no_field_drift")
+
+recheck_drift_job = dg.define_asset_job(
+    name="recheck_drift_job",
+    selection=dg.AssetSelection.checks(NO_FIELD_DRIFT),
+    description="Run the check no_field_drift again on the latest crawl (no crawl, no fetch). Launched by "
+    "drift_cleared_sensor once the drift that failed it is accepted or resolved; when it passes, the day's "
+    "publishing follows by automation.",
 )
 
 

@@ -35,8 +35,8 @@ import dagster as dg
 from book_assets.crawl.config import make_queue
 from book_assets.crawl.pipeline import RunFigures
 from book_assets.defs.crawl.assets import BOOK_DETAILS, CRAWL_TAG
-from book_assets.defs.resources import DatabaseResource
-from book_assets.store.books import book_counts
+from book_assets.defs.resources import DatabaseResource, SiteResource, run_settings
+from book_assets.sites.registry import site_named
 from book_assets.store.lifecycle import FinishedCrawl, finished_since
 
 #: Run statuses of a run that may still write books.
@@ -90,7 +90,10 @@ def ledger_table(crawls: list[FinishedCrawl]) -> dg.MetadataValue:
     description="Record books written outside a Dagster materialization (the CLI, workers on other hosts, a "
     "run killed before its report) as observations of book_details, read from the database.",
 )
-def book_details_observer(context: dg.SensorEvaluationContext, database: DatabaseResource) -> dg.SensorResult:
+def book_details_observer(
+    context: dg.SensorEvaluationContext, database: DatabaseResource, site: SiteResource
+) -> dg.SensorResult:
+    crawled = site_named(run_settings(site).site)
     with database.open(application_name="book-pipeline sensor") as db:
         queue = make_queue(db)
         now = queue.now()
@@ -105,9 +108,9 @@ def book_details_observer(context: dg.SensorEvaluationContext, database: Databas
         reported = last_reported(context.instance)
         if reported is not None and reported > since:
             since = reported
-        figures = RunFigures.read(db, queue, since)
+        figures = RunFigures.read(db, queue, since, crawled)
         crawls = finished_since(db, since)
-        rows = book_counts(db)["total"]
+        rows = crawled.record_counts(db)["total"]
     if not figures.pages and not figures.failed and not crawls:
         return dg.SensorResult(skip_reason=f"nothing written since {since.isoformat()}", cursor=now.isoformat())
     observation = dg.AssetObservation(

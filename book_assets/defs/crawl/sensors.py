@@ -16,6 +16,13 @@ the check) and per asset whose freshness policy the daemon finds failing, to the
 reads them from the event log behind a cursor that passes an alert only once delivered: a receiver that
 refuses for hours loses nothing, and gets every alert once, in order, when it accepts again.
 
+``drift_cleared_sensor`` lets a held day proceed once its drift is gone: the blocking check ``no_field_drift``
+failed last, and the database no longer holds a drift of its crawl that no one accepted (``book-pipeline drift
+accept`` recorded an acceptance, or ``reextract`` judged the crawl again and resolved it). It requests
+``recheck_drift_job`` (the check alone), once per failed evaluation; when the check passes, the publishing
+automation (:data:`book_assets.defs.catalog.PUBLISH_AUTOMATION`) sees the crawl's blocking checks passed and
+publishes the day.
+
 The threshold and the policy are settings, read (and validated) each time the code location loads.
 """
 
@@ -23,8 +30,10 @@ from dataclasses import dataclass
 
 import dagster as dg
 
-# The freshness daemon's events (one per change of an asset's freshness state) are not exported by dagster.
+# The freshness daemon's events (one per change of an asset's freshness state) are not exported by dagster, nor
+# is the record of a check's latest execution that the event log storage returns.
 from dagster._core.definitions.freshness import FreshnessState, FreshnessStateChange
+from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecord
 
 from book_assets.alerts import (
     Alert,
@@ -38,11 +47,12 @@ from book_assets.alerts import (
     send_alert,
 )
 from book_assets.crawl.config import requeue_policy
-from book_assets.defs.crawl.jobs import recrawl_failed_job
+from book_assets.defs.crawl.jobs import NO_FIELD_DRIFT, recheck_drift_job, recrawl_failed_job
 from book_assets.defs.crawl.observe import crawl_run_in_progress
 from book_assets.defs.resources import DatabaseResource
 from book_assets.queue.failures import RequeuePolicy, failing_now
 from book_assets.settings import load_settings
+from book_assets.store.drift import unaccepted_drift
 
 
 def build_failed_tasks_sensor(
@@ -244,10 +254,51 @@ def alert_of(instance: dg.DagsterInstance, record: dg.EventLogRecord, webserver_
     )
 
 
+def drift_judged_by(record: AssetCheckExecutionRecord | None) -> int | None:
+    """The crawl a failed evaluation of ``no_field_drift`` judged (its ``crawl_id``); None when its latest
+    evaluation passed, is still running or names no crawl."""
+    evaluation = record.evaluation if record is not None else None
+    if evaluation is None or evaluation.passed:
+        return None
+    crawl = evaluation.metadata.get("crawl_id")
+    return int(str(crawl.value)) if crawl is not None else None
+
+
+@dg.sensor(
+    name="drift_cleared_sensor",
+    job=recheck_drift_job,
+    minimum_interval_seconds=30,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="When the check no_field_drift failed last and its crawl no longer drifts (book-pipeline drift "
+    "accept recorded an acceptance, or reextract resolved it), run the check again (recheck_drift_job), once per "
+    "failed evaluation: when it passes, the day's snapshot, change feed and archive follow by automation.",
+)
+def drift_cleared_sensor(context: dg.SensorEvaluationContext, database: DatabaseResource) -> dg.SensorResult:
+    """A run of the check for the failed evaluation whose crawl's drift is gone from the database (the acceptances
+    and resolutions are its record), keyed by that evaluation's run so that it is requested once."""
+    storage = context.instance.event_log_storage
+    record = storage.get_latest_asset_check_execution_by_key([NO_FIELD_DRIFT]).get(NO_FIELD_DRIFT)
+    crawl_id = drift_judged_by(record)
+    if record is None or crawl_id is None:
+        return dg.SensorResult(skip_reason="no_field_drift did not fail last: nothing is held")
+    with database.open(application_name="book-pipeline drift_cleared_sensor") as db:
+        drifts = unaccepted_drift(db, crawl_id)
+    if drifts:
+        fields = ", ".join(sorted({row.field for row in drifts}))
+        return dg.SensorResult(skip_reason=f"crawl {crawl_id} still drifts ({fields}): accept it or fix the parser")
+    return dg.SensorResult(
+        run_requests=[
+            dg.RunRequest(
+                run_key=f"drift-cleared-{crawl_id}-{record.run_id}", tags={"book-pipeline/crawl-id": str(crawl_id)}
+            )
+        ]
+    )
+
+
 @dg.definitions
 def sensors() -> dg.Definitions:
     """The sensors, with the threshold of the settings at load time (a bad value fails the load)."""
     settings = load_settings()
     policy = requeue_policy(settings.requeue_max, settings.requeue_backoff_s)
     failed_tasks = build_failed_tasks_sensor(settings.failed_tasks_threshold, policy)
-    return dg.Definitions(sensors=[failed_tasks, run_failure_summary, alert_sensor])
+    return dg.Definitions(sensors=[failed_tasks, run_failure_summary, alert_sensor, drift_cleared_sensor])

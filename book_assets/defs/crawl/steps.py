@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 import dagster as dg
 from pydantic import Field
 
-from book_assets.crawl.config import DETAIL, LISTING, TASK_TYPES, make_queue
+from book_assets.crawl.config import TASK_TYPES, make_queue
 from book_assets.crawl.pipeline import CrawlRun, begin, begin_retry, drain, finish, join, split_before_details
 from book_assets.crawl.stats import WorkerFigures, WorkerStats
 from book_assets.db.connection import Database
@@ -238,9 +238,11 @@ def report_crawl(
         # required field fails every page): its blocking check no_field_drift holds the day, and clears once
         # the drift is accepted or a fixed parser's reextract rebuilds the pages.
         raise dg.Failure(description=report.failure, metadata=details_metadata(report), allow_retries=False)
-    if LISTING in shared.task_types and shared.run.opened is not None and not errors:  # this run opened a crawl
+    crawled = shared.run.config
+    listed = set(crawled.listing_kinds) & set(shared.task_types)
+    if listed and shared.run.opened is not None and not errors:  # this run opened a crawl
         yield dg.Output(None, output_name="listing_discovery", metadata=listing_metadata(report))
-    if DETAIL in shared.task_types or errors:
+    if crawled.detail_kind in shared.task_types or errors:
         partial: AssetMetadata = {
             "partial": bool(errors),
             "failed_drain_steps": len(errors),
