@@ -47,7 +47,7 @@ def test_every_alert_links_to_its_own_runbook_section_with_what_to_check_and_do(
 def test_every_alert_has_a_severity_and_a_pending_period() -> None:
     for alert in (r for r in rules() if "alert" in r):
         assert alert["labels"]["severity"] in {"page", "ticket"}, alert["alert"]
-        assert re.fullmatch(r"\d+m", alert.get("for", "")), alert["alert"]
+        assert re.fullmatch(r"\d+[mh]", alert.get("for", "")), alert["alert"]
 
 
 def test_recorded_series_follow_prometheus_naming() -> None:
