@@ -3,17 +3,21 @@
 Every line goes to stderr with its UTC time, level and logger, and the Dagster run id and the trace id when
 they are known, as text or as one JSON object a line (settings ``log_level`` and ``log_format``). The run id
 is ``DAGSTER_RUN_ID`` from the environment (on Kubernetes the run and step pods take it from their
-``dagster/run-id`` label, deploy/k8s); the trace id is the current span's, read only when OpenTelemetry was
+``dagster/run-id`` label, deploy/k8s; elsewhere the crawl's Dagster steps set it for their duration,
+:func:`run_id`); the trace id is the current span's, read only when OpenTelemetry was
 imported already (traces on): logging never imports the SDK.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import sys
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import TextIO
 
 from book_assets.settings import ConfigError, Settings, load_settings
@@ -82,11 +86,51 @@ def configure(level: str, fmt: str, stream: TextIO | None = None) -> None:
     root.setLevel(level)
 
 
+@dataclass(frozen=True)
+class LogSetup:
+    """How a process logs: the level, the format and the run id its lines carry. A drain hands its own to the
+    worker processes it starts (:meth:`apply`): a worker forked from the fork server has the environment the
+    fork server started with, which is not the drain's once that changed (a Dagster step's run id, a test)."""
+
+    level: str
+    fmt: str
+    run_id: str | None
+
+    @classmethod
+    def current(cls) -> LogSetup:
+        """This process's: the ``log_level`` and ``log_format`` settings (their defaults when the settings do
+        not load: the command then reports that error itself, as one line) and ``DAGSTER_RUN_ID``."""
+        try:
+            settings = load_settings()
+        except ConfigError:
+            settings = Settings.model_construct()
+        return cls(settings.log_level, settings.log_format, os.environ.get(RUN_ID_ENV) or None)
+
+    def apply(self) -> None:
+        """Log as this setup says, in this process."""
+        if self.run_id is None:
+            os.environ.pop(RUN_ID_ENV, None)
+        else:
+            os.environ[RUN_ID_ENV] = self.run_id
+        configure(self.level, self.fmt)
+
+
 def configure_from_settings() -> None:
-    """:func:`configure` with the ``log_level`` and ``log_format`` settings; with their defaults when the
-    settings do not load (the command then reports that error itself, as one line)."""
+    """:func:`configure` with the ``log_level`` and ``log_format`` settings (:meth:`LogSetup.current`)."""
+    setup = LogSetup.current()
+    configure(setup.level, setup.fmt)
+
+
+@contextlib.contextmanager
+def run_id(value: str) -> Iterator[None]:
+    """Lines logged in the block, by this process and by the workers it starts meanwhile, carry run id
+    ``value`` (a Dagster run's, where nothing set ``DAGSTER_RUN_ID``); the environment is restored after."""
+    before = os.environ.get(RUN_ID_ENV)
+    os.environ[RUN_ID_ENV] = value
     try:
-        settings = load_settings()
-    except ConfigError:
-        settings = Settings.model_construct()
-    configure(settings.log_level, settings.log_format)
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(RUN_ID_ENV, None)
+        else:
+            os.environ[RUN_ID_ENV] = before

@@ -108,6 +108,7 @@ def _child(
     task_types: tuple[str, ...],
     metrics_dir: str | None,
     otel: dict[str, str],
+    log_setup: logs.LogSetup,
 ) -> None:
     """A worker process, forked from the fork server.
 
@@ -120,7 +121,7 @@ def _child(
     crawls that last.
     """
     gc.freeze()
-    logs.configure_from_settings()  # the fork server is a fresh interpreter: nothing configured its logging
+    log_setup.apply()  # the drain's: the fork server is a fresh interpreter, with the environment it started with
     follow_parent()  # a drain that dies without a word leaves no worker crawling on (lifeline.py)
     metrics.join(metrics_dir)  # its figures go to the drain's /metrics (observe/metrics.py)
     tracing.adopt(otel)  # the drain's OTEL_* settings, not the fork server's
@@ -182,6 +183,7 @@ class Drain:
         self.total = WorkerStats(worker_id="all")
         self._ctx = worker_context(config.metrics_port)
         self._otel = tracing.environment()  # checked before any worker starts
+        self._logs = logs.LogSetup.current()
 
     def _start(self) -> None:
         ours, theirs = self._ctx.Pipe(duplex=False)
@@ -195,6 +197,7 @@ class Drain:
                 self.task_types,
                 metrics.directory(),
                 self._otel,
+                self._logs,
             ),
             name="book-pipeline worker",
         )

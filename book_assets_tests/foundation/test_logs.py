@@ -145,3 +145,53 @@ def test_a_cli_crawl_in_json_writes_lines_that_parse_and_carry_the_run_id(
     assert (robots["level"], robots["logger"], robots["run_id"]) == ("INFO", "book_assets.crawl.robots", RUN_ID)
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", robots["time"])
     assert all(r["run_id"] == RUN_ID for r in records)
+
+
+#: A crawl of the site's Poetry books through the crawl's Dagster steps, in one process (argv: the database URL
+#: and the site's URL); prints the run id. Its two workers are forked from the fork server ``seed_queue`` started.
+DAGSTER_CRAWL = """
+import sys
+import dagster as dg
+from book_assets.defs.crawl.steps import drain_queue, report_crawl, seed_queue, share_work
+from book_assets.defs.resources import DatabaseResource, FetcherResource, SchedulingResource, SiteResource
+
+database_url, site_url, host = sys.argv[1:]
+
+@dg.job(
+    resource_defs={
+        "database": DatabaseResource(url=database_url),
+        "site": SiteResource(base_url=site_url, allowed_domains=[host], categories=["Poetry"]),
+        "fetcher": FetcherResource(fetch_mode="http", workers=2, concurrency=4),
+        "scheduling": SchedulingResource(),
+    }
+)
+def crawl():
+    shared, steps = share_work(seed_queue())
+    report_crawl(shared=shared, drained=steps.map(drain_queue).collect())
+
+result = crawl.execute_in_process()
+assert result.success
+print(result.run_id)
+"""
+
+
+def test_a_dagster_crawls_worker_lines_carry_its_run_id(
+    db: Database, database_url: str, sandbox_factory: Any, tmp_path: Path
+) -> None:
+    """Dagster sets no ``DAGSTER_RUN_ID`` (only the Kubernetes manifests do): the crawl's steps give their run's
+    id to the workers they start, forked from a fork server started before the id was known."""
+    site = sandbox_factory()
+    proc = subprocess.run(
+        [sys.executable, "-c", DAGSTER_CRAWL, database_url, site.url + "/", site.host],
+        env=child_env(BOOK_PIPELINE_LOG_FORMAT="json"),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run_id = proc.stdout.strip().splitlines()[-1]
+    records = [json.loads(line) for line in proc.stderr.splitlines() if line.startswith('{"time"')]
+    (robots,) = [r for r in records if r["message"].startswith("robots.txt of")]
+    assert robots.get("run_id") == run_id, robots
+    assert all(r.get("run_id") == run_id for r in records)

@@ -34,6 +34,7 @@ from dataclasses import dataclass, replace
 import dagster as dg
 from pydantic import Field
 
+from book_assets import logs
 from book_assets.crawl.config import TASK_TYPES, make_queue
 from book_assets.crawl.pipeline import CrawlRun, begin, begin_retry, drain, finish, join, split_before_details
 from book_assets.crawl.stats import WorkerFigures, WorkerStats
@@ -158,7 +159,7 @@ def share_work(
     context: dg.OpExecutionContext, config: CrawlStepsConfig, database: DatabaseResource, run: CrawlRun
 ) -> Iterator[dg.Output[SharedWork] | dg.DynamicOutput[Share]]:
     task_types = tuple(config.task_types)
-    with transient_only(context):
+    with transient_only(context), logs.run_id(context.run_id):
         run, first, shared_types = split_before_details(database.resolved_url(), run, task_types, workers=1)
     split = shares(run, shared_types, step_per_worker=config.step_per_worker)
     context.log.info(f"{len(split)} drain step(s) share the {', '.join(shared_types)} tasks")
@@ -177,7 +178,8 @@ def share_work(
 )
 def drain_queue(context: dg.OpExecutionContext, database: DatabaseResource, share: Share) -> dg.Output[Drained]:
     worker = f"{socket.gethostname()}:{os.getpid()}"
-    with stop_on_termination(context):  # a terminated run's drain stops (its workers released their tasks)
+    # A terminated run's drain stops (its workers released their tasks); the workers' lines carry the run id.
+    with stop_on_termination(context), logs.run_id(context.run_id):
         try:
             stats = drain(database.resolved_url(), share.run.config, task_types=share.task_types, workers=share.workers)
         except Exception as exc:
