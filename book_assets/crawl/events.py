@@ -228,6 +228,13 @@ def subscribe_worker(
         TraceRecorder(traces).subscribe(events)
 
 
+def _category(task: Task) -> str | None:
+    """The category a task's page cost goes to: a detail task's fairness group, or the category a listing page
+    lists (its payload's), None for a page of no one category (the start page)."""
+    category = task.group or task.payload.get("category")
+    return str(category) if category else None
+
+
 class StatsRecorder:
     """What only the worker knows, into its :class:`~book_assets.crawl.stats.WorkerStats`."""
 
@@ -268,7 +275,7 @@ class StatsRecorder:
         s.disagreements += event.disagreed
 
     def fetched(self, event: FetchEnded) -> None:
-        cost = self.stats.cost_of(event.task.task_type, event.task.group, browser=event.browser)
+        cost = self.stats.cost_of(event.task.task_type, _category(event.task), browser=event.browser)
         cost.fetches += 1
         cost.bytes += event.body_bytes
         cost.fetch_s += event.seconds
@@ -276,7 +283,7 @@ class StatsRecorder:
 
     def parsed(self, event: Parsed) -> None:
         task = event.task
-        cost = self._fetched.get(task.id) or self.stats.cost_of(task.task_type, task.group, browser=False)
+        cost = self._fetched.get(task.id) or self.stats.cost_of(task.task_type, _category(task), browser=False)
         cost.parse_cpu_s += event.cpu_s
 
     def ended(self, event: Ended) -> None:

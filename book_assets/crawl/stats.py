@@ -67,8 +67,8 @@ class PageCost:
             setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
 
 
-#: A cost row: the page type (listing, detail), the category (a book task's fairness group; empty for a listing
-#: page) and the fetch mode (``http`` or ``browser``).
+#: A cost row: the page type (listing, detail), the category (a detail task's fairness group, the category a
+#: listing page lists; empty for the start page) and the fetch mode (``http`` or ``browser``).
 CostKey = tuple[str, str, str]
 
 
