@@ -166,6 +166,8 @@ class Stopped(NamedTuple):
     browsers: int
     elapsed_s: float
     cpu_s: float
+    #: The CPU of the processes it started and saw end (Chromium and Playwright's driver, in browser modes).
+    children_cpu_s: float
     peak_rss_mb: float
 
 
@@ -296,6 +298,7 @@ class StatsRecorder:
         s = self.stats
         s.concurrency, s.fetcher, s.browsers = event.concurrency, event.fetcher, event.browsers
         s.elapsed_s, s.cpu_s, s.peak_rss_mb = event.elapsed_s, event.cpu_s, event.peak_rss_mb
+        s.child_cpu_s = event.children_cpu_s
 
 
 class MetricsRecorder:

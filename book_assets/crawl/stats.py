@@ -51,8 +51,8 @@ class PageCost:
     with no bytes; a render the worker asks for after a page's served HTML did not parse (a page type's first pages,
     until its mode learns that it needs scripts) is not among them. ``parse_cpu_s`` is the CPU of parsing, measured on
     the worker's thread around each parse: the part of a worker's CPU that belongs to one page (the rest, its event
-    loop, HTTP client and database calls, serve every page at once, and is the workers' ``cpu_s``; a browser's CPU is
-    its own process's).
+    loop, HTTP client and database calls, serve every page at once, and is the workers' ``cpu_s``; the browsers' CPU
+    is their own processes', the workers' ``child_cpu_s``).
     """
 
     fetches: int = 0
@@ -128,6 +128,10 @@ class WorkerStats:
     #: The worker process's CPU seconds and peak resident memory when it ended (a crawl's workers are processes
     #: of their own, forked from a server its parent cannot see the usage of).
     cpu_s: float = 0.0
+    #: The CPU of the processes the workers started and saw end: in browser and adaptive mode the browsers
+    #: (Chromium's processes and Playwright's driver); a worker that ran in its drain's process counts that
+    #: process's other children too.
+    child_cpu_s: float = 0.0
     peak_rss_mb: float = field(default=0.0, metadata=_combined(max))
     #: What the fetches cost, per page type, category and fetch mode (:class:`PageCost`).
     costs: dict[CostKey, PageCost] = field(default_factory=dict, metadata=_combined(_add_costs))

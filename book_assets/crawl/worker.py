@@ -217,6 +217,9 @@ class Worker:
             self._db_thread.shutdown(wait=True)
             self.db.close()
             usage = resource.getrusage(resource.RUSAGE_SELF)
+            # The browsers are closed by now: their processes ended, waited for by Playwright's driver, which the
+            # worker waited for in turn, so their CPU is among the worker's children's.
+            children = resource.getrusage(resource.RUSAGE_CHILDREN)
             self._emit(
                 Stopped(
                     concurrency=history,
@@ -224,6 +227,7 @@ class Worker:
                     browsers=self._strategy.browsers,
                     elapsed_s=time.monotonic() - started,
                     cpu_s=usage.ru_utime + usage.ru_stime,
+                    children_cpu_s=children.ru_utime + children.ru_stime,
                     peak_rss_mb=usage.ru_maxrss / 1024,
                 )
             )

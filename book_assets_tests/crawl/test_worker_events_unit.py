@@ -104,7 +104,13 @@ class _Fetchers:
 
 def _stopped() -> Stopped:
     return Stopped(
-        concurrency=[2, 4], fetcher=Counter(requests=5), browsers=1, elapsed_s=3.0, cpu_s=1.5, peak_rss_mb=80
+        concurrency=[2, 4],
+        fetcher=Counter(requests=5),
+        browsers=1,
+        elapsed_s=3.0,
+        cpu_s=1.5,
+        children_cpu_s=0.75,
+        peak_rss_mb=80,
     )
 
 
@@ -225,6 +231,7 @@ def test_the_stats_keep_what_only_the_worker_knows() -> None:
     assert stats.claim_ms == {12.0: 2} and stats.lost_leases == 1 and stats.max_interval_s == 0.8
     assert stats.released == 2 and stats.concurrency == [2, 4] and stats.fetcher == {"requests": 5}
     assert (stats.browsers, stats.elapsed_s, stats.cpu_s, stats.peak_rss_mb) == (1, 3.0, 1.5, 80)
+    assert stats.child_cpu_s == 0.75
     assert stats.costs == {
         ("detail", "Travel", "browser"): PageCost(fetches=1, bytes=5000, fetch_s=0.2, parse_cpu_s=0.004)
     }

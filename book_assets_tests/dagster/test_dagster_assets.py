@@ -184,6 +184,22 @@ def test_the_crawl_records_its_cost_per_page_type_category_and_fetch_mode(
     assert 0 < details["parse_cpu_s"] <= details["worker_cpu_s"]
 
 
+def test_a_browser_crawl_counts_its_browsers_cpu_beside_its_workers(
+    db: Database, database_url: str, sandbox: SandboxServer, tmp_path: Path
+) -> None:
+    """Chromium's processes and Playwright's driver are not the workers' own: their CPU is counted beside."""
+    from book_assets.defs.crawl.assets import crawl
+
+    resources = sandbox_resources(database_url, sandbox, tmp_path, workers=2, fetch_mode="browser")
+    resources["site"] = SiteResource(base_url=f"{sandbox.url}/", allowed_domains=[sandbox.host], categories=["Travel"])
+    with dg.DagsterInstance.ephemeral() as instance:
+        result = dg.materialize([crawl], instance=instance, resources=resources)
+    assert result.success
+    details = metadata_of(result, "book_details")
+    assert {r.data["fetch_mode"] for r in details["cost"].records} == {"browser"}
+    assert details["child_cpu_s"] > 0 and details["worker_cpu_s"] > 0
+
+
 def dead_letter_listing_pages(db: Database, n: int) -> None:
     queue = TaskQueue(db, task_types=TASK_TYPES, default_interval_s=0)
     for i in range(n):

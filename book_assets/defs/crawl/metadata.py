@@ -61,6 +61,8 @@ def _cost_metadata(stats: WorkerStats) -> AssetMetadata:
         "parse_cpu_s": round(sum(cost.parse_cpu_s for cost in stats.costs.values()), 2),
         # The worker processes' CPU (user and system) as each measured itself at its end.
         "worker_cpu_s": round(stats.cpu_s, 2),
+        # The processes the workers started (the browsers: Chromium, Playwright's driver), which their own leaves out.
+        "child_cpu_s": round(stats.child_cpu_s, 2),
     }
 
 
