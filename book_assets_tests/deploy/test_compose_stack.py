@@ -126,6 +126,16 @@ def test_postgres_standin_links_are_hydrated_relative_to_their_folder(tmp_path: 
     assert link.is_symlink() and os.readlink(link) == "libicuuc.so.60.2" and link.read_text() == "lib"
 
 
+def test_every_service_of_the_projects_image_drops_every_capability_and_gains_no_privilege() -> None:
+    services = _compose()["services"]
+    assert isinstance(services, dict)
+    ours = {name: service for name, service in services.items() if service.get("image") == "book-pipeline:latest"}
+    assert {"migrate", "user-code", "dagster-webserver", "dagster-daemon", "worker", "metrics"} <= set(ours)
+    for name, service in ours.items():
+        assert service.get("cap_drop") == ["ALL"], name
+        assert "no-new-privileges:true" in service.get("security_opt", []), name
+
+
 def test_the_monitoring_profile_the_stack_test_brings_up_is_the_compose_files() -> None:
     """The stand-in is built under the image name the compose file gives Prometheus, the worker service can be
     scaled (no fixed name or host port), and what the test leaves out belongs to the ``monitoring`` profile."""
