@@ -79,6 +79,8 @@ BIN = Path(sys.executable).parent
 
 
 UNFINISHED = ("QUEUED", "NOT_STARTED", "STARTING", "STARTED", "CANCELING")
+#: The tag the daemon puts on a failed run: whether run retries will run it again.
+WILL_RETRY = "dagster/will_retry"
 #: Seconds between two looks at the runs.
 POLL_S = 2.0
 
@@ -123,6 +125,19 @@ class Run:
 def is_tick(run: Run) -> bool:
     """A run the schedule requested (the daemon's retry of a crashed run copies its tags, but names its parent)."""
     return run.tags.get("dagster/schedule_name") == SCHEDULE and "dagster/parent_run_id" not in run.tags
+
+
+def unsettled(runs: list[Run]) -> list[Run]:
+    """The runs still under way: unfinished, or failed with the daemon's retry still to come (tagged to be
+    retried, or not yet tagged either way, and no run names it as its parent). Between a run's failure and its
+    retry's start nothing is unfinished, yet its crawl is not over: the sandbox's day must not move then."""
+    parents = {run.tags.get("dagster/parent_run_id") for run in runs}
+    return [
+        run
+        for run in runs
+        if run.status in UNFINISHED
+        or (run.status == "FAILURE" and run.tags.get(WILL_RETRY, "true") == "true" and run.run_id not in parents)
+    ]
 
 
 class Runs:
@@ -343,7 +358,7 @@ class Soak:
                 self.tasks_after_run.append(sum(sum(by_status.values()) for by_status in counts.values()))
 
     def _day_seen_whole(self, runs: list[Any]) -> bool:
-        if not self.crawled_since_day or any(run.status in UNFINISHED for run in runs):
+        if not self.crawled_since_day or unsettled(runs):
             return False
         try:
             with Database(self.env["DATABASE_URL"], application_name="soak") as db:
@@ -392,7 +407,7 @@ class Soak:
     def _quiet_for(self, seconds: float) -> bool:
         """No run unfinished for ``seconds`` (the sensors may still launch a requeue after the last tick)."""
         runs = self.runs.all()
-        if not runs or any(run.status in UNFINISHED for run in runs):
+        if not runs or unsettled(runs):
             self.quiet_since = None
             return False
         self._after_success(runs)
