@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urljoin
 
 from book_assets.crawl.config import DETAIL_PRIORITY, LISTING_PRIORITY, CrawlConfig
 from book_assets.queue import NewTask
@@ -51,10 +52,14 @@ class ListingTrap:
     reason: str
 
 
-def start_task(config: CrawlConfig) -> NewTask:
-    """The listing task a crawl is seeded with."""
-    kind = config.site.kind_of(config.base_url, Role.LISTING)
-    return NewTask(kind, {"url": config.base_url, "depth": 1, "start": True}, LISTING_PRIORITY)
+def start_tasks(config: CrawlConfig) -> list[NewTask]:
+    """The listing tasks a crawl is seeded with: its base URL, then the site's further start pages
+    (:attr:`~book_assets.sites.site.Site.start_paths`), resolved against it."""
+    urls = [config.base_url, *(urljoin(config.base_url, path) for path in config.site.start_paths)]
+    return [
+        NewTask(config.site.kind_of(url, Role.LISTING), {"url": url, "depth": 1, "start": True}, LISTING_PRIORITY)
+        for url in urls
+    ]
 
 
 def listing_tasks(payload: dict[str, Any], page: Listing, config: CrawlConfig) -> ListingOutcome:
@@ -74,7 +79,7 @@ def listing_tasks(payload: dict[str, Any], page: Listing, config: CrawlConfig) -
                 link = _link(url, drop)
                 kind = site.kind_of(link, Role.LISTING)
                 _add(outcome, NewTask(kind, {"url": link, "depth": 1, "category": name}, LISTING_PRIORITY), config)
-        if outcome.categories or config.categories:
+        if (outcome.categories or config.categories) and page.records_in_categories:
             return outcome  # the records arrive through their categories
 
     if category is not None and not site.categories.is_one_of(category, config.categories):
