@@ -231,8 +231,9 @@ def requeue_policy(requeue_max: int, requeue_backoff_s: float) -> RequeuePolicy:
 
 
 def make_queue(db: Database, config: CrawlConfig | None = None) -> TaskQueue:
-    """The crawl's queue: its task types and, given the crawl's ``config``, its lease, retry policy and
-    politeness defaults, which a worker needs; what only reads or requeues (stats, checks, sensors) passes none."""
+    """The crawl's queue: its task types and, given the crawl's ``config``, its lease, retry policy,
+    politeness defaults and epoch scope (the site: a crawl of one catalogue keeps its own epochs), which a
+    worker needs; what only reads or requeues (stats, checks, sensors) passes none."""
     if config is None:
         return TaskQueue(db, task_types=TASK_TYPES)
     return TaskQueue(
@@ -242,4 +243,5 @@ def make_queue(db: Database, config: CrawlConfig | None = None) -> TaskQueue:
         max_attempts=config.max_attempts,
         backoff=Backoff(base_s=config.backoff_base_s, max_s=config.backoff_max_s),
         default_interval_s=config.min_interval_s,
+        epoch_scope=config.site.name,
     )
