@@ -345,8 +345,9 @@ def work_cmd(**overrides: Any) -> None:
     serve_workers(config.metrics_host, config.metrics_port, config.metrics_final_scrape_s)
     stats = asyncio.run(Worker(url, config, until_drained=False).run())
     with Database(url) as db:
-        done = WorkerFigures.read(make_queue(db, config), stats)
-    click.echo(f"worker stopped: {done.pages} pages, {done.books} books, released {stats.released}")
+        done = WorkerFigures.read(make_queue(db, config), stats, config.detail_kind)
+    record = config.site.record
+    click.echo(f"worker stopped: {done.pages} pages, {done.books} {record}s, released {stats.released}")
 
 
 @main.command("status")

@@ -63,3 +63,16 @@ def test_a_quotes_crawl_starts_at_quotes_toscrape_com_with_task_types_of_its_own
     assert config.site is QUOTES and config.base_url == "https://quotes.toscrape.com/"
     assert config.task_types == ("quotes", "quotes_js", "author") and config.detail_kind == "author"
     assert not set(config.task_types) & set(CrawlConfig.from_settings(load_settings()).task_types)
+
+
+@pytest.mark.unit
+def test_the_dagster_assets_refuse_a_site_whose_page_kinds_they_do_not_count_in_one_line() -> None:
+    from book_assets.defs.resources import FetcherResource, SchedulingResource, SiteResource, crawl_config
+
+    message = (
+        r"^invalid setting site \(BOOK_PIPELINE_SITE\): the Dagster assets crawl site books only, not 'quotes'; "
+        r"crawl it with book-pipeline crawl --site quotes$"
+    )
+    with pytest.raises(ConfigError, match=message):
+        crawl_config(SiteResource(site="quotes"), FetcherResource(), SchedulingResource())
+    assert crawl_config(SiteResource(), FetcherResource(), SchedulingResource()).site is BOOKS
