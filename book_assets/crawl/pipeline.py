@@ -36,7 +36,7 @@ from book_assets.queue.failures import requeue_due
 from book_assets.scraper.errors import ErrorKind
 from book_assets.sites.site import Role, Site, default_kind, kinds_of
 from book_assets.store.drift import CONTRACT_FAILURES, FieldJudgement, Rejudgement, judge, rejudge
-from book_assets.store.lifecycle import OpenCrawl, open_crawl
+from book_assets.store.lifecycle import OpenCrawl, close_undecided, open_crawl
 from book_assets.store.pages import revalidated_since
 from book_assets.store.removals import Removals, books_listed_since, chains_cut_since, settle
 
@@ -382,7 +382,7 @@ def begin(database_url: str, config: CrawlConfig, *, run_id: str | None = None) 
     warm_up(config.workers, config.metrics_port)
     with Database(database_url) as db:
         prepare(db, config)
-        opened = open_crawl(db)
+        opened = open_crawl(db, config.site.name)
         make_queue(db, config).begin_epoch()
         seeded = seed(db, config)
     return CrawlRun(config, since=opened.started_at, opened=opened, seeded=seeded, run_id=run_id)
@@ -558,7 +558,7 @@ def settle_removals(db: Database, queue: TaskQueue, run: CrawlRun) -> Removals:
         return Removals(decided=False, reason=f"{left} listing pages still queued; the crawl stays open")
     site = run.config.site
     if not site.drift_and_removals:
-        return settle(db, run.opened, undecided=f"site {site.name} keeps no removals")
+        return Removals(decided=False, reason=close_undecided(db, run.opened, f"site {site.name} keeps no removals"))
     return settle(db, run.opened, categories=run.config.categories)
 
 

@@ -361,9 +361,10 @@ SELECT task_type, coalesce(error_kind, 'unknown') AS kind, count(*) AS n FROM ta
 WHERE status = 'failed' GROUP BY task_type, coalesce(error_kind, 'unknown') ORDER BY task_type, n DESC, kind;
 
 -- failed_by_kind_since --
--- Tasks claimed since a moment and now failed for good, by error kind: a run's failures, as activity_since counts them.
+-- Tasks of the queue's types claimed since a moment and now failed for good, by error kind: a run's failures, as
+-- activity_since counts them.
 SELECT coalesce(error_kind, 'unknown') AS kind, count(*) AS n FROM tasks
-WHERE status = 'failed' AND started_at >= %(since)s
+WHERE status = 'failed' AND started_at >= %(since)s AND task_type = ANY (%(types)s::text[])
 GROUP BY coalesce(error_kind, 'unknown') ORDER BY n DESC, kind;
 
 -- stats_last_failure_by_domain --
@@ -491,8 +492,8 @@ SELECT (SELECT count(*) FROM moved) AS requeued FROM (SELECT 1) AS one LEFT JOIN
 SELECT clock_timestamp() AS now;
 
 -- activity_since --
--- Since a moment, by type and group: tasks created, completed, and failed for good after a claim since then,
--- and the retries taken by the tasks claimed or completed since then.
+-- Since a moment, by type (of the queue's) and group: tasks created, completed, and failed for good after a claim
+-- since then, and the retries taken by the tasks claimed or completed since then.
 SELECT task_type, task_group AS grp,
        count(*) FILTER (WHERE created_at >= %(since)s) AS created,
        count(*) FILTER (WHERE status = 'completed' AND completed_at >= %(since)s) AS completed,
@@ -500,7 +501,8 @@ SELECT task_type, task_group AS grp,
        coalesce(sum(attempts - 1) FILTER (WHERE attempts > 1 AND (started_at >= %(since)s
                                                                  OR completed_at >= %(since)s)), 0) AS retries
 FROM tasks
-WHERE created_at >= %(since)s OR started_at >= %(since)s OR completed_at >= %(since)s
+WHERE (created_at >= %(since)s OR started_at >= %(since)s OR completed_at >= %(since)s)
+  AND task_type = ANY (%(types)s::text[])
 GROUP BY task_type, task_group;
 
 -- failures_since --

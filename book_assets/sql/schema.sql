@@ -1311,8 +1311,11 @@ CREATE TABLE public.crawls (
     removed integer,
     returned integer,
     note text,
+    site text NOT NULL,
     CONSTRAINT crawls_outcome_check CHECK ((outcome = ANY (ARRAY['decided'::text, 'undecided'::text, 'abandoned'::text])))
 );
+
+COMMENT ON COLUMN public.crawls.site IS 'The site the crawl is of (the site setting): a crawl opening abandons the open crawls of its site only.';
 
 CREATE SEQUENCE public.crawls_id_seq
     START WITH 1

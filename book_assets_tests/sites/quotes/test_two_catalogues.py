@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from book_assets.crawl.pipeline import crawl
+from book_assets.crawl.pipeline import begin, crawl, finish, work
 from book_assets.db.connection import Database
 from book_assets.sandbox.quotes import truth
 from book_assets.sandbox.quotes.server import QuotesServer
@@ -61,3 +61,27 @@ def test_a_quotes_crawl_between_books_crawls_leaves_the_books_and_their_removals
     assert scopes == ["books", "books", "quotes", "books"]
     domains = {row["domain"] for row in db.query("SELECT domain FROM domains")}
     assert {site.url.removeprefix("http://"), quotes_site.url.removeprefix("http://")} <= domains
+
+
+def test_a_books_crawl_and_a_quotes_crawl_begun_together_each_settle_their_own_and_count_their_own_pages(
+    db: Database, database_url: str, sandbox_factory: Any, quotes_site: QuotesServer
+) -> None:
+    site = sandbox_factory(day=0)
+    books_config = sandbox_config(site.url, categories=BOTH)
+    books_run = begin(database_url, books_config)
+    quotes_run = begin(database_url, quotes_config(quotes_site))  # before the books crawl has done anything
+    # A books worker claims only books' kinds: the quotes crawl's start pages wait for its own workers.
+    books_report = finish(database_url, *work(database_url, books_run))
+    assert (
+        db.query("SELECT count(*) AS n FROM tasks WHERE task_type LIKE 'quotes%%' AND status = 'pending'")[0]["n"] == 2
+    )
+    quotes_report = finish(database_url, *work(database_url, quotes_run))
+
+    assert books_report.removals is not None and books_report.removals.decided, books_report.removals
+    assert quotes_report.removals is not None and not quotes_report.removals.decided
+    outcomes = {row["site"]: row["outcome"] for row in db.query("SELECT site, outcome FROM crawls")}
+    assert outcomes == {"books": "decided", "quotes": "undecided"}
+    # Each run's figures are its own site's pages, though the books' pages were done after the quotes run began.
+    assert quotes_report.run.pages == 75 and quotes_report.failed_by_reason == {"not_a_listing_page": 1}
+    assert books_report.run.pages == books_report.run.listing_pages + books_report.run.detail_pages
+    assert truth.quote_differences(stored_quotes(db)) == [] and truth.author_differences(stored_authors(db)) == []
