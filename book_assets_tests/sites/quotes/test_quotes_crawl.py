@@ -9,7 +9,10 @@ browser reads them all; adaptive mode reads them all too and renders, once its p
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +22,7 @@ from book_assets.db.connection import Database
 from book_assets.sandbox.quotes import truth
 from book_assets.sandbox.quotes.server import QuotesServer
 from book_assets.scraper.errors import ErrorKind
+from book_assets_tests.conftest import child_env
 from book_assets_tests.sites.quotes.crawling import quotes_config, stored_authors, stored_quotes
 
 #: The ``/js/`` pages: as many as the pages of ``/``.
@@ -99,3 +103,25 @@ def test_an_adaptive_crawl_renders_only_the_js_pages_once_its_probes_decide(
         assert decision.rendered < decision.plain, lines
     assert _completed(db)["author"] == 50
     assert report.stats.rendered < report.run.pages / 2, lines
+
+
+def test_book_pipeline_crawl_site_quotes_crawls_the_stand_in_and_status_counts_its_authors(
+    db: Database, database_url: str, quotes_site: QuotesServer, tmp_path: Path
+) -> None:
+    env = child_env(DATABASE_URL=database_url)
+
+    def cli(*args: str) -> str:
+        proc = subprocess.run(
+            [sys.executable, "-m", "book_assets.cli", *args], env=env, cwd=tmp_path, capture_output=True, text=True
+        )
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        return proc.stdout
+
+    base = ["--site", "quotes", "--base-url", quotes_site.url + "/", "--fetch", "http", "--workers", "1"]
+    out = cli("crawl", *base, "--no-progress")
+    assert "authors: total 50 / unique URLs 50 / with raw HTML 50" in out, out
+    assert "50 new, 0 changed, 0 unchanged authors" in out and "failed     1  not_a_listing_page" in out, out
+    assert truth.quote_differences(stored_quotes(db)) == [] and truth.author_differences(stored_authors(db)) == []
+    status = cli("status", "--site", "quotes")
+    assert "authors total 50 / unique URLs 50 / with raw HTML 50; versions 0" in status, status
+    assert "failed      1  quotes_js not_a_listing_page" in status and "tasks   author   completed    50" in status
