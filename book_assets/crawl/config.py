@@ -46,7 +46,8 @@ def weights_by_category_name(
     categories = categories or site_named(default("site")).categories
     if not isinstance(weights, CategoryWeights):
         weights = CategoryWeights({k: v for k, v in weights.items() if k != "*"})
-    warn_unknown(weights, categories.known)
+    if categories.known:  # a site that knows no categories in advance (quotes' tags) has none to misspell
+        warn_unknown(weights, categories.known)
     return {categories.known_name(key): float(value) for key, value in weights.weights.items()}
 
 

@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pytest
 
-from book_assets.crawl.config import CrawlConfig
+from book_assets.crawl.config import CrawlConfig, weights_by_category_name
 from book_assets.crawl.discovery import check_listing, listing_record, listing_tasks, start_tasks
 from book_assets.scraper.errors import NotAListingPage
 from book_assets.settings import load_settings
@@ -86,3 +86,10 @@ def test_js_pages_are_a_listing_kind_of_their_own_that_parses_only_once_rendered
 def test_an_author_page_is_the_detail_record() -> None:
     author = QUOTES.parse_detail(fixture("author-albert-einstein.html"), None, EINSTEIN)
     assert isinstance(author, Author) and author.name == "Albert Einstein"
+
+
+def test_a_tags_weight_applies_to_its_group_without_a_warning_for_a_site_that_knows_no_tags_in_advance(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    assert weights_by_category_name({"love": 3, "humor": 0.5}, QUOTES.categories) == {"love": 3.0, "humor": 0.5}
+    assert not [r for r in caplog.records if "matches no known category" in r.getMessage()]
