@@ -82,6 +82,20 @@ def site_of(settings: Settings) -> Site:
     return site_named(settings.site)
 
 
+#: The site whose tables the commands that read only the books' (export, changes, reextract) are written for.
+BOOKS_ONLY = "books"
+
+
+def books_only(settings: Settings, command: str) -> None:
+    """Refuse, in one line, a site other than books for ``command``, which reads and writes only the books'
+    tables: it never acts on the books when asked for another catalogue."""
+    site = site_of(settings)
+    if site.name != BOOKS_ONLY:
+        raise ConfigError(
+            f"invalid setting site (BOOK_PIPELINE_SITE): {command} supports site {BOOKS_ONLY} only, not {site.name!r}"
+        )
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="book-pipeline")
 def main() -> None:
@@ -331,8 +345,9 @@ def work_cmd(**overrides: Any) -> None:
     serve_workers(config.metrics_host, config.metrics_port, config.metrics_final_scrape_s)
     stats = asyncio.run(Worker(url, config, until_drained=False).run())
     with Database(url) as db:
-        done = WorkerFigures.read(make_queue(db, config), stats)
-    click.echo(f"worker stopped: {done.pages} pages, {done.books} books, released {stats.released}")
+        done = WorkerFigures.read(make_queue(db, config), stats, config.detail_kind)
+    record = config.site.record
+    click.echo(f"worker stopped: {done.pages} pages, {done.books} {record}s, released {stats.released}")
 
 
 @main.command("status")
@@ -425,7 +440,7 @@ def export_cmd(fmt: export.Format, output: Path | None, with_html: bool, **overr
     from book_assets.publish.export import export_books
 
     settings = load_settings(**overrides)
-    site_of(settings)
+    books_only(settings, "export")
     target = output or settings.data_dir / "exports" / f"books.{fmt}"
     n = export_books(open_database(settings), fmt, target, with_html=with_html)
     click.echo(f"wrote {n} books to {target}")
@@ -448,7 +463,7 @@ def changes_cmd(day: Any, fmt: changes.Format, output: Path | None, **overrides:
     from book_assets.publish.changes import changes_of_day, export_changes, write_changes
 
     settings = load_settings(**overrides)
-    site_of(settings)
+    books_only(settings, "changes")
     when = day.date() if day is not None else datetime.now(UTC).date()
     with open_database(settings) as database:
         if output is None:
@@ -478,7 +493,7 @@ def reextract_cmd(from_warc: bool, day: Any, write: bool, **overrides: Any) -> N
     an interrupted worker is named with the byte where it ends (exit status 1); its whole records are used.
     """
     settings = load_settings(**overrides)
-    site_of(settings)
+    books_only(settings, "reextract")
     if from_warc:
         _reextract_from_warc(settings, day.date() if day else None, write=write)
         return

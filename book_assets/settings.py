@@ -76,7 +76,7 @@ class Settings(BaseSettings):
     site: str = Field(
         default="books",
         description="The site definition the crawl runs on: its page kinds, parsers, store and categories "
-        "(book_assets.sites); books: books.toscrape.com.",
+        "(book_assets.sites); books: books.toscrape.com, quotes: quotes.toscrape.com.",
     )
     base_url: str = Field(
         default=LIVE_SITE_URL,

@@ -46,7 +46,8 @@ def weights_by_category_name(
     categories = categories or site_named(default("site")).categories
     if not isinstance(weights, CategoryWeights):
         weights = CategoryWeights({k: v for k, v in weights.items() if k != "*"})
-    warn_unknown(weights, categories.known)
+    if categories.known:  # a site that knows no categories in advance (quotes' tags) has none to misspell
+        warn_unknown(weights, categories.known)
     return {categories.known_name(key): float(value) for key, value in weights.weights.items()}
 
 
@@ -231,8 +232,9 @@ def requeue_policy(requeue_max: int, requeue_backoff_s: float) -> RequeuePolicy:
 
 
 def make_queue(db: Database, config: CrawlConfig | None = None) -> TaskQueue:
-    """The crawl's queue: its task types and, given the crawl's ``config``, its lease, retry policy and
-    politeness defaults, which a worker needs; what only reads or requeues (stats, checks, sensors) passes none."""
+    """The crawl's queue: its task types and, given the crawl's ``config``, its lease, retry policy,
+    politeness defaults and epoch scope (the site: a crawl of one catalogue keeps its own epochs), which a
+    worker needs; what only reads or requeues (stats, checks, sensors) passes none."""
     if config is None:
         return TaskQueue(db, task_types=TASK_TYPES)
     return TaskQueue(
@@ -242,4 +244,5 @@ def make_queue(db: Database, config: CrawlConfig | None = None) -> TaskQueue:
         max_attempts=config.max_attempts,
         backoff=Backoff(base_s=config.backoff_base_s, max_s=config.backoff_max_s),
         default_interval_s=config.min_interval_s,
+        epoch_scope=config.site.name,
     )

@@ -17,8 +17,10 @@ recorded as a failure of its own (:func:`refused_links`), so one hostile link co
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urljoin
 
 from book_assets.crawl.config import DETAIL_PRIORITY, LISTING_PRIORITY, CrawlConfig
 from book_assets.queue import NewTask
@@ -42,6 +44,8 @@ class ListingOutcome:
     next: NewTask | None = None
     #: The tasks whose URL is longer than ``max_url_length``: never enqueued, each recorded as failed.
     too_long: list[NewTask] = field(default_factory=list)
+    #: A digest of the records the page carries itself (:attr:`Listing.records`), None when it carries none.
+    carried: str | None = None
 
 
 @dataclass(frozen=True)
@@ -51,15 +55,19 @@ class ListingTrap:
     reason: str
 
 
-def start_task(config: CrawlConfig) -> NewTask:
-    """The listing task a crawl is seeded with."""
-    kind = config.site.kind_of(config.base_url, Role.LISTING)
-    return NewTask(kind, {"url": config.base_url, "depth": 1, "start": True}, LISTING_PRIORITY)
+def start_tasks(config: CrawlConfig) -> list[NewTask]:
+    """The listing tasks a crawl is seeded with: its base URL, then the site's further start pages
+    (:attr:`~book_assets.sites.site.Site.start_paths`), resolved against it."""
+    urls = [config.base_url, *(urljoin(config.base_url, path) for path in config.site.start_paths)]
+    return [
+        NewTask(config.site.kind_of(url, Role.LISTING), {"url": url, "depth": 1, "start": True}, LISTING_PRIORITY)
+        for url in urls
+    ]
 
 
 def listing_tasks(payload: dict[str, Any], page: Listing, config: CrawlConfig) -> ListingOutcome:
     """Tasks created by one fetched listing page."""
-    outcome = ListingOutcome()
+    outcome = ListingOutcome(carried=records_digest(page.records))
     site, drop = config.site, config.drop_query_params
     depth = int(payload.get("depth", 1))
     category = page.category or payload.get("category")
@@ -74,7 +82,7 @@ def listing_tasks(payload: dict[str, Any], page: Listing, config: CrawlConfig) -
                 link = _link(url, drop)
                 kind = site.kind_of(link, Role.LISTING)
                 _add(outcome, NewTask(kind, {"url": link, "depth": 1, "category": name}, LISTING_PRIORITY), config)
-        if outcome.categories or config.categories:
+        if (outcome.categories or config.categories) and page.records_in_categories:
             return outcome  # the records arrive through their categories
 
     if category is not None and not site.categories.is_one_of(category, config.categories):
@@ -110,15 +118,31 @@ def follow_chain(
     the count of pages in a row that brought none (``stale``); a :class:`ListingTrap` when that count reaches
     ``listing_trap_pages`` and the chain goes on; None at its end.
 
+    A page that carries records of its own (quotes' listings) brings new ones when they are not the records of
+    the page before it in the chain (their digest, ``carried`` in the next page's payload): a pagination that
+    serves one page under ever new numbers is a trap, while one whose pages carry other records is followed
+    (up to ``max_pages``) though it links no detail page new to the crawl (quotes' ``/js/``).
+
     A page retried after its records were enqueued counts as bringing none: its next page, enqueued once per
     crawl, mostly keeps the count of the attempt that enqueued the records, and at worst carries one page more."""
     if outcome.next is None:
         return None
-    stale = 0 if new_records else int(payload.get("stale", 0)) + 1
+    carried_new = outcome.carried is not None and outcome.carried != payload.get("carried")
+    stale = 0 if new_records or carried_new else int(payload.get("stale", 0)) + 1
     if stale >= config.listing_trap_pages:
         records = f"{config.site.record}s"
         return ListingTrap(f"{stale} listing pages in a row brought no new {records}; the next page is not followed")
-    return NewTask(outcome.next.task_type, {**outcome.next.payload, "stale": stale}, outcome.next.priority)
+    following = {**outcome.next.payload, "stale": stale}
+    if outcome.carried is not None:
+        following["carried"] = outcome.carried
+    return NewTask(outcome.next.task_type, following, outcome.next.priority)
+
+
+def records_digest(records: tuple[object, ...]) -> str | None:
+    """A short digest of the records a listing page carries (their reprs, in page order); None for none."""
+    if not records:
+        return None
+    return hashlib.blake2b(repr(records).encode(), digest_size=8).hexdigest()
 
 
 def _too_long(task: NewTask, config: CrawlConfig) -> bool:

@@ -23,7 +23,7 @@ from typing import Any
 from book_assets.archive import ArchiveSummary, index_days, load_indexer_meanwhile
 from book_assets.crawl.adaptive import Decision, forget_decisions, list_decisions
 from book_assets.crawl.config import CrawlConfig, make_queue
-from book_assets.crawl.discovery import start_task
+from book_assets.crawl.discovery import start_tasks
 from book_assets.crawl.drain import drain as run_drain
 from book_assets.crawl.drain import warm_up
 from book_assets.crawl.robots import RobotsRecord, forget_robots, list_robots
@@ -36,7 +36,7 @@ from book_assets.queue.failures import requeue_due
 from book_assets.scraper.errors import ErrorKind
 from book_assets.sites.site import Role, Site, default_kind, kinds_of
 from book_assets.store.drift import CONTRACT_FAILURES, FieldJudgement, Rejudgement, judge, rejudge
-from book_assets.store.lifecycle import OpenCrawl, open_crawl
+from book_assets.store.lifecycle import OpenCrawl, close_undecided, open_crawl
 from book_assets.store.pages import revalidated_since
 from book_assets.store.removals import Removals, books_listed_since, chains_cut_since, settle
 
@@ -285,10 +285,9 @@ def prepare(db: Database, config: CrawlConfig) -> None:
 
 
 def seed(db: Database, config: CrawlConfig) -> bool:
-    """Enqueue the start page; False when it is already pending or in progress."""
-    queue = make_queue(db, config)
-    task = start_task(config)
-    return queue.enqueue(task.task_type, task.payload, priority=task.priority).created
+    """Enqueue the start pages (:func:`~book_assets.crawl.discovery.start_tasks`); False when the first (the
+    base URL) is already pending or in progress."""
+    return make_queue(db, config).enqueue_many(start_tasks(config))[0].created
 
 
 def drain(
@@ -383,7 +382,7 @@ def begin(database_url: str, config: CrawlConfig, *, run_id: str | None = None) 
     warm_up(config.workers, config.metrics_port)
     with Database(database_url) as db:
         prepare(db, config)
-        opened = open_crawl(db)
+        opened = open_crawl(db, config.site.name)
         make_queue(db, config).begin_epoch()
         seeded = seed(db, config)
     return CrawlRun(config, since=opened.started_at, opened=opened, seeded=seeded, run_id=run_id)
@@ -484,7 +483,7 @@ def judge_fields(db: Database, queue: TaskQueue, run: CrawlRun) -> FieldJudgemen
     held values of the fields that did not drift (:func:`book_assets.store.drift.judge`); before the figures are
     read, so they count the versions that recorded them. Only the run that opened (or settles) a crawl judges
     it; a retry of the failures sees only the pages it retried and judges nothing."""
-    if run.opened is None or run.retrying:
+    if run.opened is None or run.retrying or not run.config.site.drift_and_removals:
         return None
     failures = queue.failures_since(run.opened.started_at, run.config.detail_kind, CONTRACT_FAILURES)
     config = run.config
@@ -557,6 +556,9 @@ def settle_removals(db: Database, queue: TaskQueue, run: CrawlRun) -> Removals:
     left = queue.outstanding(run.config.listing_kinds)
     if left:
         return Removals(decided=False, reason=f"{left} listing pages still queued; the crawl stays open")
+    site = run.config.site
+    if not site.drift_and_removals:
+        return Removals(decided=False, reason=close_undecided(db, run.opened, f"site {site.name} keeps no removals"))
     return settle(db, run.opened, categories=run.config.categories)
 
 

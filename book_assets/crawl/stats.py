@@ -160,8 +160,9 @@ class WorkerFigures:
     books: int = 0
 
     @classmethod
-    def read(cls, queue: TaskQueue, stats: WorkerStats) -> WorkerFigures:
+    def read(cls, queue: TaskQueue, stats: WorkerStats, detail_kind: str = DETAIL) -> WorkerFigures:
+        """The figures of ``stats``' workers; ``books`` counts the pages of ``detail_kind`` (the crawl's site's)."""
         if stats.started_at is None or not stats.worker_ids:
             return cls()
         done = queue.completed_by(stats.worker_ids, stats.started_at)
-        return cls(pages=sum(done.values()), books=done.get(DETAIL, 0))
+        return cls(pages=sum(done.values()), books=done.get(detail_kind, 0))

@@ -78,7 +78,7 @@ from book_assets.queue import ClaimResult, GroupCommit, LeaseLost, Task
 from book_assets.scraper.errors import ErrorKind, FetchError, ParseError, refusal_kind
 from book_assets.scraper.fetching import FetchResult, Validators
 from book_assets.scraper.softblock import soft_block, soft_block_retry_s
-from book_assets.sites.site import Role, Site, Stored, kind_named
+from book_assets.sites.site import Listing, Role, Site, Stored, kind_named
 from book_assets.store.held import HELD_KINDS
 from book_assets.store.pages import StaleCopy, forget_page, page_validators, stored_copy, write_page
 from book_assets.store.removals import record_listing
@@ -545,7 +545,7 @@ class Worker:
         it carries, and complete the task in one transaction, under the task's lease."""
         self._emit(StageEntered(task, Stage.PARSE))
         with self._parsing(task):
-            page = self.site.parse_listing(fetched.html, fetched.final_url)
+            page = self._parse_listing(fetched)
         outcome = listing_tasks(task.payload, page, self.config)
         check_listing(task.payload, page, outcome, self.config)
         self._emit(StageEntered(task, Stage.STORE))
@@ -573,6 +573,18 @@ class Worker:
                 record_listing(cur, record)
 
         await self._complete(task, _store)
+
+    def _parse_listing(self, fetched: FetchResult) -> Listing:
+        """The listing the served HTML shows, or, when it is no listing and the page was rendered, the one the
+        rendered DOM shows (quotes' ``/js/``, whose quotes only its script writes): as a detail page, the served
+        HTML is preferred whenever it is a complete page."""
+        try:
+            return self.site.parse_listing(fetched.html, fetched.final_url)
+        except ParseError:
+            rendered = fetched.rendered_html
+            if rendered is None or rendered == fetched.html:
+                raise
+            return self.site.parse_listing(rendered, fetched.final_url)
 
     async def _handle_detail(self, task: Task, fetched: FetchResult) -> None:
         """Store the record and complete its task in one transaction, under the task's lease.

@@ -18,9 +18,9 @@ from typing import Any
 import dagster as dg
 from pydantic import Field
 
-from book_assets.crawl.config import CrawlConfig
+from book_assets.crawl.config import TASK_TYPES, CrawlConfig
 from book_assets.db.connection import Database, mask_url, resolve_database_url
-from book_assets.settings import Settings, describe, load_settings
+from book_assets.settings import ConfigError, Settings, default, describe, load_settings
 
 
 # A ConfigurableResource is generic in the value it hands an asset, which for these is the resource itself.
@@ -147,9 +147,21 @@ def run_settings(*resources: SettingsResource) -> Settings:
 def crawl_config(
     site: SiteResource, fetcher: FetcherResource, scheduling: SchedulingResource, run: CrawlRunConfig | None = None
 ) -> CrawlConfig:
-    """The :class:`CrawlConfig` the resources and the run's config describe, validated as the CLI's is."""
+    """The :class:`CrawlConfig` the resources and the run's config describe, validated as the CLI's is.
+
+    The assets, their checks and the run config's task types are the default site's (``crawl/config.py``:
+    ``TASK_TYPES``), so a site whose page kinds are others is refused in one line rather than crawled by assets
+    that count and check none of its pages: the CLI crawls it (``book-pipeline crawl --site NAME``).
+    """
     per_run = overrides_of(run) if run is not None else {}
-    return CrawlConfig.from_settings(load_settings(**{**settings_overrides_of(site, fetcher, scheduling), **per_run}))
+    config = CrawlConfig.from_settings(load_settings(**{**settings_overrides_of(site, fetcher, scheduling), **per_run}))
+    if config.task_types != TASK_TYPES:
+        name = config.site.name
+        raise ConfigError(
+            f"invalid setting site (BOOK_PIPELINE_SITE): the Dagster assets crawl site {default('site')} only, "
+            f"not {name!r}; crawl it with book-pipeline crawl --site {name}"
+        )
+    return config
 
 
 def settings_overrides_of(*resources: SettingsResource) -> dict[str, Any]:

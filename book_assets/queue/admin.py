@@ -115,12 +115,14 @@ class QueueAdmin:
         return now
 
     def activity_since(self, since: datetime) -> Activity:
-        """Tasks completed since ``since`` by type and group, and the retries they took."""
+        """Tasks of the queue's types completed since ``since`` by type and group, and the retries they took (a
+        crawl's queue has its site's types: another site's crawl on the same queue is not counted)."""
         completed: dict[str, dict[str, int]] = {}
         created: Counter[str] = Counter()
         failed: Counter[str] = Counter()
         retries = 0
-        for r in self.db.query(named_queries()["activity_since"], {"since": since}):
+        params = {"since": since, "types": list(self.ctx.task_types)}
+        for r in self.db.query(named_queries()["activity_since"], params):
             if r["completed"]:
                 completed.setdefault(r["task_type"], {})[r["grp"]] = int(r["completed"])
             created[r["task_type"]] += int(r["created"])
@@ -137,9 +139,10 @@ class QueueAdmin:
         return [(r["grp"], r["error"]) for r in self.db.query(named_queries()["failures_since"], params)]
 
     def failed_kinds_since(self, since: datetime) -> dict[str, int]:
-        """Tasks of every type claimed since ``since`` and now failed for good, by error kind: the failures of a
-        run that started then (:meth:`activity_since` counts the same tasks by type)."""
-        rows = self.db.query(named_queries()["failed_by_kind_since"], {"since": since})
+        """Tasks of the queue's types claimed since ``since`` and now failed for good, by error kind: the failures
+        of a run that started then (:meth:`activity_since` counts the same tasks by type)."""
+        params = {"since": since, "types": list(self.ctx.task_types)}
+        rows = self.db.query(named_queries()["failed_by_kind_since"], params)
         return {r["kind"]: int(r["n"]) for r in rows}
 
     def completed_by(self, workers: list[str], since: datetime) -> dict[str, int]:

@@ -50,6 +50,9 @@ class QueueContext:
         slot_horizon_s: how far ahead one claim reserves politeness slots (capped at half the lease, so a
             task's lease never runs out while its worker waits for the slot).
         idle_timeout_s: the longest an idle worker sleeps without a notification (``Waiting.idle_wait_s``).
+        epoch_scope: whose epochs this queue begins and enqueues in (``queue_epochs.scope``): the queues of one
+            scope share them, and an epoch of another scope is none of theirs (empty: the scope of a queue
+            given none).
     """
 
     def __init__(
@@ -63,6 +66,7 @@ class QueueContext:
         default_interval_s: float = 1.0,
         slot_horizon_s: float = 2.0,
         idle_timeout_s: float = 5.0,
+        epoch_scope: str = "",
     ) -> None:
         if not task_types or any(not isinstance(t, str) or not t for t in task_types):
             raise ValueError(f"task_types must be non-empty strings, got {task_types!r}")
@@ -76,6 +80,7 @@ class QueueContext:
         self.default_interval_s = check_number("default_interval_s", default_interval_s)
         self.slot_horizon_s = min(check_number("slot_horizon_s", slot_horizon_s), self.lease_s / 2)
         self.idle_timeout_s = check_number("idle_timeout_s", idle_timeout_s, allow_zero=False)
+        self.epoch_scope = epoch_scope
         #: The database's clock as seen from this host: what politeness slots are timed by.
         self.clock = DatabaseClock(db)
 

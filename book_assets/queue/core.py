@@ -71,14 +71,15 @@ class QueueCore:
         }
 
     def begin_epoch(self) -> int:
-        """Start an epoch (a crawl's, say): until the next one starts, each URL is enqueued once, whatever
-        became of its first task; returns its id.
+        """Start an epoch of the queue's scope (a crawl's, say): until the scope's next one starts, each URL is
+        enqueued once by the queues of that scope, whatever became of its first task; returns its id. An epoch
+        of another scope (a crawl of another site on the same queue) neither ends this one nor is joined by it.
 
         Live-task deduplication alone lets a URL whose task ended be enqueued again: a listing that links back
         to a page already fetched, or repeats books already fetched, would fetch them again, and a chain of such
         pages need never end. A task's retries and requeues are the same row, so they still happen.
         """
-        return int(self.db.query(named_queries()["begin_epoch"])[0]["id"])
+        return int(self.db.query(named_queries()["begin_epoch"], {"scope": self.ctx.epoch_scope})[0]["id"])
 
     def enqueue(
         self,
@@ -126,7 +127,11 @@ class QueueCore:
         results: dict[int, EnqueueResult] = {}
         for start in range(0, len(rows), ENQUEUE_CHUNK):
             chunk = rows[start : start + ENQUEUE_CHUNK]
-            params = {"rows": json.dumps(chunk), "interval_s": self.ctx.default_interval_s}
+            params = {
+                "rows": json.dumps(chunk),
+                "interval_s": self.ctx.default_interval_s,
+                "scope": self.ctx.epoch_scope,
+            }
             for r in self.db.query(named_queries()["enqueue_many"], params):
                 results[int(r["ord"])] = EnqueueResult(r["id"], bool(r["created"]))
         for index, first in duplicate_of.items():

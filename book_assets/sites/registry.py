@@ -6,10 +6,11 @@ from collections.abc import Mapping
 
 from book_assets.settings import ConfigError
 from book_assets.sites.books import BOOKS
+from book_assets.sites.quotes.definition import QUOTES
 from book_assets.sites.site import Site
 
 #: Every site a crawl can be run on, by name.
-SITES: Mapping[str, Site] = {BOOKS.name: BOOKS}
+SITES: Mapping[str, Site] = {site.name: site for site in (BOOKS, QUOTES)}
 
 
 def site_named(name: str) -> Site:

@@ -78,6 +78,10 @@ class Listing:
             proof that a chain was read whole (:mod:`book_assets.store.removals`).
         records: Records the page carries itself (quotes on a quotes listing), stored with the page
             (:meth:`Site.write_listing`); empty for a site whose records are all detail pages.
+        records_in_categories: On a start page that links categories, whether every record arrives through
+            them, so discovery follows only the categories (books: every book is in a category the sidebar
+            links); False: the page's own detail links and chain are followed too (quotes: a quote may have no
+            tag, and the sidebar links ten tags).
     """
 
     url: str
@@ -88,6 +92,7 @@ class Listing:
     page_number: int | None = None
     result_count: int | None = None
     records: tuple[object, ...] = ()
+    records_in_categories: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +150,19 @@ class Site(Protocol):
     def page_kinds(self) -> tuple[PageKind, ...]:
         """The page kinds (task types) it uses: one detail kind (its records: the fairness groups, weights and
         budgets are its), and as many listing kinds as it needs; the first of each role is the role's default."""
+        ...
+
+    @property
+    def start_paths(self) -> tuple[str, ...]:
+        """Further start pages, relative to the base URL, that no page of the site links (quotes' ``js/``): a
+        crawl is seeded with each beside its base URL."""
+        ...
+
+    @property
+    def drift_and_removals(self) -> bool:
+        """Whether a crawl's end judges its fields for drift and settles its removals
+        (:mod:`book_assets.store.drift`, :mod:`book_assets.store.removals`, written for the books' tables);
+        False: the crawl is closed with its removals undecided and its fields unjudged."""
         ...
 
     @property

@@ -2,13 +2,14 @@
 -- (book_assets/store/removals.py), and the feed of a day (book_assets/publish/changes.py).
 
 -- abandon_open_crawls --
--- A crawl begins: earlier crawls that never reported are closed, their removals never decided.
+-- A crawl of a site begins: earlier crawls of that site that never reported are closed, their removals never
+-- decided. Another site's open crawl goes on.
 UPDATE crawls SET finished_at = now(), outcome = 'abandoned', note = 'a later crawl started before it reported'
-WHERE finished_at IS NULL;
+WHERE finished_at IS NULL AND site = %(site)s;
 
 -- insert_crawl --
--- A new crawl; listing pages processed from now on belong to it.
-INSERT INTO crawls DEFAULT VALUES RETURNING id, started_at;
+-- A new crawl of a site; listing pages processed from now on belong to it.
+INSERT INTO crawls (site) VALUES (%(site)s) RETURNING id, started_at;
 
 -- crawl_by_id --
 -- One crawl, named by an explicit report step (the run that opened it was interrupted before it reported).

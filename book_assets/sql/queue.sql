@@ -4,7 +4,7 @@
 -- round trip.
 
 -- enqueue_many --
--- Insert a batch given as a JSON array in one statement. In an epoch (queue_epochs: the latest), a URL already
+-- Insert a batch given as a JSON array in one statement. In an epoch (queue_epochs: the latest of the queue's scope), a URL already
 -- enqueued in it (queue_seen) gets no task, whatever became of its first; every URL is deduplicated against live
 -- tasks (pending / in progress) by the partial unique index idx_tasks_payload_url. Each input row comes back, in
 -- input order, with its live task's id (NULL: none, the URL's task in this epoch ended) and whether it was created.
@@ -14,7 +14,7 @@ WITH input AS (
         ord INTEGER, task_type TEXT, payload JSONB, priority INTEGER, domain TEXT, task_group TEXT,
         delay_s DOUBLE PRECISION, run_at TIMESTAMPTZ, max_attempts INTEGER)
 ), epoch AS (
-    SELECT max(id) AS id FROM queue_epochs
+    SELECT max(id) AS id FROM queue_epochs WHERE scope = %(scope)s
 ), seen AS (
     INSERT INTO queue_seen (epoch, url)
     SELECT e.id, x.payload->>'url' FROM input x CROSS JOIN epoch e WHERE e.id IS NOT NULL
@@ -49,8 +49,9 @@ LEFT JOIN wake ON true
 ORDER BY x.ord;
 
 -- begin_epoch --
--- Start an epoch: from now on each URL is enqueued once (enqueue_many) until the next one starts.
-INSERT INTO queue_epochs DEFAULT VALUES RETURNING id;
+-- Start an epoch of a scope: from now on each URL is enqueued once (enqueue_many) by the queues of that scope,
+-- until the scope's next one starts.
+INSERT INTO queue_epochs (scope) VALUES (%(scope)s) RETURNING id;
 
 -- claim --
 -- Claim up to n tasks, or replay the answer of the same request (see queue_claim_v3 in schema.sql).
@@ -360,9 +361,10 @@ SELECT task_type, coalesce(error_kind, 'unknown') AS kind, count(*) AS n FROM ta
 WHERE status = 'failed' GROUP BY task_type, coalesce(error_kind, 'unknown') ORDER BY task_type, n DESC, kind;
 
 -- failed_by_kind_since --
--- Tasks claimed since a moment and now failed for good, by error kind: a run's failures, as activity_since counts them.
+-- Tasks of the queue's types claimed since a moment and now failed for good, by error kind: a run's failures, as
+-- activity_since counts them.
 SELECT coalesce(error_kind, 'unknown') AS kind, count(*) AS n FROM tasks
-WHERE status = 'failed' AND started_at >= %(since)s
+WHERE status = 'failed' AND started_at >= %(since)s AND task_type = ANY (%(types)s::text[])
 GROUP BY coalesce(error_kind, 'unknown') ORDER BY n DESC, kind;
 
 -- stats_last_failure_by_domain --
@@ -400,17 +402,22 @@ DELETE FROM tasks WHERE id IN (
     SELECT queue_finished_before_v1(now() - make_interval(secs => %(older_than_s)s), %(batch)s));
 
 -- prune_seen --
--- Delete one batch of the URLs seen in epochs that ended more than older_than_s ago (a later epoch started before
--- the cutoff), then those epochs once they hold none.
+-- Delete one batch of the URLs seen in epochs that ended more than older_than_s ago (a later epoch of their scope
+-- started before the cutoff), then those epochs once they hold none.
 WITH ended AS (
-    SELECT max(e.id) AS before FROM queue_epochs e WHERE e.started_at < now() - make_interval(secs => %(older_than_s)s)
+    SELECT e.scope, max(e.id) AS before FROM queue_epochs e
+    WHERE e.started_at < now() - make_interval(secs => %(older_than_s)s)
+    GROUP BY e.scope
 ), batch AS (
     DELETE FROM queue_seen s WHERE (s.epoch, s.url) IN (
-        SELECT x.epoch, x.url FROM queue_seen x, ended WHERE x.epoch < ended.before LIMIT %(batch)s)
+        SELECT x.epoch, x.url FROM queue_seen x
+        JOIN queue_epochs e ON e.id = x.epoch
+        JOIN ended ON ended.scope = e.scope AND x.epoch < ended.before
+        LIMIT %(batch)s)
     RETURNING s.epoch
 ), epochs AS (
     DELETE FROM queue_epochs e USING ended
-    WHERE e.id < ended.before AND NOT EXISTS (SELECT 1 FROM batch)
+    WHERE e.scope = ended.scope AND e.id < ended.before AND NOT EXISTS (SELECT 1 FROM batch)
       AND NOT EXISTS (SELECT 1 FROM queue_seen s WHERE s.epoch = e.id)
 )
 SELECT count(*) AS n FROM batch;
@@ -485,8 +492,8 @@ SELECT (SELECT count(*) FROM moved) AS requeued FROM (SELECT 1) AS one LEFT JOIN
 SELECT clock_timestamp() AS now;
 
 -- activity_since --
--- Since a moment, by type and group: tasks created, completed, and failed for good after a claim since then,
--- and the retries taken by the tasks claimed or completed since then.
+-- Since a moment, by type (of the queue's) and group: tasks created, completed, and failed for good after a claim
+-- since then, and the retries taken by the tasks claimed or completed since then.
 SELECT task_type, task_group AS grp,
        count(*) FILTER (WHERE created_at >= %(since)s) AS created,
        count(*) FILTER (WHERE status = 'completed' AND completed_at >= %(since)s) AS completed,
@@ -494,7 +501,8 @@ SELECT task_type, task_group AS grp,
        coalesce(sum(attempts - 1) FILTER (WHERE attempts > 1 AND (started_at >= %(since)s
                                                                  OR completed_at >= %(since)s)), 0) AS retries
 FROM tasks
-WHERE created_at >= %(since)s OR started_at >= %(since)s OR completed_at >= %(since)s
+WHERE (created_at >= %(since)s OR started_at >= %(since)s OR completed_at >= %(since)s)
+  AND task_type = ANY (%(types)s::text[])
 GROUP BY task_type, task_group;
 
 -- failures_since --

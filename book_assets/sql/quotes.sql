@@ -40,3 +40,20 @@ RETURNING id, NOT EXISTS (SELECT 1 FROM old) AS inserted,
           (SELECT (o.name, o.birth_date, o.birth_place, o.description)
                   IS DISTINCT FROM (authors.name, authors.birth_date, authors.birth_place, authors.description)
            FROM old o) AS changed;
+
+-- confirm_author --
+-- A 304 for an author page: the stored author stands, seen at the 304's fetch, when it still holds the copy the
+-- validators describe (no row: the copy changed since, and the page is fetched again).
+UPDATE authors SET fetched_at = %(fetched_at)s
+WHERE url = %(url)s AND content_hash = %(content_hash)s
+RETURNING id;
+
+-- author_counts --
+-- The stored authors, and those with their page's HTML, for a crawl's figures and status.
+SELECT count(*) AS total, count(*) FILTER (WHERE raw_html <> '') AS with_html FROM authors;
+
+-- authors_since --
+-- Authors stored as new and as changed since a time (by the database's clock), for a run's figures.
+SELECT count(*) FILTER (WHERE first_seen_at >= %(since)s) AS new,
+       count(*) FILTER (WHERE first_seen_at < %(since)s AND updated_at >= %(since)s) AS changed
+FROM authors;

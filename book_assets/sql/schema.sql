@@ -1162,7 +1162,7 @@ COMMENT ON COLUMN public.authors.name IS 'The author''s name (h3.author-title).'
 
 COMMENT ON COLUMN public.authors.birth_date IS 'The birth date the page shows ("March 14, 1879").';
 
-COMMENT ON COLUMN public.authors.birth_place IS 'The birth place the page shows, without its leading "in " ("Ulm, Germany").';
+COMMENT ON COLUMN public.authors.birth_place IS 'The birth place as the page shows it, with the "in " the site prints before it ("in Ulm, Germany").';
 
 COMMENT ON COLUMN public.authors.description IS 'The page''s description, whitespace collapsed; NULL when it shows none.';
 
@@ -1311,8 +1311,11 @@ CREATE TABLE public.crawls (
     removed integer,
     returned integer,
     note text,
+    site text NOT NULL,
     CONSTRAINT crawls_outcome_check CHECK ((outcome = ANY (ARRAY['decided'::text, 'undecided'::text, 'abandoned'::text])))
 );
+
+COMMENT ON COLUMN public.crawls.site IS 'The site the crawl is of (the site setting): a crawl opening abandons the open crawls of its site only.';
 
 CREATE SEQUENCE public.crawls_id_seq
     START WITH 1
@@ -1433,11 +1436,16 @@ CREATE TABLE public.pages (
 
 CREATE TABLE public.queue_epochs (
     id bigint NOT NULL,
-    started_at timestamp with time zone DEFAULT now() NOT NULL
+    started_at timestamp with time zone DEFAULT now() NOT NULL,
+    scope text DEFAULT ''::text NOT NULL
 );
 
-COMMENT ON TABLE public.queue_epochs IS 'The epochs of the queue, one per crawl (begin_epoch in book_assets/queue/core.py): the latest is the
-current one, and its start ends every earlier one. With no epoch the queue deduplicates against live tasks only.';
+COMMENT ON TABLE public.queue_epochs IS 'The epochs of the queue, one per crawl (begin_epoch in book_assets/queue/core.py), each of a scope
+(the crawl''s site): the latest of a scope is its current one, and its start ends every earlier one of that scope only.
+With no epoch of its scope a queue deduplicates against live tasks only.';
+
+COMMENT ON COLUMN public.queue_epochs.scope IS 'Whose epoch it is: the scope of the queue that began it (QueueContext.epoch_scope, a crawl''s site
+name; empty for a queue given none). An enqueue reads only its own scope''s epochs.';
 
 ALTER TABLE public.queue_epochs ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     SEQUENCE NAME public.queue_epochs_id_seq
@@ -1684,6 +1692,8 @@ CREATE INDEX idx_category_balanced_snapshot_day_category ON public.category_bala
 CREATE INDEX idx_held_losses_crawl ON public.held_losses USING btree (crawl_id, field);
 
 CREATE INDEX idx_listing_pages_listed_at ON public.listing_pages USING btree (listed_at);
+
+CREATE INDEX idx_queue_epochs_scope ON public.queue_epochs USING btree (scope, id);
 
 CREATE INDEX idx_robots_txt_host ON public.robots_txt USING btree (host);
 

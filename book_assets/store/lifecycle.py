@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from book_assets.db.connection import Cursor, Database
+from book_assets.settings import default
 from book_assets.sql import load_queries
 
 Q = load_queries("changes")
@@ -24,17 +25,35 @@ class OpenCrawl:
     started_at: datetime
 
 
-def open_crawl(db: Database) -> OpenCrawl:
-    """Begin a crawl (earlier crawls that never reported are abandoned: their removals stay undecided)."""
+def open_crawl(db: Database, site: str | None = None) -> OpenCrawl:
+    """Begin a crawl of ``site`` (None: the default site): earlier crawls of that site that never reported are
+    abandoned, their removals undecided; another site's open crawl goes on."""
+    params = {"site": site or default("site")}
 
     def _open(cur: Cursor) -> OpenCrawl:
-        cur.execute(Q["abandon_open_crawls"])
-        cur.execute(Q["insert_crawl"])
+        cur.execute(Q["abandon_open_crawls"], params)
+        cur.execute(Q["insert_crawl"], params)
         row = cur.fetchone()
         assert row is not None  # INSERT ... RETURNING returns the new row
         return OpenCrawl(row["id"], row["started_at"])
 
     return db.run(_open)
+
+
+def close_undecided(db: Database, crawl: OpenCrawl, note: str) -> str:
+    """Close ``crawl`` with its removals undecided for ``note`` (a site that keeps none), touching no record;
+    a crawl already closed or abandoned stays as it ended. Returns why it is undecided."""
+
+    def _close(cur: Cursor) -> str:
+        cur.execute(Q["lock_crawl"], {"id": crawl.id})
+        row = cur.fetchone()
+        if row is not None and row["outcome"] is not None:
+            return str(row["note"] or row["outcome"])
+        params = {"complete": None, "incomplete": None, "removed": None, "returned": None}
+        cur.execute(Q["close_crawl"], {**params, "id": crawl.id, "outcome": "undecided", "note": note})
+        return note
+
+    return db.run(_close)
 
 
 def find_crawl(db: Database, crawl_id: int) -> OpenCrawl | None:

@@ -111,6 +111,18 @@ def kept_responses(db: Database, urls: list[str]) -> dict[str, FetchResult]:
     return {row["url"]: _as_fetched(row["url"], row) for row in db.statement(Q["kept_responses"], {"urls": urls})}
 
 
+def confirm_page(cur: Cursor, url: str, validators: Validators, response: FetchResult) -> str:
+    """A 304 for page ``url``: its stored response stands, confirmed at ``response.fetched_at``; returns the
+    canonical URL it was served from (its record's key). Raises :class:`StaleCopy` when the stored response is no
+    longer the copy with the validators' hash."""
+    params = {"content_hash": validators.content_hash, "url": url, "validated_at": response.fetched_at}
+    cur.execute(Q["revalidate_page"], params)
+    page = cur.fetchone()
+    if page is None:
+        raise StaleCopy(url)
+    return canonical_url(page["final_url"])
+
+
 def revalidate_book(cur: Cursor, url: str, validators: Validators, response: FetchResult) -> tuple[StoredBook, str]:
     """A 304 for book page ``url``: the stored book stands, confirmed at ``response.fetched_at``.
 
@@ -119,13 +131,8 @@ def revalidate_book(cur: Cursor, url: str, validators: Validators, response: Fet
     raises :class:`StaleCopy` (rolling the caller's transaction back) when the copy is gone.
     """
     hashed = {"content_hash": validators.content_hash}
-    cur.execute(Q["revalidate_page"], {**hashed, "url": url, "validated_at": response.fetched_at})
-    page = cur.fetchone()
-    if page is None:
-        raise StaleCopy(url)
-    cur.execute(
-        BOOKS["revalidate_book"], {**hashed, "url": canonical_url(page["final_url"]), "fetched_at": response.fetched_at}
-    )
+    final_url = confirm_page(cur, url, validators, response)
+    cur.execute(BOOKS["revalidate_book"], {**hashed, "url": final_url, "fetched_at": response.fetched_at})
     book = cur.fetchone()
     if book is None:
         raise StaleCopy(url)

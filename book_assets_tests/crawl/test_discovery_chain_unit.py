@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from book_assets.crawl.discovery import ListingTrap, follow_chain, listing_tasks
@@ -44,3 +45,17 @@ def test_listing_trap_pages_in_a_row_without_a_new_book_stop_the_chain_unless_it
     trap = follow_chain(payload, listing_tasks(payload, _page(4), config), 0, config)
     assert isinstance(trap, ListingTrap) and trap.reason.startswith("3 listing pages in a row brought no new books")
     assert follow_chain(payload, listing_tasks(payload, _page(4, last=True), config), 0, config) is None
+
+
+def test_pages_that_carry_other_records_are_followed_and_one_served_again_under_a_new_number_is_a_trap() -> None:
+    config = sandbox_config("http://127.0.0.1:9/", listing_trap_pages=2)
+    carrying = [replace(_page(n), category=None, records=(f"quote {n}",)) for n in (2, 3)]
+    first = follow_chain(_payload(2), listing_tasks(_payload(2), carrying[0], config), 0, config)
+    assert not isinstance(first, ListingTrap) and first is not None and first.payload["stale"] == 0
+    second = follow_chain(first.payload, listing_tasks(first.payload, carrying[1], config), 0, config)
+    assert not isinstance(second, ListingTrap) and second is not None and second.payload["stale"] == 0
+    again = replace(carrying[1], url=f"{BASE}page-4.html")  # page 3's records under the number 4
+    repeated = follow_chain(second.payload, listing_tasks(second.payload, again, config), 0, config)
+    assert not isinstance(repeated, ListingTrap) and repeated is not None and repeated.payload["stale"] == 1
+    trap = follow_chain(repeated.payload, listing_tasks(repeated.payload, again, config), 0, config)
+    assert isinstance(trap, ListingTrap)

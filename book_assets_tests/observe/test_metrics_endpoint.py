@@ -109,11 +109,11 @@ def test_the_queue_exporter_serves_when_the_latest_successful_crawl_ended(db: Da
     try:
         assert _samples(_scrape(port))["book_pipeline_queue_up"] == 1 and gauge not in _samples(_scrape(port))
         db.query(
-            "INSERT INTO crawls (started_at, finished_at, outcome) VALUES"
-            " ('2026-12-01T02:00Z', '2026-12-01T03:00Z', 'decided'),"
-            " ('2026-12-02T02:00Z', '2026-12-02T03:00Z', 'undecided'),"
-            " ('2026-12-03T02:00Z', '2026-12-03T02:10Z', 'abandoned'),"
-            " ('2026-12-04T02:00Z', NULL, NULL) RETURNING id"
+            "INSERT INTO crawls (site, started_at, finished_at, outcome) VALUES"
+            " ('books', '2026-12-01T02:00Z', '2026-12-01T03:00Z', 'decided'),"
+            " ('books', '2026-12-02T02:00Z', '2026-12-02T03:00Z', 'undecided'),"
+            " ('books', '2026-12-03T02:00Z', '2026-12-03T02:10Z', 'abandoned'),"
+            " ('books', '2026-12-04T02:00Z', NULL, NULL) RETURNING id"
         )
         decided = datetime(2026, 12, 1, 3, tzinfo=UTC).timestamp()
         assert _samples(_scrape(port))[gauge] == decided

@@ -73,3 +73,24 @@ def test_the_retention_prune_forgets_the_urls_of_epochs_that_ended_before_its_cu
     assert _seen(db) == [(current, url(2))]
     assert [r["id"] for r in db.query("SELECT id FROM queue_epochs")] == [current]
     assert not queue.enqueue("detail", {"url": url(2)}).created
+
+
+def test_an_epoch_begun_in_another_scope_neither_ends_this_one_nor_is_joined_by_it(db: Database) -> None:
+    books, quotes = (TaskQueue(db, task_types=["detail"], epoch_scope=scope) for scope in ("books", "quotes"))
+    books.begin_epoch()
+    books.enqueue("detail", {"url": url(1)})
+    complete(books, books.claim("w").tasks[0])
+    quotes.begin_epoch()  # a crawl of another site begins on the same queue
+    assert not books.enqueue("detail", {"url": url(1)}).created  # books' epoch goes on
+    assert quotes.enqueue("detail", {"url": url(2)}).created
+    assert {r["scope"] for r in db.query("SELECT scope FROM queue_epochs")} == {"books", "quotes"}
+
+
+def test_the_retention_prune_ends_an_epoch_only_by_a_later_one_of_its_scope(db: Database) -> None:
+    books, quotes = (TaskQueue(db, task_types=["detail"], epoch_scope=scope) for scope in ("books", "quotes"))
+    current = books.begin_epoch()
+    books.enqueue("detail", {"url": url(1)})
+    quotes.begin_epoch()
+    books.prune(0)
+    assert [seen for seen in _seen(db) if seen[0] == current] == [(current, url(1))]
+    assert not books.enqueue("detail", {"url": url(1)}).created

@@ -47,7 +47,7 @@ def shown_author(html: str, slug: str) -> Author:
         slug=slug,
         born_date=text("span.author-born-date"),
         born_location=text("span.author-born-location"),
-        description=text("div.author-description").strip(),
+        description=" ".join(text("div.author-description").split()),  # as a browser shows it
     )
 
 

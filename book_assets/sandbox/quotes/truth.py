@@ -6,8 +6,10 @@ Wailers`` is served as ``&amp;``), so a value shown on a page equals the value i
 differences the templates make:
 
 - an author's birth place is shown as the data holds it, with its leading ``in `` (``in Ulm, Germany``);
-- an author's description is written between blanks in ``author.html``, and a few of the descriptions end in
-  blanks of their own: the shown text is the stripped value (inner line breaks and double spaces stay);
+- an author's description is written between blanks in ``author.html``, and a few of the descriptions hold line
+  breaks and double spaces of their own (``J.R.R. Tolkien``, ``Helen Keller``): a browser shows every run of
+  blanks as one space, so the shown text is the value with its blanks collapsed and stripped (as the parser
+  stores it);
 - a quote's author page is linked as ``/author/<slug>`` (no trailing slash), which the application answers
   with a 308 redirect to ``/author/<slug>/``, the page itself; the slug is awesome-slugify's, as upstream;
 - one author is named differently by their quotes and by their page (``Alexandre Dumas fils`` on the
@@ -93,7 +95,7 @@ def authors() -> dict[str, Author]:
             slug=slug,
             born_date=row["born_at"],
             born_location=row["born_in"],
-            description=row["description"].strip(),
+            description=" ".join(row["description"].split()),
         )
     return result
 

@@ -50,6 +50,9 @@ class BooksSite:
     default_base_url: str = LIVE_SITE_URL
     page_kinds: tuple[PageKind, ...] = (LISTING, DETAIL)
     record: str = "book"
+    #: Every page is linked from the start page's chain or its categories.
+    start_paths: tuple[str, ...] = ()
+    drift_and_removals: bool = True
 
     @property
     def categories(self) -> Categories:

@@ -44,6 +44,8 @@ class QuotesPage:
         next_url: Absolute URL of the next page (``li.next a``), or None on the last page.
         tag: The tag a tag page lists ("Viewing tag: love"), or None.
         author_links: Absolute URLs of the authors' pages the quotes link to, each once, in page order.
+        tag_links: ``(tag, absolute URL)`` of the tags the page's sidebar links ("Top Ten tags"), in its order;
+            empty where it has none (the ``/js/`` pages).
     """
 
     url: str
@@ -51,6 +53,7 @@ class QuotesPage:
     next_url: str | None
     tag: str | None
     author_links: tuple[str, ...]
+    tag_links: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,8 +64,9 @@ class Author:
         url: The URL the page was served from.
         name: ``h3.author-title``.
         birth_date: ``span.author-born-date`` ("March 14, 1879") as a date.
-        birth_place: ``span.author-born-location`` without the leading "in " the site prints ("in Ulm,
-            Germany" -> "Ulm, Germany").
+        birth_place: ``span.author-born-location`` as the page shows it, with the "in " the site prints
+            before the place ("in Ulm, Germany"): the application's data holds it so (``born_in``), and the
+            page shows nothing else to tell a place from its preposition.
         description: ``div.author-description``, whitespace collapsed; None when the page shows none.
     """
 

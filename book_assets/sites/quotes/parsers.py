@@ -36,7 +36,6 @@ NO_QUOTES = "No quotes found!"
 _MONTH_NAMES = "january february march april may june july august september october november december"
 _MONTHS = {name: number for number, name in enumerate(_MONTH_NAMES.split(), start=1)}
 _DATE_RE = re.compile(r"([A-Za-z]+)\s+(\d{1,2}),\s*(\d{4})")
-_IN_RE = re.compile(r"^in\s+")
 
 
 class NotAnAuthorPage(ParseError):
@@ -111,6 +110,16 @@ def _viewing_tag(tree: LexborHTMLParser) -> str | None:
     return None
 
 
+def _tag_links(tree: LexborHTMLParser, url: str) -> tuple[tuple[str, str], ...]:
+    """``(tag, absolute URL)`` of each tag the sidebar ("Top Ten tags", ``div.tags-box``) links, in its order."""
+    links: dict[str, str] = {}
+    for link in tree.css("div.tags-box a.tag[href]"):
+        name, href = _text(link), (link.attributes.get("href") or "").strip()
+        if name and href:
+            links.setdefault(name, resolve_link(url, href))
+    return tuple(links.items())
+
+
 def parse_quotes_page(html: str, url: str) -> QuotesPage:
     """Parse a listing page (``/``, ``/page/N/``, a tag page, the rendered ``/js/``) into a :class:`QuotesPage`.
 
@@ -147,6 +156,7 @@ def parse_quotes_page(html: str, url: str) -> QuotesPage:
         next_url=resolve_link(url, next_href) if next_href else None,
         tag=_viewing_tag(tree),
         author_links=tuple(dict.fromkeys(q.author_url for q in quotes if q.author_url is not None)),
+        tag_links=_tag_links(tree, url),
     )
 
 
@@ -184,7 +194,7 @@ def parse_author(html: str, url: str) -> Author:
         raise NotAnAuthorPage("author box has no name")
     born = _text(box.css_first("span.author-born-date")) or None
     birth_date = parse_birth_date(born) if born else None
-    place = _IN_RE.sub("", _text(box.css_first("span.author-born-location")) or "") or None
+    place = _text(box.css_first("span.author-born-location")) or None
     description = _text(box.css_first("div.author-description")) or None
     values = {"name": name, "birth_date": birth_date, "birth_place": place, "description": description}
     # A date shown but unreadable was read as None: its problem says why, not "missing".

@@ -54,6 +54,14 @@ def test_a_tag_page_names_its_tag_and_links_its_next_page() -> None:
     assert page.next_url == SITE + "tag/love/page/2/"
 
 
+def test_a_listing_links_the_tags_of_its_sidebar_in_order_and_the_js_page_links_none() -> None:
+    page = parse_quotes_page(fixture("index.html"), SITE)
+    top_ten = "love inspirational life humor books reading friendship friends truth simile"
+    assert [name for name, _url in page.tag_links] == top_ten.split()
+    assert page.tag_links[0] == ("love", SITE + "tag/love/")
+    assert parse_quotes_page(fixture("js-rendered.html"), SITE + "js/").tag_links == ()
+
+
 def test_the_page_that_says_no_quotes_found_is_an_empty_listing() -> None:
     page = parse_quotes_page(fixture("page-11.html"), SITE + "page/11/")
     assert (page.quotes, page.next_url, page.author_links) == ((), None, ())
@@ -134,7 +142,7 @@ def test_the_about_link_is_the_author_link_even_after_another_link() -> None:
 def test_an_author_page_reads_name_birth_date_place_and_description() -> None:
     author = parse_author(fixture("author-albert-einstein.html"), EINSTEIN)
     assert (author.url, author.name) == (EINSTEIN, "Albert Einstein")
-    assert (author.birth_date, author.birth_place) == (date(1879, 3, 14), "Ulm, Germany")
+    assert (author.birth_date, author.birth_place) == (date(1879, 3, 14), "in Ulm, Germany")
     assert author.description is not None
     assert author.description.startswith("In 1879, Albert Einstein was born in Ulm, Germany. He completed")
     assert author.description.endswith("http://www.nobelprize.org/nobel_prize...")

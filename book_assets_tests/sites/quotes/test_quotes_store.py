@@ -6,11 +6,15 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
 
-from book_assets.db.connection import Database
-from book_assets.scraper.fetching import FetchResult, build_result
+import pytest
+
+from book_assets.db.connection import Cursor, Database
+from book_assets.scraper.fetching import FetchResult, Validators, build_result
+from book_assets.sites.quotes.definition import QUOTES
 from book_assets.sites.quotes.models import QuotesPage
 from book_assets.sites.quotes.parsers import parse_author, parse_quotes_page
 from book_assets.sites.quotes.store import write_author, write_quotes
+from book_assets.store.pages import StaleCopy, write_page
 from book_assets_tests.sites.quotes.pages import EINSTEIN, SITE, fixture
 
 T0 = datetime(2026, 12, 4, 5, 0, tzinfo=UTC)
@@ -107,3 +111,23 @@ def test_an_author_page_whose_bytes_the_html_does_not_reproduce_keeps_them(db: D
     lossy = replace(fetch, body=b"\xef\xbb\xbf" + fetch.body)  # a BOM the decoded HTML does not hold
     db.run(lambda cur: write_author(cur, parse_author(html, EINSTEIN), lossy))
     assert bytes(db.query("SELECT raw_body FROM authors")[0]["raw_body"]) == lossy.body
+
+
+def test_a_304_for_an_author_page_confirms_the_stored_author_and_a_changed_copy_is_stale(db: Database) -> None:
+    html = fixture("author-albert-einstein.html")
+    served = _fetch(EINSTEIN, html)
+    author = parse_author(html, EINSTEIN)
+
+    def _stored(cur: Cursor) -> None:
+        QUOTES.write_detail(cur, author, served, requested_url=EINSTEIN)
+        write_page(cur, EINSTEIN, served, keep_body=False)
+
+    db.run(_stored)
+    validators = Validators(EINSTEIN, '"v1"', None, served.content_hash)
+    later = replace(served, status=304, fetched_at=T0 + timedelta(days=1))
+    confirmed = db.run(lambda cur: QUOTES.revalidate_detail(cur, EINSTEIN, validators, later))
+    assert confirmed.outcome == "unchanged"
+    assert db.query("SELECT fetched_at FROM authors")[0]["fetched_at"] == later.fetched_at
+    gone = replace(validators, content_hash="another copy")
+    with pytest.raises(StaleCopy):
+        db.run(lambda cur: QUOTES.revalidate_detail(cur, EINSTEIN, gone, later))
