@@ -315,6 +315,14 @@ def build_args(engine: Engine) -> list[str]:
     return args
 
 
+def build_standin(engine: Engine, name: str, context: Path, sources: tuple[Path, ...]) -> None:
+    """Build stand-in ``name`` from ``context``, labelled with the digest of the files it is made from (what
+    :func:`standin_current` compares)."""
+    label = f"book-pipeline.standin={standin_digest(*sources)}"
+    run([*NICE, "docker", "build", *build_args(engine), "--label", label, "-t", name, str(context)],
+        env=engine.env, timeout=1800)  # fmt: skip
+
+
 def debian_base(engine: Engine, cache: Path) -> None:
     """book-pipeline-standin/debian:bookworm from a debootstrap'ed minbase tree (kept as a tarball in the cache)."""
     name = "book-pipeline-standin/debian:bookworm"
@@ -356,9 +364,7 @@ def python_standin(engine: Engine, cache: Path) -> None:
         for cert in Path("/usr/local/share/ca-certificates").glob("*.crt"):
             shutil.copy(cert, context / "ca" / cert.name)
         shutil.copy(STANDINS / "python.Dockerfile", context / "Dockerfile")
-        label = f"book-pipeline.standin={standin_digest(*sources)}"
-        run([*NICE, "docker", "build", *build_args(engine), "--label", label, "-t", name, str(context)],
-            env=engine.env, timeout=1800)  # fmt: skip
+        build_standin(engine, name, context, sources)
 
 
 def hydrate_symlinks(package: Path) -> None:
@@ -391,9 +397,7 @@ def postgres_standin(engine: Engine, cache: Path) -> None:
         archive.unlink()
         shutil.copy(STANDINS / "postgres.Dockerfile", context / "Dockerfile")
         shutil.copy(STANDINS / "postgres-entrypoint.sh", context / "postgres-entrypoint.sh")
-        label = f"book-pipeline.standin={standin_digest(*sources)}"
-        run([*NICE, "docker", "build", *build_args(engine), "--label", label, "-t", name, str(context)],
-            env=engine.env, timeout=1800)  # fmt: skip
+        build_standin(engine, name, context, sources)
 
 
 def prometheus_standin(engine: Engine, cache: Path) -> None:
@@ -406,9 +410,7 @@ def prometheus_standin(engine: Engine, cache: Path) -> None:
     with tempfile.TemporaryDirectory(prefix="bpe-prometheus-") as tmp:
         context = Path(tmp)
         shutil.copy(STANDINS / "prometheus.Dockerfile", context / "Dockerfile")
-        label = f"book-pipeline.standin={standin_digest(*sources)}"
-        run([*NICE, "docker", "build", *build_args(engine), "--label", label, "-t", name, str(context)],
-            env=engine.env, timeout=1800)  # fmt: skip
+        build_standin(engine, name, context, sources)
 
 
 # --- the stack ------------------------------------------------------------------------------------------------

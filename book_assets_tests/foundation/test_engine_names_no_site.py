@@ -9,13 +9,13 @@ categories the books definition delegates to), and none names a site's host.
 
 from __future__ import annotations
 
-import ast
 import re
 from pathlib import Path
 
 import pytest
 
 from book_assets.settings import PROJECT_ROOT
+from book_assets_tests.foundation.test_package_cycles import imports_of
 
 pytestmark = pytest.mark.unit
 
@@ -50,17 +50,6 @@ def _engine_files() -> list[Path]:
     return files
 
 
-def _imports(path: Path) -> set[str]:
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module)
-            found.update(f"{node.module}.{alias.name}" for alias in node.names)
-        elif isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-    return found
-
-
 def _site_definition(module: str) -> bool:
     if module in BOOKS_MODULES:
         return True
@@ -79,14 +68,14 @@ def test_no_engine_module_imports_a_site_definition() -> None:
     offenders = []
     for path in _engine_files():
         relative = path.relative_to(PACKAGE).as_posix()
-        wrong = {m for m in _imports(path) if _site_definition(m)} - ALLOWED.get(relative, set())
+        wrong = {m for m in imports_of(path) if _site_definition(m)} - ALLOWED.get(relative, set())
         offenders += [f"{relative}: imports {module}" for module in sorted(wrong)]
     assert offenders == []
 
 
 def test_every_allowance_is_still_needed() -> None:
     for relative, modules in ALLOWED.items():
-        assert modules <= _imports(PACKAGE / relative), relative
+        assert modules <= imports_of(PACKAGE / relative), relative
 
 
 def test_no_engine_module_names_a_site_host() -> None:
