@@ -100,6 +100,14 @@ def refuse_soft_block(site: Site, task: Task, page: FetchResult) -> None:
         raise FetchError(ErrorKind.SOFT_BLOCK, reason, url=page.final_url, status=page.status)
 
 
+def refuse_too_long(page: FetchResult, max_url_length: int) -> None:
+    """Raise a ``url_too_long`` :class:`FetchError` when ``page`` was served from a URL longer than
+    ``max_url_length``: a redirect the browser followed itself (the HTTP fetcher follows none that long)."""
+    if len(page.final_url) > max_url_length:
+        error = f"redirected to a URL of {len(page.final_url)} characters, over max_url_length ({max_url_length})"
+        raise FetchError(ErrorKind.URL_TOO_LONG, f"{error}: {page.final_url[:200]}…", url=page.final_url)
+
+
 def refill_batch(capacity: int) -> int:
     """Free page slots the loop waits for before it claims again: half of them, at least one.
 
@@ -457,6 +465,7 @@ class Worker:
         try:
             fetched = await self._strategy.fetch(task, validators)
             refuse_soft_block(self.site, task, fetched.page)
+            refuse_too_long(fetched.page, self.config.max_url_length)
         except FetchError as exc:
             if self.config.autothrottle and exc.status is not None:
                 throttled = exc.status in THROTTLED_STATUSES

@@ -175,7 +175,9 @@ class HttpFetcher:
             location = headers.get("location")
             if status in REDIRECT_STATUSES and location:
                 try:
-                    target = redirect_target(url, current, location, self.settings.allowed_domains)
+                    target = redirect_target(
+                        url, current, location, self.settings.allowed_domains, self.settings.max_url_length
+                    )
                 except FetchError as exc:
                     if exc.kind is ErrorKind.OFFSITE_REDIRECT:
                         self._counters["offsite_blocked"] += 1

@@ -78,6 +78,7 @@ class FetchSettings:
             (the live site pulls jQuery from a CDN it does not need for content).
         retry_after_max_s: A server's Retry-After longer than this is clamped to it (and the error says
             so): one page asking for 30 years must not park its domain for 30 years.
+        max_url_length: A redirect to a longer URL is not followed: ``url_too_long``, as a link that long is.
     """
 
     mode: FetchMode = default("fetch_mode")
@@ -94,6 +95,7 @@ class FetchSettings:
     user_agent: str = default("user_agent")
     block_offsite_subresources: bool = True
     retry_after_max_s: float = default("retry_after_max_s")
+    max_url_length: int = default("max_url_length")
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
@@ -308,13 +310,16 @@ def refuse_offsite(url: str, allowed_domains: frozenset[str], counters: dict[str
         raise fetch_error(ErrorKind.OFFSITE, "host not in allowed_domains", url=url)
 
 
-def redirect_target(url: str, current: str, location: str, allowed_domains: frozenset[str]) -> str:
+def redirect_target(
+    url: str, current: str, location: str, allowed_domains: frozenset[str], max_url_length: int | None = None
+) -> str:
     """The URL a redirect from ``current`` sends the fetch of ``url`` to (pure).
 
     Raises:
         FetchError: ``bad_redirect`` when ``location`` names no http(s) URL with a readable host and port
             (``http://[::1``, ``javascript:...``, a port past 65535): the same answer every time, so
-            permanent; ``offsite_redirect`` when its host is not allowed.
+            permanent; ``offsite_redirect`` when its host is not allowed; ``url_too_long`` when it is longer
+            than ``max_url_length``.
     """
     try:
         target = urljoin(current, location.strip())
@@ -326,6 +331,9 @@ def redirect_target(url: str, current: str, location: str, allowed_domains: froz
         raise fetch_error(ErrorKind.BAD_REDIRECT, f"redirect to {location[:200]!r}: not an http(s) URL", url=url)
     if not host_allowed(target, allowed_domains):
         raise fetch_error(ErrorKind.OFFSITE_REDIRECT, f"redirect to {target} outside allowed_domains", url=url)
+    if max_url_length is not None and len(target) > max_url_length:
+        error = f"redirect to a URL of {len(target)} characters, over max_url_length ({max_url_length})"
+        raise fetch_error(ErrorKind.URL_TOO_LONG, f"{error}: {target[:200]}…", url=url)
     return target
 
 

@@ -239,3 +239,32 @@ def test_a_latin_1_header_byte_is_stored_and_archived_byte_for_byte(
         return
     assert note == "caf%E9"  # the server's bytes, percent-encoded: unquote_to_bytes gives b"caf\xe9"
     assert stored == [{"note": "caf%E9"}]
+
+
+@pytest.mark.parametrize("mode", ["http", pytest.param("browser", marks=pytest.mark.browser)])
+def test_a_redirect_to_a_url_over_max_url_length_fails_its_page_alone(
+    mode: str, db: Database, database_url: str
+) -> None:
+    """The HTTP fetcher does not follow it; Chromium follows redirects itself, and the page it lands on is refused
+    before anything is parsed or stored. Either way the page fails as ``url_too_long`` and the rest are stored."""
+    site, html, paths = _mystery()
+    letters = random.Random(46).choices(string.ascii_lowercase + string.digits, k=2990)
+    long_path = "/catalogue/" + "".join(letters) + "_1/index.html"
+    with StubSite() as stub:
+        _serve(stub, site, html, paths[:3])
+        landing = site.get(paths[0])
+        assert landing is not None
+        stub.pages[long_path] = Page(body=landing)
+        stub.pages[paths[0]] = Page(status=301, headers={"Location": long_path})
+        config = sandbox_config(stub.url_for(LISTING), mode=mode, max_pages=1, max_attempts=2, categories=("Mystery",))
+        crawl(database_url, config)
+        followed = stub.hits[long_path]
+
+    failed = _failed(db)
+    too_long = [f for f in failed if f["error_kind"] == "url_too_long"]
+    assert len(too_long) == 1 and too_long[0]["attempts"] == 1, failed
+    assert "max_url_length (2048)" in too_long[0]["error"]
+    assert {f["error_kind"] for f in failed} == {"url_too_long", "http_404"}  # the cards the stub does not serve
+    assert followed == (0 if mode == "http" else 1)
+    rows = db.query("SELECT * FROM books ORDER BY id")
+    assert stored_vs_truth(rows, _truth(paths[1:3]), stub.url_for("/")) == []
