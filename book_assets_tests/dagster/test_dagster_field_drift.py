@@ -48,6 +48,10 @@ def test_a_drifted_crawl_fails_its_blocking_check_publishes_nothing_and_passes_o
     with dg.instance_for_test() as instance:
         good = dg.materialize([*ASSETS, *ASSET_CHECKS], instance=instance, resources=resources, partition_key=today)
         assert good.success and _evaluation(good, "no_field_drift").passed
+        # A good day shows each field's figures too: the fill rate the history shows, the values' shape.
+        coverage = {r.data["field"]: r.data for r in metadata_of(good, "book_details")["field_coverage"].records}
+        assert coverage["title"]["fill_rate"] == 1.0 and coverage["title"]["base_fill_rate"] is None
+        assert coverage["description"]["median_length"] > 0 and not any(r["drifted"] for r in coverage.values())
 
         site.set_redesign(Redesign(day=0, changes=frozenset({Change.DESCRIPTION_ID})))
         drifted = dg.materialize(
@@ -57,6 +61,9 @@ def test_a_drifted_crawl_fails_its_blocking_check_publishes_nothing_and_passes_o
         details = metadata_of(drifted, "book_details")
         crawl_id = details["crawl_id"]
         assert crawl_id == good_crawl(good) + 1 and details["drifted_fields"] == 1
+        coverage = {r.data["field"]: r.data for r in details["field_coverage"].records}
+        assert (coverage["description"]["fill_rate"], coverage["description"]["drifted"]) == (0.0, True)
+        assert coverage["description"]["base_fill_rate"] > 0.9
         check = _evaluation(drifted, "no_field_drift")
         assert not check.passed and check.severity == dg.AssetCheckSeverity.ERROR
         assert f"field drift in crawl {crawl_id}: description: " in str(check.description)

@@ -12,6 +12,7 @@ import dagster as dg
 from book_assets.crawl.pipeline import CrawlReport, budget_line
 from book_assets.crawl.stats import WorkerStats
 from book_assets.defs.catalog import AssetMetadata, count_table
+from book_assets.store.drift import WHOLE_CRAWL, Coverage
 
 
 def _fetch_metadata(report: CrawlReport) -> AssetMetadata:
@@ -64,6 +65,46 @@ def _cost_metadata(stats: WorkerStats) -> AssetMetadata:
         # The processes the workers started (the browsers: Chromium, Playwright's driver), which their own leaves out.
         "child_cpu_s": round(stats.child_cpu_s, 2),
     }
+
+
+#: The columns of ``field_coverage``: a field's figures in this crawl and in the last good one.
+COVERAGE_COLUMNS = (
+    ("field", "string"),
+    ("fill_rate", "float"),
+    ("base_fill_rate", "float"),
+    ("top_share", "float"),
+    ("base_top_share", "float"),
+    ("median_length", "int"),
+    ("base_median_length", "int"),
+    ("drifted", "bool"),
+)
+
+
+def _coverage_table(coverage: tuple[Coverage, ...]) -> dg.TableMetadataValue:
+    """Each field's whole-crawl figures beside the last good crawl's: what the drift judgement compared, shown
+    on a good day too (a fill rate the history shows)."""
+
+    def rounded(value: float | None) -> float | None:
+        return None if value is None else round(value, 4)
+
+    rows = [
+        dg.TableRecord(
+            {
+                "field": c.field,
+                "fill_rate": rounded(c.rate),
+                "base_fill_rate": rounded(c.base_rate),
+                "top_share": rounded(c.top_share),
+                "base_top_share": rounded(c.base_top_share),
+                "median_length": c.median_length,
+                "base_median_length": c.base_median_length,
+                "drifted": c.drifted,
+            }
+        )
+        for c in sorted(coverage, key=lambda c: c.field)
+        if c.category == WHOLE_CRAWL
+    ]
+    schema = dg.TableSchema(columns=[dg.TableColumn(name, kind) for name, kind in COVERAGE_COLUMNS])
+    return dg.MetadataValue.table(records=rows, schema=schema)
 
 
 def _run_metadata(report: CrawlReport) -> AssetMetadata:
@@ -121,6 +162,7 @@ def details_metadata(report: CrawlReport) -> AssetMetadata:
     if report.fields is not None:
         metadata["drifted_fields"] = len(report.drift)
         metadata["field_drift"] = dg.MetadataValue.md("\n".join(f"- {line.strip()}" for line in report.fields.lines()))
+        metadata["field_coverage"] = _coverage_table(report.fields.coverage)
     if report.removals is not None:
         metadata["books_removed"] = report.removals.removed
         metadata["books_returned"] = report.removals.returned
