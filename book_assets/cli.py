@@ -328,6 +328,34 @@ def drift_accept(crawl_id: int, field_name: str, by: str | None) -> None:
         )
 
 
+@main.group("site")
+def site_group() -> None:
+    """Site definitions: start a new catalogue's (docs/sites.md, "Adding a catalogue")."""
+
+
+@site_group.command("new")
+@click.argument("name")
+@click.option("--base-url", help="Where its crawl starts (its default_base_url).  [default: a TODO placeholder]")
+@click.option(
+    "--into",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="The project to write it into.  [default: this project's root]",
+)
+@user_errors
+def site_new(name: str, base_url: str | None, into: Path | None) -> None:
+    """Write a definition package book_assets/sites/NAME/ and its tests book_assets_tests/sites/NAME/, every
+    site-specific decision marked TODO(NAME); --site NAME reaches it once written."""
+    from book_assets.settings import PROJECT_ROOT
+    from book_assets.sites.registry import known
+    from book_assets.sites.scaffold import PLACEHOLDER_URL, scaffold
+
+    root = into if into is not None else PROJECT_ROOT
+    for path in scaffold(name, root, base_url or PLACEHOLDER_URL, known()):
+        click.echo(f"wrote {path}")
+    click.echo(f"next: fill the TODO({name}) marks until book_assets_tests/sites/{name}/ passes (docs/sites.md)")
+
+
 @main.command("work")
 @setting_options(*CRAWL_OPTIONS)
 @user_errors

@@ -1,0 +1,74 @@
+"""A new catalogue's starting point: ``book-pipeline site new NAME`` writes a site definition package and its
+tests from the templates beside this module (``templates/*.tmpl``, :class:`string.Template`).
+
+What it writes type-checks and imports as it stands, and its test fails, naming what to fill (the selectors,
+the record's fields, the recorded pages), until the ``TODO(NAME)`` marks are done. The registry finds the new
+package by its folder (:func:`book_assets.sites.registry.discovered`), so ``--site NAME`` reaches it once written.
+"""
+
+from __future__ import annotations
+
+import keyword
+from dataclasses import dataclass
+from pathlib import Path
+from string import Template
+
+from book_assets.settings import ConfigError
+
+TEMPLATES = Path(__file__).parent / "templates"
+#: Names a new site cannot take: the modules of ``book_assets.sites`` that are not sites.
+RESERVED = frozenset({"site", "registry", "scaffold"})
+#: The start page a definition is written with when ``site new`` is given none: a TODO of its own.
+PLACEHOLDER_URL = "https://example.com/"
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One file to write: where (relative to the project root) and from which template."""
+
+    path: Path
+    template: str
+
+
+def plan(name: str) -> tuple[Planned, ...]:
+    """The files a site called ``name`` starts with."""
+    package = Path("book_assets", "sites", name)
+    tests = Path("book_assets_tests", "sites", name)
+    return (
+        Planned(package / "__init__.py", "site_init.py.tmpl"),
+        Planned(package / "definition.py", "definition.py.tmpl"),
+        Planned(tests / "__init__.py", "tests_init.py.tmpl"),
+        Planned(tests / f"test_{name}_parsers_unit.py", "test_parsers_unit.py.tmpl"),
+        Planned(tests / "pages" / "README.md", "pages_README.md.tmpl"),
+    )
+
+
+def refusal(name: str, into: Path, known: tuple[str, ...]) -> str | None:
+    """Why ``name`` cannot be a new site in project ``into`` (one line), or None when it can."""
+    if not name.isidentifier() or keyword.iskeyword(name) or not name.islower():
+        return f"site name {name!r} is not a lowercase Python identifier (letters, digits, _; not a keyword)"
+    if name in RESERVED or name in known:
+        return f"site name {name!r} is taken (known sites: {', '.join(known)})"
+    taken = [str(p.path.parent) for p in plan(name) if (into / p.path.parent).exists()]
+    if taken:
+        return f"site {name!r} already exists: {taken[0]} is there in {into}"
+    return None
+
+
+def scaffold(name: str, into: Path, start_url: str, known: tuple[str, ...]) -> tuple[Path, ...]:
+    """Write site ``name``'s package and tests into project ``into``; the files written.
+
+    Raises :class:`ConfigError` (one line, nothing written) for a name that is no identifier or is taken.
+    """
+    why = refusal(name, into, known)
+    if why is not None:
+        raise ConfigError(why)
+    values = {"name": name, "Name": "".join(part.capitalize() for part in name.split("_")), "base_url": start_url}
+    rendered = [
+        (into / p.path, Template((TEMPLATES / p.template).read_text(encoding="utf-8")).substitute(values))
+        for p in plan(name)
+    ]
+    for path, text in rendered:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return tuple(path for path, _ in rendered)
