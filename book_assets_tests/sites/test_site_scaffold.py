@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -199,3 +201,78 @@ def test_a_site_that_exists_in_the_project_is_refused_and_left_as_it_is(scaffold
     assert result.returncode == 2
     assert result.stderr == f"error: site 'shop' already exists: book_assets/sites/shop is there in {scaffolded}\n"
     assert {p: p.read_bytes() for p in scaffolded.rglob("*") if p.is_file()} == before
+
+
+SHOP_PAGES = {"/": LISTING, "/item/1/": DETAIL}
+
+
+class _Shop(BaseHTTPRequestHandler):
+    """A made-up shop: its listing at ``/``, its item at ``/item/1/``, nothing else."""
+
+    def do_GET(self) -> None:
+        page = SHOP_PAGES.get(self.path)
+        body = (page or "<html><body>Not Found</body></html>").encode()
+        self.send_response(200 if page else 404)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def shop_server() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Shop)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_recorded_pages_are_saved_as_the_fixtures_the_generated_test_reads(tmp_path: Path, shop_server: str) -> None:
+    result = subprocess.run(
+        [
+            *CLI,
+            "site",
+            "new",
+            NAME,
+            "--into",
+            str(tmp_path),
+            "--record",
+            shop_server,
+            "--record",
+            f"{shop_server}item/1/",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=child_env(),
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    pages = tmp_path / "book_assets_tests" / "sites" / NAME / "pages"
+    assert (pages / "listing.html").read_text(encoding="utf-8") == LISTING
+    assert (pages / "detail.html").read_text(encoding="utf-8") == DETAIL
+    test = (pages.parent / f"test_{NAME}_parsers_unit.py").read_text(encoding="utf-8")
+    assert f'LISTING_URL = "{shop_server}"' in test and f'DETAIL_URL = "{shop_server}item/1/"' in test
+    generated = run_generated_tests(tmp_path)
+    assert "does not parse (NotAListingPage: no TODO-listing-mark)" in generated.stdout
+
+
+def test_a_page_that_cannot_be_recorded_is_one_line_and_nothing_is_written(tmp_path: Path, shop_server: str) -> None:
+    result = subprocess.run(
+        [*CLI, "site", "new", NAME, "--into", str(tmp_path), "--record", f"{shop_server}missing/"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=child_env(),
+    )
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert (
+        result.stderr.startswith(f"error: --record {shop_server}missing/: http_404") and result.stderr.count("\n") == 1
+    )
+    assert list(tmp_path.iterdir()) == []

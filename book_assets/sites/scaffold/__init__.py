@@ -9,11 +9,16 @@ package by its folder (:func:`book_assets.sites.registry.discovered`), so ``--si
 from __future__ import annotations
 
 import keyword
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from string import Template
+from typing import TYPE_CHECKING
 
 from book_assets.settings import ConfigError
+
+if TYPE_CHECKING:
+    from book_assets.sites.scaffold.record import Recorded
 
 TEMPLATES = Path(__file__).parent / "templates"
 #: Names a new site cannot take: the modules of ``book_assets.sites`` that are not sites.
@@ -55,19 +60,36 @@ def refusal(name: str, into: Path, known: tuple[str, ...]) -> str | None:
     return None
 
 
-def scaffold(name: str, into: Path, start_url: str, known: tuple[str, ...]) -> tuple[Path, ...]:
-    """Write site ``name``'s package and tests into project ``into``; the files written.
-
-    Raises :class:`ConfigError` (one line, nothing written) for a name that is no identifier or is taken.
-    """
+def check(name: str, into: Path, known: tuple[str, ...]) -> None:
+    """Raise :class:`ConfigError` (one line) when ``name`` cannot be a new site in project ``into``."""
     why = refusal(name, into, known)
     if why is not None:
         raise ConfigError(why)
-    values = {"name": name, "Name": "".join(part.capitalize() for part in name.split("_")), "base_url": start_url}
+
+
+def scaffold(
+    name: str, into: Path, start_url: str, known: tuple[str, ...], pages: Sequence[Recorded] = ()
+) -> tuple[Path, ...]:
+    """Write site ``name``'s package and tests into project ``into``, with ``pages`` recorded in its fixture
+    folder (the test reads them from the URLs they were served from); the files written.
+
+    Raises :class:`ConfigError` (one line, nothing written) for a name that is no identifier or is taken.
+    """
+    check(name, into, known)
+    served = {page.file: page.url for page in pages}
+    values = {
+        "name": name,
+        "Name": "".join(part.capitalize() for part in name.split("_")),
+        "base_url": start_url,
+        "listing_url": served.get("listing.html", start_url),
+        "detail_url": served.get("detail.html", start_url),
+    }
     rendered = [
         (into / p.path, Template((TEMPLATES / p.template).read_text(encoding="utf-8")).substitute(values))
         for p in plan(name)
     ]
+    fixtures = into / "book_assets_tests" / "sites" / name / "pages"
+    rendered += [(fixtures / page.file, page.html) for page in pages]
     for path, text in rendered:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
