@@ -359,9 +359,10 @@ def site_new(name: str, base_url: str | None, into: Path | None, urls: tuple[str
     from book_assets.sites.scaffold.record import record
 
     root = into if into is not None else PROJECT_ROOT
-    check(name, root, known())
+    start_url = base_url or (urls[0] if urls else PLACEHOLDER_URL)
+    check(name, root, known(), start_url)
     pages = record(urls) if urls else ()
-    for path in scaffold(name, root, base_url or (urls[0] if urls else PLACEHOLDER_URL), known(), pages):
+    for path in scaffold(name, root, start_url, known(), pages):
         click.echo(f"wrote {path}")
     click.echo(f"next: fill the TODO({name}) marks until book_assets_tests/sites/{name}/ passes (docs/sites.md)")
 

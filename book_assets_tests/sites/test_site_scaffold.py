@@ -184,6 +184,8 @@ def test_a_definition_that_binds_no_site_of_its_name_is_one_line_naming_it(besid
         ("Shop", NO_IDENTIFIER),
         ("quotes", "is taken (known sites: books, quotes)"),
         ("registry", "is taken (known sites: books, quotes)"),
+        ("_shop", NO_IDENTIFIER),
+        ("café", NO_IDENTIFIER),
     ],
 )
 def test_a_name_that_cannot_be_a_site_is_refused_in_one_line_and_nothing_is_written(
@@ -192,6 +194,25 @@ def test_a_name_that_cannot_be_a_site_is_refused_in_one_line_and_nothing_is_writ
     result = CliRunner().invoke(main, ["site", "new", name, "--into", str(tmp_path)])
     assert result.exit_code == 2, result.output
     assert result.stderr == f"error: site name {name!r} {why}\n"
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("url", "why"),
+    [
+        ("ftp://shop.example/", "is not an http(s) URL"),
+        ("shop.example", "is not an http(s) URL"),
+        ('https://shop.example/"', "holds a quote, a backslash, a blank or a control character: percent-encode it"),
+        ("https://shop.example/a b", "holds a quote, a backslash, a blank or a control character: percent-encode it"),
+    ],
+)
+def test_a_start_page_that_cannot_be_written_into_a_definition_is_refused_and_nothing_is_written(
+    tmp_path: Path, url: str, why: str
+) -> None:
+    result = CliRunner().invoke(main, ["site", "new", NAME, "--into", str(tmp_path), "--base-url", url])
+    assert result.exit_code == 2, result.output
+    assert result.stderr == f"error: --base-url {url!r} {why}\n"
     assert list(tmp_path.iterdir()) == []
 
 

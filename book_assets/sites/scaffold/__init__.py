@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from string import Template
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 from book_assets.settings import ConfigError
 
@@ -25,6 +26,8 @@ TEMPLATES = Path(__file__).parent / "templates"
 RESERVED = frozenset({"site", "registry", "scaffold"})
 #: The start page a definition is written with when ``site new`` is given none: a TODO of its own.
 PLACEHOLDER_URL = "https://example.com/"
+#: Characters a URL written into a generated module's string literal may not hold.
+URL_UNSAFE = frozenset("\"\\'")
 
 
 @dataclass(frozen=True)
@@ -50,7 +53,7 @@ def plan(name: str) -> tuple[Planned, ...]:
 
 def refusal(name: str, into: Path, known: tuple[str, ...]) -> str | None:
     """Why ``name`` cannot be a new site in project ``into`` (one line), or None when it can."""
-    if not name.isidentifier() or keyword.iskeyword(name) or not name.islower():
+    if not (name.isascii() and name.isidentifier() and name[0].isalpha() and name.islower()) or keyword.iskeyword(name):
         return f"site name {name!r} is not a lowercase Python identifier (letters, digits, _; not a keyword)"
     if name in RESERVED or name in known:
         return f"site name {name!r} is taken (known sites: {', '.join(known)})"
@@ -60,11 +63,26 @@ def refusal(name: str, into: Path, known: tuple[str, ...]) -> str | None:
     return None
 
 
-def check(name: str, into: Path, known: tuple[str, ...]) -> None:
-    """Raise :class:`ConfigError` (one line) when ``name`` cannot be a new site in project ``into``."""
+def url_refusal(url: str) -> str | None:
+    """Why ``url`` cannot be written into a definition as its start page (one line), or None when it can: an
+    http(s) URL with a host, of characters that need no escape in a Python string."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return f"{url!r} is not an http(s) URL"
+    if any(c in URL_UNSAFE or not c.isprintable() or c.isspace() for c in url):
+        return f"{url!r} holds a quote, a backslash, a blank or a control character: percent-encode it"
+    return None
+
+
+def check(name: str, into: Path, known: tuple[str, ...], start_url: str) -> None:
+    """Raise :class:`ConfigError` (one line) when ``name`` cannot be a new site in project ``into``, or
+    ``start_url`` its start page."""
     why = refusal(name, into, known)
     if why is not None:
         raise ConfigError(why)
+    why = url_refusal(start_url)
+    if why is not None:
+        raise ConfigError(f"--base-url {why}")
 
 
 def scaffold(
@@ -75,7 +93,11 @@ def scaffold(
 
     Raises :class:`ConfigError` (one line, nothing written) for a name that is no identifier or is taken.
     """
-    check(name, into, known)
+    check(name, into, known, start_url)
+    for page in pages:
+        why = url_refusal(page.url)
+        if why is not None:
+            raise ConfigError(f"--record {why}")
     served = {page.file: page.url for page in pages}
     values = {
         "name": name,
