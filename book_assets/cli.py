@@ -328,6 +328,45 @@ def drift_accept(crawl_id: int, field_name: str, by: str | None) -> None:
         )
 
 
+@main.group("site")
+def site_group() -> None:
+    """Site definitions: start a new catalogue's (docs/sites.md, "Adding a catalogue")."""
+
+
+@site_group.command("new")
+@click.argument("name")
+@click.option("--base-url", help="Where its crawl starts (its default_base_url).  [default: a TODO placeholder]")
+@click.option(
+    "--into",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="The project to write it into.  [default: this project's root]",
+)
+@click.option(
+    "--record",
+    "urls",
+    multiple=True,
+    metavar="URL",
+    help="Fetch a listing page, then a detail page (repeat), once each, as the test's recorded pages.",
+)
+@user_errors
+def site_new(name: str, base_url: str | None, into: Path | None, urls: tuple[str, ...]) -> None:
+    """Write a definition package book_assets/sites/NAME/ and its tests book_assets_tests/sites/NAME/, every
+    site-specific decision marked TODO(NAME); --site NAME reaches it once written."""
+    from book_assets.settings import PROJECT_ROOT
+    from book_assets.sites.registry import known
+    from book_assets.sites.scaffold import PLACEHOLDER_URL, check, scaffold
+    from book_assets.sites.scaffold.record import record
+
+    root = into if into is not None else PROJECT_ROOT
+    start_url = base_url or (urls[0] if urls else PLACEHOLDER_URL)
+    check(name, root, known(), start_url)
+    pages = record(urls) if urls else ()
+    for path in scaffold(name, root, start_url, known(), pages):
+        click.echo(f"wrote {path}")
+    click.echo(f"next: fill the TODO({name}) marks until book_assets_tests/sites/{name}/ passes (docs/sites.md)")
+
+
 @main.command("work")
 @setting_options(*CRAWL_OPTIONS)
 @user_errors
