@@ -27,13 +27,12 @@ The threshold and the policy are settings, read (and validated) each time the co
 """
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import dagster as dg
 
-# The freshness daemon's events (one per change of an asset's freshness state) are not exported by dagster, nor
-# is the record of a check's latest execution that the event log storage returns.
+# The freshness daemon's events (one per change of an asset's freshness state) are not exported by dagster.
 from dagster._core.definitions.freshness import FreshnessState, FreshnessStateChange
-from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecord
 
 from book_assets.alerts import (
     Alert,
@@ -53,6 +52,9 @@ from book_assets.defs.resources import DatabaseResource
 from book_assets.queue.failures import RequeuePolicy, failing_now
 from book_assets.settings import load_settings
 from book_assets.store.drift import unaccepted_drift
+
+if TYPE_CHECKING:  # the type of what DagsterInstance.get_latest_asset_check_evaluation_record returns, not exported
+    from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecord
 
 
 def build_failed_tasks_sensor(
@@ -254,7 +256,7 @@ def alert_of(instance: dg.DagsterInstance, record: dg.EventLogRecord, webserver_
     )
 
 
-def drift_judged_by(record: AssetCheckExecutionRecord | None) -> int | None:
+def drift_judged_by(record: "AssetCheckExecutionRecord | None") -> int | None:
     """The crawl a failed evaluation of ``no_field_drift`` judged (its ``crawl_id``); None when its latest
     evaluation passed, is still running or names no crawl."""
     evaluation = record.evaluation if record is not None else None
@@ -276,8 +278,7 @@ def drift_judged_by(record: AssetCheckExecutionRecord | None) -> int | None:
 def drift_cleared_sensor(context: dg.SensorEvaluationContext, database: DatabaseResource) -> dg.SensorResult:
     """A run of the check for the failed evaluation whose crawl's drift is gone from the database (the acceptances
     and resolutions are its record), keyed by that evaluation's run so that it is requested once."""
-    storage = context.instance.event_log_storage
-    record = storage.get_latest_asset_check_execution_by_key([NO_FIELD_DRIFT]).get(NO_FIELD_DRIFT)
+    record = context.instance.get_latest_asset_check_evaluation_record(NO_FIELD_DRIFT)
     crawl_id = drift_judged_by(record)
     if record is None or crawl_id is None:
         return dg.SensorResult(skip_reason="no_field_drift did not fail last: nothing is held")
