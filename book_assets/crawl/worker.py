@@ -75,7 +75,7 @@ from book_assets.db.connection import Database, Refused
 from book_assets.observe.metrics import worker_metrics
 from book_assets.observe.tracing import Outcome, Stage, task_traces
 from book_assets.queue import ClaimResult, GroupCommit, LeaseLost, Task
-from book_assets.scraper.errors import ErrorKind, FetchError, ParseError, refusal_kind
+from book_assets.scraper.errors import ErrorKind, FetchError, ParseError, refusal_kind, url_too_long
 from book_assets.scraper.fetching import FetchResult, Validators
 from book_assets.scraper.softblock import soft_block, soft_block_retry_s
 from book_assets.sites.site import Listing, Role, Site, Stored, kind_named
@@ -104,8 +104,8 @@ def refuse_too_long(page: FetchResult, max_url_length: int) -> None:
     """Raise a ``url_too_long`` :class:`FetchError` when ``page`` was served from a URL longer than
     ``max_url_length``: a redirect the browser followed itself (the HTTP fetcher follows none that long)."""
     if len(page.final_url) > max_url_length:
-        error = f"redirected to a URL of {len(page.final_url)} characters, over max_url_length ({max_url_length})"
-        raise FetchError(ErrorKind.URL_TOO_LONG, f"{error}: {page.final_url[:200]}…", url=page.final_url)
+        error = url_too_long("redirected to a URL", page.final_url, max_url_length)
+        raise FetchError(ErrorKind.URL_TOO_LONG, error, url=page.final_url)
 
 
 def refill_batch(capacity: int) -> int:

@@ -97,6 +97,12 @@ _RETRYABLE: frozenset[ErrorKind] = frozenset(
 _OUT_OF_RANGE_STATES = frozenset({"22003", "22008"})
 
 
+def url_too_long(what: str, url: str, max_url_length: int) -> str:
+    """The error of a redirect refused as ``url_too_long``: ``what`` the URL is, its length and the cap, and its
+    start (the URL itself may be megabytes)."""
+    return f"{what} of {len(url)} characters, over max_url_length ({max_url_length}): {url[:200]}…"
+
+
 def refusal_kind(sqlstate: str | None) -> ErrorKind:
     """The kind of a task whose data the database refused with ``sqlstate`` (None: refused before it was sent,
     a string the driver cannot encode); every refusal is permanent, as the same value is refused again."""

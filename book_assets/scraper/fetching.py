@@ -19,7 +19,7 @@ from urllib.parse import quote, urljoin, urlsplit
 
 from book_assets.scraper.blocking import blocked_url_patterns
 from book_assets.scraper.charset import decode_html
-from book_assets.scraper.errors import ErrorKind, FetchError
+from book_assets.scraper.errors import ErrorKind, FetchError, url_too_long
 from book_assets.scraper.targets import target_allowed
 from book_assets.settings import LIVE_SITE_URL, default
 
@@ -332,8 +332,7 @@ def redirect_target(
     if not host_allowed(target, allowed_domains):
         raise fetch_error(ErrorKind.OFFSITE_REDIRECT, f"redirect to {target} outside allowed_domains", url=url)
     if max_url_length is not None and len(target) > max_url_length:
-        error = f"redirect to a URL of {len(target)} characters, over max_url_length ({max_url_length})"
-        raise fetch_error(ErrorKind.URL_TOO_LONG, f"{error}: {target[:200]}…", url=url)
+        raise fetch_error(ErrorKind.URL_TOO_LONG, url_too_long("redirect to a URL", target, max_url_length), url=url)
     return target
 
 

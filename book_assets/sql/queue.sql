@@ -4,10 +4,11 @@
 -- round trip.
 
 -- enqueue_many --
--- Insert a batch given as a JSON array in one statement. In an epoch (queue_epochs: the latest of the queue's scope), a URL already
--- enqueued in it (queue_seen) gets no task, whatever became of its first; every URL is deduplicated against live
--- tasks (pending / in progress) by the partial unique index idx_tasks_payload_url. Each input row comes back, in
--- input order, with its live task's id (NULL: none, the URL's task in this epoch ended) and whether it was created.
+-- Insert a batch given as a JSON array in one statement. In an epoch (queue_epochs: the latest of the queue's
+-- scope), a URL already enqueued in it (queue_seen) gets no task, whatever became of its first; every URL is
+-- deduplicated against live tasks (pending / in progress) by the partial unique index idx_tasks_payload_url. Each
+-- input row comes back, in input order, with its live task's id (NULL: none, the URL's task in this epoch ended)
+-- and whether it was created.
 -- New domains and fairness groups are registered, and listeners woken when anything was created.
 WITH input AS (
     SELECT * FROM jsonb_to_recordset(%(rows)s::jsonb) AS x(
