@@ -6,13 +6,14 @@ schemas are declared here, ahead of any run, and a test keeps them equal to the 
 """
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Literal, TypeAlias
 
 import dagster as dg
 from dagster._utils.schedules import get_smallest_cron_interval, is_valid_cron_string
 
-from book_assets.settings import ConfigError
+from book_assets.settings import ConfigError, default
 
 #: Owners shown in the catalog (Dagster accepts e-mail addresses and ``team:`` names).
 OWNERS = ["team:book-pipeline"]
@@ -21,6 +22,23 @@ OWNERS = ["team:book-pipeline"]
 CRAWL_POOL = "crawl"
 #: Asset metadata as these assets record it: numbers, strings, None and Dagster's typed values (tables, Markdown).
 AssetMetadata: TypeAlias = dict[str, dg.MetadataValue | str | int | float | None]
+
+
+@dataclass(frozen=True)
+class CrawlKeys:
+    """The asset keys of one catalogue's crawl: its discovery pass and its details pass."""
+
+    listing_discovery: dg.AssetKey
+    details: dg.AssetKey
+
+
+def crawl_keys(site: str) -> CrawlKeys:
+    """The crawl assets' keys of catalogue ``site``: ``listing_discovery`` and ``book_details`` for the default
+    site (books, whose keys predate the other catalogues), ``<site>/listing_discovery`` and ``<site>/details``
+    for every other, so each catalogue's assets sit under its own prefix in one code location."""
+    if site == default("site"):
+        return CrawlKeys(dg.AssetKey("listing_discovery"), dg.AssetKey("book_details"))
+    return CrawlKeys(dg.AssetKey([site, "listing_discovery"]), dg.AssetKey([site, "details"]))
 
 
 def invalid_cron(cron: str) -> ConfigError:

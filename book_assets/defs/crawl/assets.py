@@ -20,8 +20,9 @@ from typing import Any
 
 import dagster as dg
 
-from book_assets.defs.catalog import BOOKS_SCHEMA, BOOKS_TABLE, OWNERS, tags_for
+from book_assets.defs.catalog import BOOKS_SCHEMA, BOOKS_TABLE, OWNERS, crawl_keys, tags_for
 from book_assets.defs.crawl.steps import CrawlStepsConfig, drain_queue, report_crawl, seed_queue, share_work
+from book_assets.settings import default
 
 GROUP = "crawl"
 #: Run tag of every run that drains the crawl queue.
@@ -29,8 +30,9 @@ CRAWL_TAG = "book-pipeline/crawl"
 #: A crawl run that outlives most of a day is stuck (a daily job's next run is due): run monitoring cancels it.
 CRAWL_MAX_RUNTIME_S = 20 * 3600
 CRAWL_RUN_TAGS = {CRAWL_TAG: "true", "dagster/max_runtime": str(CRAWL_MAX_RUNTIME_S)}
-LISTING_DISCOVERY = dg.AssetKey("listing_discovery")
-BOOK_DETAILS = dg.AssetKey("book_details")
+BOOKS_KEYS = crawl_keys(default("site"))
+LISTING_DISCOVERY = BOOKS_KEYS.listing_discovery
+BOOK_DETAILS = BOOKS_KEYS.details
 #: The steps of the crawl's graph, in order.
 STEPS = (seed_queue, share_work, drain_queue, report_crawl)
 #: The steps that read the run's config: the first resolves the crawl's configuration from it, the others

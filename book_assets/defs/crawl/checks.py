@@ -36,14 +36,17 @@ from dataclasses import dataclass
 import dagster as dg
 
 from book_assets.crawl.config import DETAIL, LISTING, make_queue
+from book_assets.defs.catalog import crawl_keys
 from book_assets.defs.resources import DatabaseResource
 from book_assets.defs.retries import TRANSIENT_RETRY, transient_only
+from book_assets.settings import default
 from book_assets.sql import load_queries
 from book_assets.store.drift import unaccepted_drift
 
 Q = load_queries("checks")
-LISTING_DISCOVERY = dg.AssetKey("listing_discovery")
-BOOK_DETAILS = dg.AssetKey("book_details")
+BOOKS_KEYS = crawl_keys(default("site"))
+LISTING_DISCOVERY = BOOKS_KEYS.listing_discovery
+BOOK_DETAILS = BOOKS_KEYS.details
 
 
 def run_check(database: DatabaseResource, query: str, rule: str) -> dg.AssetCheckResult:
