@@ -122,12 +122,13 @@ $$;
 
 COMMENT ON FUNCTION public.queue_claim_all_blocked_v1(p_blocked text[]) IS 'Whether every known domain is blocked, so that nothing more can be handed out.';
 
-CREATE FUNCTION public.queue_claim_domains_v2(p_n integer, p_types text[], p_now timestamp with time zone, p_horizon timestamp with time zone, p_horizon_s double precision) RETURNS public.queue_claim_state
+CREATE FUNCTION public.queue_claim_domains_v3(p_n integer, p_types text[], p_now timestamp with time zone, p_horizon timestamp with time zone, p_horizon_s double precision) RETURNS public.queue_claim_state
     LANGUAGE plpgsql
     AS $$
 DECLARE
     r       RECORD;
     v_slot  TIMESTAMPTZ;
+    v_open  TIMESTAMPTZ;
     k       INTEGER;
     claimed queue_claim_state := ROW('{}', '{}', '{}', '{}', '{}', '{}', NULL, '{}', '{}');
 BEGIN
@@ -145,9 +146,12 @@ BEGIN
     LOOP
         v_slot := queue_first_slot_v1(r.next_slot_at, r.min_interval_s, p_now);
         IF r.min_interval_s > 0 THEN
-            IF v_slot > p_horizon THEN
+            -- the first slot within the horizon and within three quarters of an interval: the holder of the slot
+            -- before it has a quarter interval to start on its own before this one is handed out
+            v_open := v_slot - make_interval(secs => least(p_horizon_s, 0.75 * r.min_interval_s));
+            IF v_open > p_now THEN
                 k := 0;
-                claimed.next_at := least(claimed.next_at, v_slot - make_interval(secs => p_horizon_s));
+                claimed.next_at := least(claimed.next_at, v_open);
             ELSE
                 k := floor(extract(epoch FROM p_horizon - v_slot) / r.min_interval_s)::INTEGER + 1;
             END IF;
@@ -178,10 +182,12 @@ BEGIN
     RETURN claimed;
 END $$;
 
-COMMENT ON FUNCTION public.queue_claim_domains_v2(p_n integer, p_types text[], p_now timestamp with time zone, p_horizon timestamp with time zone, p_horizon_s double precision) IS 'Lock the throttled domains (a politeness interval or an in-flight cap) that have work this claim could hand
+COMMENT ON FUNCTION public.queue_claim_domains_v3(p_n integer, p_types text[], p_now timestamp with time zone, p_horizon timestamp with time zone, p_horizon_s double precision) IS 'Lock the throttled domains (a politeness interval or an in-flight cap) that have work this claim could hand
 out (a pending task of p_types due at p_now: idx_tasks_pending_domain), in name order, and give each its
 allowance for this claim: the politeness slots that start within the horizon (the first by
-queue_first_slot_v1; p_n for a domain with only an in-flight cap), capped by its in-flight room. Domains with
+queue_first_slot_v1, and only once it is within three quarters of an interval: until then the slot before it
+stays the domain''s last for a quarter interval after it comes, so a worker that wakes late for it restarts
+the domain''s slots from its own (reslot in queue.sql) and loses the claim''s lead, not an interval; p_n for a domain with only an in-flight cap), capped by its in-flight room. Domains with
 no allowance are blocked; next_at says when the first of them opens. The throttled domains without such work
 are neither locked nor planned, so a claim''s cost follows the domains with work, not the number of domains
 (docs/growth.md): they are blocked for this claim, since a task that appears in one after the lock (a
@@ -621,7 +627,7 @@ BEGIN
         PERFORM queue_claim_wake_members_v1(v_scopes, v_now);
     END IF;
     -- 4. domains
-    claimed := queue_claim_domains_v2(p_n, p_types, v_now, v_now + make_interval(secs => p_horizon_s), p_horizon_s);
+    claimed := queue_claim_domains_v3(p_n, p_types, v_now, v_now + make_interval(secs => p_horizon_s), p_horizon_s);
     -- 5. picks, by one strategy; the round-robin state and the domains' next slots are saved once
     IF NOT queue_claim_all_blocked_v1(claimed.blocked) THEN
         IF p_scheduled THEN
@@ -655,7 +661,7 @@ COMMENT ON FUNCTION public.queue_claim_v3(p_request uuid, p_worker text, p_n int
    each group budget may still hand out (queue_budget_left_v1) and lets idle members with work back into the
    rounds (queue_claim_wake_members_v1);
 4. the throttled domains with work this claim could hand out are locked, each with its allowance of politeness
-   slots; the other throttled domains are closed to it, unlocked (queue_claim_domains_v2);
+   slots; the other throttled domains are closed to it, unlocked (queue_claim_domains_v3);
 5. unless every domain is blocked, tasks are picked by one strategy: queue_claim_scheduled_v2 (p_scheduled:
    round-robin over groups, after round-robin over types when interleaved; planned in batches),
    queue_claim_interleaved_v2 (p_interleave alone: round-robin over types, pick by pick) or

@@ -163,6 +163,8 @@ def test_a_request_outside_any_task_takes_the_domains_next_slot(db: Database) ->
     assert due - tasks[1].slot_due == pytest.approx(0.5, abs=0.01)  # after the slots handed out, one interval on
     later = queue.claim("w", 1)
     queue.enqueue("detail", {"url": url("next")})
+    # the next slot, an interval after the taken one, is handed out once it is three quarters of an interval away
+    time.sleep(max(0.0, due + 0.5 * 0.25 - time.monotonic()) + 0.01)
     (nxt,) = queue.claim("w", 1).tasks
     assert not later.tasks and nxt.slot_due is not None and nxt.slot_due - due == pytest.approx(0.5, abs=0.01)
     queue.set_domain_policy("fast.example", min_interval_s=0)
@@ -196,6 +198,24 @@ def test_a_late_task_whose_domains_next_slot_is_held_takes_the_slot_after_it(db:
     # The second task holds the slot after the missed one: the late one goes after it, an interval on.
     assert late.slot_at is not None
     assert (late.slot_at - second.slot_at).total_seconds() == pytest.approx(0.5, abs=1e-6)
+
+
+def test_a_task_late_by_less_than_a_quarter_interval_still_holds_its_domains_last_slot(db: Database) -> None:
+    queue = make_queue(db, default_interval_s=8.0, slot_horizon_s=8.0)
+    queue.enqueue_many(NewTask("detail", {"url": url(i)}) for i in range(2))
+    (first,) = queue.claim("w1", 2).tasks  # the next slot, 8 s on, is past the horizon
+    assert first.slot_due is not None
+    time.sleep(max(0.0, first.slot_due - time.monotonic()) + 0.1)  # its worker woke past the slot
+    meanwhile = queue.claim("w2", 1)  # and another worker claimed before it could take a fresh one
+    late = queue.reslot(first)
+    # The domain's next slot is handed out only once it is within three quarters of an interval: for a quarter
+    # interval after a slot comes, that slot is the domain's last, so a late wake restarts the domain's slots
+    # from the late task (a moment from now) instead of costing the interval a slot held by the other worker's
+    # task would.
+    assert not meanwhile.tasks and meanwhile.next_slot_at is not None
+    assert late.slot_due is not None and late.slot_due - first.slot_due < 1.0
+    assert first.slot_at is not None
+    assert (meanwhile.next_slot_at - first.slot_at).total_seconds() == pytest.approx(8.0 / 4, abs=1e-6)
 
 
 @contextmanager
