@@ -171,6 +171,9 @@ class Worker:
         self._commits = GroupCommit(self.queue, self._db)
         self._stopping = asyncio.Event()
         self._in_flight: dict[int, Task] = {}
+        #: Tasks waiting for their domain's robots.txt, which takes a politeness slot of its own: like a task
+        #: waiting for its slot, one holds no page slot (:func:`claim_room`).
+        self._at_robots: set[int] = set()
         self._jobs: dict[int, asyncio.Task[None]] = {}
         self._claimed = 0
         self._claimed_at: dict[int, float] = {}  # task id -> time.monotonic() when its claim was sent
@@ -284,9 +287,13 @@ class Worker:
                 last_heartbeat = time.monotonic()
 
     def _waiting_for_slot(self) -> int:
-        """Tasks held whose politeness slot has not come yet (they hold no page slot, :func:`claim_room`)."""
+        """Tasks held whose politeness slot, or whose domain's robots.txt, has not come yet (they hold no page
+        slot, :func:`claim_room`). A domain's robots.txt takes the slot after the first task's, so without this a
+        crawl's start would hold a page slot per domain for an interval and reach its domains a few at a time."""
         now = time.monotonic()
-        return sum(1 for task in self._in_flight.values() if task.seconds_until_slot(now) > 0)
+        return sum(
+            1 for task in self._in_flight.values() if task.id in self._at_robots or task.seconds_until_slot(now) > 0
+        )
 
     def _role(self, task_type: str) -> Role:
         return kind_named(self.site, task_type).role
@@ -442,7 +449,11 @@ class Worker:
             return task
         self._emit(StageEntered(task, Stage.ROBOTS))
         url = str(task.payload["url"])
-        check = await self._robots.check(url, claimed_at=self._claimed_at.get(task.id, 0.0))
+        self._at_robots.add(task.id)
+        try:
+            check = await self._robots.check(url, claimed_at=self._claimed_at.get(task.id, 0.0))
+        finally:
+            self._at_robots.discard(task.id)
         if check.verdict is Verdict.DISALLOWED:
             kind = ErrorKind.ROBOTS_DISALLOWED
             await self._fail(task, kind, f"{kind}: {check.reason}")

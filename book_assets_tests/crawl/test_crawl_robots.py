@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -184,3 +186,40 @@ def test_a_worker_stopped_or_cancelled_while_fetching_robots_txt_releases_the_fe
     assert db.query("SELECT count(*) AS n FROM tasks WHERE status = 'in_progress'")[0]["n"] == 0
     stats = drain(database_url, config, task_types=(DETAIL,), workers=1)
     assert WorkerFigures.read(make_queue(db, config), stats).books == 1 and server.stats().hits[ROBOTS] == 2
+
+
+def test_tasks_waiting_for_their_domains_robots_txt_hold_no_page_slot(
+    db: Database, database_url: str, sandbox_factory: Any
+) -> None:
+    # Politely limited hosts and one page slot: each host's robots.txt takes the slot after its first task's, so
+    # that task waits an interval for it once its own slot has passed. Waiting, it holds no page slot (as a task
+    # waiting for its politeness slot holds none), so a task of a fifth host enqueued meanwhile is claimed at
+    # once, not after the four hosts' pages are done.
+    servers = [sandbox_factory() for _ in range(5)]
+    hosts = [urlsplit(s.url).netloc for s in servers]
+    allowed = ["127.0.0.1", *hosts[1:]]  # the start URL's host, and each other host's domain (host and port)
+    config = sandbox_config(servers[0].url, min_interval_s=2.0, concurrency=1, allowed_domains=allowed)
+    prepare(db, config)
+    queue = make_queue(db, config)
+
+    def enqueue(server: SandboxServer) -> None:
+        path = _books_of(server, "Poetry")[0]
+        queue.enqueue(DETAIL, {"url": server.url_for(path), "category": "Poetry"}, priority=DETAIL_PRIORITY)
+
+    for server in servers[:4]:
+        enqueue(server)
+    with ThreadPoolExecutor(1) as pool:
+        drained = pool.submit(drain, database_url, config, task_types=(DETAIL,), workers=1)
+        in_progress = "SELECT count(*) AS n FROM tasks WHERE status = 'in_progress'"
+        deadline = time.monotonic() + 60
+        while db.query(in_progress)[0]["n"] < 4 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(0.2)  # past the four tasks' slots: each waits for its host's robots.txt now
+        enqueue(servers[4])
+        stats = drained.result(timeout=120)
+
+    assert WorkerFigures.read(queue, stats).books == 5
+    rows = db.query("SELECT domain, started_at, completed_at FROM tasks ORDER BY started_at")
+    first_done = min(r["completed_at"] for r in rows)
+    late = next(r for r in rows if r["domain"] == hosts[4])
+    assert late["started_at"] < first_done, f"the fifth host waited for a page slot: {rows}"
