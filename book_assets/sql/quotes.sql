@@ -57,3 +57,78 @@ SELECT count(*) AS total, count(*) FILTER (WHERE raw_html <> '') AS with_html FR
 SELECT count(*) FILTER (WHERE first_seen_at >= %(since)s) AS new,
        count(*) FILTER (WHERE first_seen_at < %(since)s AND updated_at >= %(since)s) AS changed
 FROM authors;
+
+-- export_quotes --
+-- Every stored quote, in id order (book_assets/sites/quotes/publishing.py).
+SELECT id, text, author, author_url, tags, page_url, content_hash, fetched_at, first_seen_at, updated_at
+FROM quotes ORDER BY id;
+
+-- export_authors --
+-- Every stored author's fields (the page's HTML only when asked), in id order.
+SELECT id, url, name, birth_date, birth_place, description, content_hash, http_status, fetched_at,
+       first_seen_at, updated_at, CASE WHEN %(with_html)s THEN raw_html END AS raw_html
+FROM authors ORDER BY id;
+
+-- changes_of_day --
+-- The quotes and authors new on a day (first stored that day, UTC) or changed on it (stored before it, their
+-- latest change that day), in their latest state: quotes and authors keep no versions, so a change that a later
+-- change superseded is not shown, and the values are today's, not the day's end.
+WITH bounds AS (
+    SELECT %(day)s::date::timestamp AT TIME ZONE 'UTC' AS since,
+           (%(day)s::date + 1)::timestamp AT TIME ZONE 'UTC' AS until
+), changed AS (
+    SELECT 'quote' AS record, q.id, q.author_url AS url, q.author, q.text, q.tags,
+           NULL::date AS birth_date, NULL::text AS birth_place, NULL::text AS description,
+           q.first_seen_at, q.updated_at
+    FROM quotes q, bounds b
+    WHERE (q.first_seen_at >= b.since AND q.first_seen_at < b.until)
+       OR (q.first_seen_at < b.since AND q.updated_at >= b.since AND q.updated_at < b.until)
+    UNION ALL
+    SELECT 'author', a.id, a.url, a.name, NULL, NULL, a.birth_date, a.birth_place, a.description,
+           a.first_seen_at, a.updated_at
+    FROM authors a, bounds b
+    WHERE (a.first_seen_at >= b.since AND a.first_seen_at < b.until)
+       OR (a.first_seen_at < b.since AND a.updated_at >= b.since AND a.updated_at < b.until)
+)
+SELECT %(day)s::date AS day,
+       CASE WHEN c.first_seen_at >= b.since THEN 'new' ELSE 'changed' END AS change,
+       c.record, c.id, c.url, c.author, c.text, c.tags, c.birth_date, c.birth_place, c.description,
+       c.first_seen_at, c.updated_at
+FROM changed c, bounds b
+ORDER BY c.first_seen_at < b.since, c.record, c.id;
+
+-- authors_for_reextract --
+-- Stored author pages to parse again, in id order, a batch after a given id (keyset pagination).
+SELECT id, url, raw_html FROM authors WHERE id > %(after)s ORDER BY id LIMIT %(limit)s;
+
+-- reextract_author --
+-- An author's fields parsed again from its stored page (the stored fetch stays); updated_at moves only when a
+-- field changed. Returns whether one did (no row: the author is gone, or nothing changed).
+UPDATE authors SET name = %(name)s, birth_date = %(birth_date)s, birth_place = %(birth_place)s,
+                   description = %(description)s, updated_at = now()
+WHERE id = %(id)s
+  AND (name, birth_date, birth_place, description)
+      IS DISTINCT FROM (%(name)s, %(birth_date)s::date, %(birth_place)s, %(description)s)
+RETURNING id;
+
+-- snapshot_tag_counts --
+-- Quotes first stored before a time, per tag (a quote's first tag; a quote with no tag is in none).
+SELECT tags[1] AS category, count(*)::int AS available
+FROM quotes
+WHERE first_seen_at < %(until)s AND cardinality(tags) > 0
+GROUP BY tags[1]
+ORDER BY tags[1];
+
+-- snapshot_select --
+-- The first quota[i] quotes of each tag[i] (first tag) first stored before a time: the latest first, then
+-- lowest id.
+SELECT q.text, q.author, q.author_url, q.category, q.tags, q.first_seen_at
+FROM (
+    SELECT q.*, q.tags[1] AS category,
+           row_number() OVER (PARTITION BY q.tags[1] ORDER BY q.first_seen_at DESC, q.id) AS rank
+    FROM quotes q
+    WHERE q.first_seen_at < %(until)s AND q.tags[1] = ANY(%(categories)s::text[])
+) q
+JOIN unnest(%(categories)s::text[], %(quotas)s::int[]) AS t(category, quota) ON t.category = q.category
+WHERE q.rank <= t.quota
+ORDER BY q.category, q.rank;

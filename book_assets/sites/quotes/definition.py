@@ -21,7 +21,7 @@ drift and removals do not read (:attr:`QuotesSite.drift_and_removals` False).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
@@ -29,6 +29,7 @@ from urllib.parse import urlsplit
 from book_assets.sites.quotes import store
 from book_assets.sites.quotes.models import Author, Quote, QuotesPage
 from book_assets.sites.quotes.parsers import parse_author, parse_quotes_page
+from book_assets.sites.quotes.publishing import QuotesPublishing
 from book_assets.sites.site import Categories, DetailLink, Listing, PageKind, Role, Stored, records_agree
 from book_assets.sql import load_queries
 from book_assets.store.pages import StaleCopy, confirm_page
@@ -76,6 +77,9 @@ class QuotesSite:
     #: ``/js/``: linked from no page of the site, so a crawl starts there too.
     start_paths: tuple[str, ...] = (JS_PREFIX.lstrip("/"),)
     drift_and_removals: bool = False
+    #: The quotes and authors exported, their feed as the timestamps prove it, the authors re-extracted, the
+    #: quotes' snapshot by tag (:mod:`.publishing`).
+    publishing: QuotesPublishing = field(default_factory=QuotesPublishing)
 
     @property
     def categories(self) -> Categories:
