@@ -49,6 +49,25 @@ def test_the_quotes_snapshot_of_a_day_is_balanced_by_first_tag_and_its_check_pas
     assert not (tmp_path / "snapshots").exists()  # the books' folder is not written
 
 
+def test_a_day_before_any_quote_gives_an_empty_snapshot_that_passes_its_check(
+    db: Database, database_url: str, tmp_path: Path
+) -> None:
+    fill_tags(db, date(2026, 3, 1))
+    resources = {
+        "database": DatabaseResource(url=database_url),
+        "scheduling": SchedulingResource(snapshot_budget=16, data_dir=str(tmp_path)),
+    }
+    with dg.DagsterInstance.ephemeral() as instance:
+        result = dg.materialize(
+            [QUOTES_SNAPSHOT.asset, QUOTES_SNAPSHOT.check],
+            partition_key="2026-02-28",
+            instance=instance,
+            resources=resources,
+        )
+    assert result.success and [e.passed for e in result.get_asset_check_evaluations()] == [True]
+    assert result.get_asset_materialization_events()[0].materialization.metadata["dagster/row_count"].value == 0
+
+
 def test_the_quotes_snapshot_refuses_a_run_without_a_day(db: Database, database_url: str, tmp_path: Path) -> None:
     resources = {
         "database": DatabaseResource(url=database_url),
