@@ -4,6 +4,9 @@ A day is a UTC calendar day. The feed compares the day's start with its end (``b
 0012): versions recorded that day (``book_versions``) and presence events (``book_presence``, written when a
 crawl ends, see :mod:`book_assets.store.removals`). Rebuilding a past day gives the same rows again.
 
+Another site's feed (a :class:`~book_assets.publish.publishing.Feed` its definition gives, with its own columns)
+is written the same way (:func:`export_feed`, :func:`write_changes`).
+
 Written as JSON Lines (``fields`` a list) or CSV (``fields`` joined by ``;``, text cells made spreadsheet-safe
 as :mod:`book_assets.publish.export` does), to a file or a stream; the chart of changes per day is a PNG
 drawn on a bare matplotlib ``Figure`` (imported only when drawing, as the snapshot's chart is).
@@ -70,11 +73,6 @@ def write_changes(rows: Iterable[dict[str, Any]], fmt: Format, out: IO[str], col
         writer.writerow({k: _cell(row[k], csv_cell=True) for k in columns})
         n += 1
     return n
-
-
-def export_changes(db: Database, day: date, fmt: Format, output: Path) -> int:
-    """Write the feed of ``day`` to ``output``; returns the number of rows."""
-    return export_feed(books_feed(db, day), fmt, output)
 
 
 def books_feed(db: Database, day: date) -> Feed:
