@@ -125,12 +125,17 @@ class QuotesSite:
         store.write_quotes(cur, page, fetched)
 
     def record_counts(self, db: Database) -> dict[str, int]:
-        """The stored authors (this site's detail records); an author keeps no versions."""
+        """The stored authors (this site's detail records) and their versions."""
         row = db.query(Q["author_counts"])[0]
-        return {"total": row["total"], "unique_urls": row["total"], "with_html": row["with_html"], "versions": 0}
+        return {
+            "total": row["total"],
+            "unique_urls": row["total"],
+            "with_html": row["with_html"],
+            "versions": row["versions"],
+        }
 
     def versions_since(self, db: Database, since: datetime) -> tuple[int, int]:
-        """Authors stored as new and as changed since ``since``."""
+        """Authors stored as new (their first version) and as changed (a later one) since ``since``."""
         row = db.query(Q["authors_since"], {"since": since})[0]
         return int(row["new"]), int(row["changed"])
 

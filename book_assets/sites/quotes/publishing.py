@@ -2,17 +2,16 @@
 
 - **export**: two tables, ``quotes`` and ``authors`` (an author's page HTML with ``--with-html``; a quote keeps
   no HTML: its listing page is in the WARC archive).
-- **changes of a day**: the quotes and authors first stored that day (``new``) and those stored before whose
-  latest change fell on it (``changed``), read from ``first_seen_at`` and ``updated_at``. Quotes and authors
-  keep no versions, so this is what the timestamps prove and no more (:data:`FEED_LIMIT`, printed with the
-  feed): a change that a later change superseded is not shown, a changed record shows no changed fields, the
-  values are the latest state rather than the day's end, and nothing is ever removed.
+- **changes of a day**: from their versions (``quote_versions``, ``author_versions``), the day's start compared
+  with its end: the quotes and authors with no version before the day (``new``) and those whose state at its
+  end differs from its start (``changed``, with the fields that differ), in their state at the day's end.
+  Nothing is removed (a quotes crawl decides no removals).
 - **reextract**: each author's stored ``raw_html`` parsed again with today's parser (:func:`.parsers.parse_author`)
-  and its fields written where they changed. Quotes are not re-extracted: they are records of listing pages,
-  whose HTML is in the WARC archive, not in the table.
-- **snapshot**: quotes by tag, a quote's category being its first tag (its fairness group, as in the crawl); a
-  quote with no tag is in no category and is not sampled (as a book without a category). The quotes of a day
-  are those first stored before its end, each with its latest tags (no versions to read an older one from).
+  and its fields written where they changed, a version each. Quotes are not re-extracted: they are records of
+  listing pages, whose HTML is in the WARC archive, not in the table.
+- **snapshot**: quotes by tag, as they stood at the day's end (each quote's latest version then), a quote's
+  category being its first tag (its fairness group, as in the crawl); a quote with no tag is in no category and
+  is not sampled (as a book without a category).
 """
 
 from __future__ import annotations
@@ -31,7 +30,8 @@ from book_assets.sql import load_queries
 
 Q = load_queries("quotes")
 #: The columns of a day's feed: a quote fills ``text`` and ``tags`` (``url`` its author's page), an author
-#: ``birth_date``, ``birth_place`` and ``description`` (``author`` its name).
+#: ``birth_date``, ``birth_place`` and ``description`` (``author`` its name); ``version`` is the record's latest
+#: by the day's end, ``fields`` the fields a change touched, ``changed_at`` when that version was recorded.
 FEED_COLUMNS = (
     "day",
     "change",
@@ -44,16 +44,12 @@ FEED_COLUMNS = (
     "birth_date",
     "birth_place",
     "description",
-    "first_seen_at",
-    "updated_at",
+    "version",
+    "fields",
+    "changed_at",
 )
-#: What the quotes' feed cannot prove (printed beside it): they keep no versions.
-FEED_LIMIT = (
-    "quotes and authors keep no versions: a day's feed shows the records first stored that day and those whose "
-    "latest change fell on it, in their latest state; a change superseded by a later one, the fields a change "
-    "touched and removals are not known"
-)
-#: The snapshot's columns and their dtypes (``tags`` a list), then ``first_seen_at`` (UTC).
+#: The snapshot's columns and their dtypes (``tags`` a list), then ``recorded_at`` (UTC): when the chosen version
+#: of the quote was recorded.
 SNAPSHOT_DTYPES: dict[str, str] = {
     "text": "string",
     "author": "string",
@@ -83,7 +79,7 @@ class AuthorsReextracted:
 
 
 def reextract_authors(db: Database, *, batch_size: int = 200) -> AuthorsReextracted:
-    """Parse every stored author page again and write the fields that changed (no network).
+    """Parse every stored author page again and write the fields that changed, a version each (no network).
 
     A page the parser refuses now (a contract failure included) leaves its row as it is and is reported with its
     error kind, as the books' reextract does.
@@ -108,7 +104,9 @@ def reextract_authors(db: Database, *, batch_size: int = 200) -> AuthorsReextrac
             written = 0
             for author_id, author in batch:
                 cur.execute(Q["reextract_author"], {"id": author_id, **_fields(author)})
-                written += cur.fetchone() is not None
+                if cur.fetchone() is not None:
+                    cur.execute(Q["record_author_version"], {"id": author_id})
+                    written += 1
             return written
 
         changed += db.run(_apply)
@@ -125,7 +123,7 @@ def _fields(author: Author) -> dict[str, Any]:
 
 
 class QuotesByTag:
-    """The quotes by their first tag as of a time: the quotes' snapshot source."""
+    """The quotes by their first tag as they stood at a time (their versions): the quotes' snapshot source."""
 
     unit = "quotes"
 
@@ -136,7 +134,7 @@ class QuotesByTag:
     def chosen(self, cur: Cursor, until: datetime, quotas: Mapping[str, int]) -> SnapshotRows:
         params = {"until": until, "categories": list(quotas), "quotas": list(quotas.values())}
         cur.execute(Q["snapshot_select"], params)
-        return SnapshotRows([dict(r) for r in cur.fetchall()], SNAPSHOT_DTYPES, ("first_seen_at",))
+        return SnapshotRows([dict(r) for r in cur.fetchall()], SNAPSHOT_DTYPES, ("recorded_at",))
 
 
 @dataclass(frozen=True)
@@ -153,7 +151,7 @@ class QuotesPublishing:
         return ExportTable("quotes", db.query(Q["export_quotes"])), ExportTable("authors", authors)
 
     def changes_of_day(self, db: Database, day: date) -> Feed:
-        return Feed(FEED_COLUMNS, db.query(Q["changes_of_day"], {"day": day}), FEED_LIMIT)
+        return Feed(FEED_COLUMNS, db.query(Q["changes_of_day"], {"day": day}))
 
     def reextract(self, db: Database) -> AuthorsReextracted:
         return reextract_authors(db)

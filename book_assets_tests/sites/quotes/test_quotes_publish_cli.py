@@ -58,15 +58,15 @@ def test_export_site_quotes_writes_every_crawled_quote_and_author_into_two_files
     assert "site quotes exports 2 (quotes, authors): use --into" in refused.stderr
 
 
-def test_changes_site_quotes_lists_todays_new_quotes_and_authors_and_states_its_limit(
+def test_changes_site_quotes_lists_todays_new_quotes_and_authors(
     crawled: Database, database_url: str, tmp_path: Path
 ) -> None:
     proc = _cli(database_url, tmp_path, "changes", "--site", "quotes")
     rows = [json.loads(line) for line in proc.stdout.splitlines()]
     by_record = {record: [r for r in rows if r["record"] == record] for record in ("quote", "author")}
     assert len(by_record["quote"]) == len(truth.quotes()) and len(by_record["author"]) == len(truth.authors())
-    assert {r["change"] for r in rows} == {"new"}
-    assert proc.stderr.startswith("note: quotes and authors keep no versions")
+    assert {(r["change"], r["version"]) for r in rows} == {("new", 1)}
+    assert proc.stderr == ""
 
 
 def test_reextract_site_quotes_repairs_an_authors_corrupted_field_from_its_stored_page(
@@ -78,3 +78,4 @@ def test_reextract_site_quotes_repairs_an_authors_corrupted_field_from_its_store
     assert out.startswith(f"re-extracted {len(truth.authors())} authors: 1 changed, 0 unparseable"), out
     names = {row["name"] for row in crawled.query("SELECT name FROM authors")}
     assert names == {a.name for a in truth.authors().values()}
+    assert crawled.query("SELECT count(*) AS n FROM author_versions")[0]["n"] == len(truth.authors())

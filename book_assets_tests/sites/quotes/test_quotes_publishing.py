@@ -79,27 +79,48 @@ def test_the_export_writes_every_quote_and_author_in_each_format_the_html_only_w
     )  # no temporary file left beside them
 
 
-def test_a_days_feed_holds_the_records_new_that_day_and_those_whose_latest_change_fell_on_it(db: Database) -> None:
+def test_a_days_feed_compares_its_start_with_its_end_from_the_versions(db: Database) -> None:
     _store_index_and_einstein(db)
     today = datetime.now(UTC).date()
     yesterday = today - timedelta(days=1)
-    _sql(
-        db,
-        "UPDATE quotes SET first_seen_at = first_seen_at - interval '1 day', updated_at = updated_at - interval '1 day'"
-        " WHERE true",
-    )
+    _sql(db, "UPDATE quote_versions SET recorded_at = recorded_at - interval '1 day' WHERE true")
     html = fixture("index.html")
     page = parse_quotes_page(html, SITE)
-    retagged = replace(page.quotes[0], tags=("x",))
+    first = page.quotes[0]
+    retagged = replace(first, tags=("x",))
     db.run(lambda cur: write_quotes(cur, replace(page, quotes=(retagged,)), _fetch(SITE, html)))
     feed = PUBLISHING.changes_of_day(db, today)
-    assert feed.columns == FEED_COLUMNS and feed.limit is not None and "no versions" in feed.limit
-    assert [(r["change"], r["record"]) for r in feed.rows] == [("new", "author"), ("changed", "quote")]
+    assert feed.columns == FEED_COLUMNS and feed.limit is None
+    assert [(r["change"], r["record"], r["version"]) for r in feed.rows] == [
+        ("new", "author", 1),
+        ("changed", "quote", 2),
+    ]
     changed = feed.rows[1]
-    assert (changed["text"], changed["tags"], changed["day"]) == (retagged.text, ["x"], today)
+    assert (changed["text"], changed["tags"], changed["fields"], changed["day"]) == (
+        retagged.text,
+        ["x"],
+        ["tags"],
+        today,
+    )
     earlier = PUBLISHING.changes_of_day(db, yesterday)
     assert [(r["change"], r["record"]) for r in earlier.rows] == [("new", "quote")] * 10
+    assert earlier.rows[0]["tags"] == list(first.tags)  # as the day ended, not as now
     assert PUBLISHING.changes_of_day(db, yesterday - timedelta(days=1)).rows == []
+
+
+def test_a_record_changed_and_changed_back_within_a_day_is_not_in_its_feed(db: Database) -> None:
+    _store_index_and_einstein(db)
+    _sql(db, "UPDATE quote_versions SET recorded_at = recorded_at - interval '1 day' WHERE true")
+    html = fixture("index.html")
+    page = parse_quotes_page(html, SITE)
+    db.run(
+        lambda cur: write_quotes(cur, replace(page, quotes=(replace(page.quotes[0], tags=("x",)),)), _fetch(SITE, html))
+    )
+    db.run(lambda cur: write_quotes(cur, replace(page, quotes=(page.quotes[0],)), _fetch(SITE, html)))
+    versions = db.query("SELECT version FROM quote_versions WHERE quote_id = (SELECT min(id) FROM quotes)")
+    assert [v["version"] for v in versions] == [1, 2, 3]
+    rows = PUBLISHING.changes_of_day(db, datetime.now(UTC).date()).rows
+    assert [(r["change"], r["record"]) for r in rows] == [("new", "author")]
 
 
 def test_reextract_repairs_an_author_field_corrupted_in_the_table_from_its_stored_page(db: Database) -> None:
@@ -110,6 +131,8 @@ def test_reextract_repairs_an_author_field_corrupted_in_the_table_from_its_store
     assert report.line().startswith("re-extracted 1 authors: 1 changed, 0 unparseable")
     row = db.query("SELECT birth_place, updated_at > now() - interval '1 hour' AS moved FROM authors")[0]
     assert (row["birth_place"], row["moved"]) == ("in Ulm, Germany", True)
+    versions = db.query("SELECT version, birth_place FROM author_versions ORDER BY version")
+    assert [(v["version"], v["birth_place"]) for v in versions] == [(1, "in Ulm, Germany")]  # 'nowhere' was no version
     again = PUBLISHING.reextract(db)
     assert (again.scanned, again.changed) == (1, 0)
 
@@ -124,10 +147,12 @@ def test_reextract_reports_an_author_page_the_parser_refuses_and_leaves_its_row(
 
 
 def insert_quote(db: Database, text: str, tags: list[str], first_seen_at: datetime) -> None:
-    """A stored quote, first seen at a given time (as the store writes it, with the time set)."""
+    """A stored quote with its first version, seen at a given time (as the store writes them, with the time set)."""
     _sql(
         db,
-        "INSERT INTO quotes (text, author, tags, page_url, first_seen_at, updated_at) VALUES (%s, 'A', %s, %s, %s, %s)",
+        "WITH q AS (INSERT INTO quotes (text, author, tags, page_url, first_seen_at, updated_at)"
+        " VALUES (%s, 'A', %s, %s, %s, %s) RETURNING id, tags, first_seen_at)"
+        " INSERT INTO quote_versions (quote_id, version, tags, recorded_at) SELECT id, 1, tags, first_seen_at FROM q",
         (text, tags, SITE, first_seen_at, first_seen_at),
     )
 
@@ -162,3 +187,14 @@ def test_the_snapshot_gives_each_first_tag_its_weighted_quota_of_the_quotes_firs
     assert summary["mean_price"].isna().all()  # quotes have no price
     later = build_snapshot(db, weights, 16, day + timedelta(days=1), PUBLISHING.snapshot)
     assert later.available["love"] == 25
+
+
+def test_a_quote_retagged_after_a_day_is_sampled_in_the_tag_it_had_that_day(db: Database) -> None:
+    day = date(2026, 3, 1)
+    fill_tags(db, day)
+    moved = "INSERT INTO quote_versions (quote_id, version, tags, recorded_at) SELECT id, 2, '{humor}', %s FROM quotes"
+    _sql(db, moved + " WHERE text LIKE 'life %%'", (datetime(2026, 3, 2, 8, tzinfo=UTC),))
+    weights = parse_weights("*=1")
+    assert build_snapshot(db, weights, 100, day, PUBLISHING.snapshot).available["life"] == 10
+    after = build_snapshot(db, weights, 100, day + timedelta(days=1), PUBLISHING.snapshot)
+    assert "life" not in after.available and after.available["humor"] == 15
