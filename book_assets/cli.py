@@ -528,7 +528,7 @@ def export_cmd(fmt: export.Format, output: Path | None, into: Path | None, with_
 @user_errors
 def changes_cmd(day: Any, fmt: changes.Format, output: Path | None, **overrides: Any) -> None:
     """The change feed of a day: each book new, changed (with its fields), removed or returned that day; each
-    quote and author new or changed that day (what their timestamps prove: the limit is printed on stderr)."""
+    quote and author new or changed (with its fields) that day."""
     from datetime import UTC, datetime
 
     from book_assets.publish.changes import export_feed, write_changes
@@ -538,8 +538,6 @@ def changes_cmd(day: Any, fmt: changes.Format, output: Path | None, **overrides:
     when = day.date() if day is not None else datetime.now(UTC).date()
     with open_database(settings) as database:
         feed = publishing.changes_of_day(database, when)
-    if feed.limit is not None:
-        click.echo(f"note: {feed.limit}", err=True)
     if output is None:
         write_changes(feed.rows, fmt, sys.stdout, feed.columns)
         return

@@ -32,12 +32,10 @@ class ExportTable:
 
 @dataclass(frozen=True)
 class Feed:
-    """A day's change feed: its columns, its rows (each with every column) and, where the site cannot prove
-    every change of a past day, the limit to tell its reader (None: the feed is exact)."""
+    """A day's change feed: its columns and its rows (each with every column)."""
 
     columns: tuple[str, ...]
     rows: list[dict[str, Any]]
-    limit: str | None = None
 
 
 class Reextraction(Protocol):
