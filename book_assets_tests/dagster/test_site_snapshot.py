@@ -13,7 +13,8 @@ import pytest
 
 from book_assets.db.connection import Database
 from book_assets.defs.resources import DatabaseResource, SchedulingResource
-from book_assets.defs.snapshot.catalogues import SITE_SNAPSHOTS, shares_result, snapshot_key
+from book_assets.defs.snapshot.catalogues import SITE_SNAPSHOTS, snapshot_key
+from book_assets.defs.snapshot.checks import shares_result
 from book_assets.publish.snapshot import PARQUET_NAME
 from book_assets_tests.sites.quotes.test_quotes_publishing import fill_tags
 
@@ -83,8 +84,8 @@ def test_the_quotes_snapshot_refuses_a_run_without_a_day(db: Database, database_
 @pytest.mark.unit
 def test_shares_within_one_record_of_their_targets_pass_and_a_category_off_by_more_fails() -> None:
     day = date(2026, 3, 1)
-    assert shares_result(day, {"love": 4, "life": 8}, {"love": 5, "life": 7}).passed  # one record of slack
-    off = shares_result(day, {"love": 4, "life": 8}, {"love": 6, "life": 6})
-    assert not off.passed and off.description == f"{day}: 2 of 2 categories off their target by more than 1 records"
-    short = shares_result(day, {"love": 4, "life": 8}, {"love": 4, "life": 7})
+    assert shares_result(day, {"love": 4, "life": 8}, {"love": 5, "life": 7}, "quotes").passed  # one of slack
+    off = shares_result(day, {"love": 4, "life": 8}, {"love": 6, "life": 6}, "quotes")
+    assert not off.passed and off.description == f"{day}: 2 of 2 categories off their target by more than 1 quotes"
+    short = shares_result(day, {"love": 4, "life": 8}, {"love": 4, "life": 7}, "quotes")
     assert not short.passed  # within slack, but the snapshot holds fewer rows than its targets

@@ -24,7 +24,7 @@ from book_assets.defs.catalog import OWNERS, PUBLISH_AUTOMATION, crawl_keys, tag
 from book_assets.defs.resources import DatabaseResource, SchedulingResource, run_settings
 from book_assets.defs.retries import TRANSIENT_RETRY, transient_only
 from book_assets.defs.snapshot.assets import GROUP, SNAPSHOT_DAYS, embedded_png, snapshot_day, summary_table
-from book_assets.defs.snapshot.checks import SHARE_TOLERANCE, share_deviations
+from book_assets.defs.snapshot.checks import shares_result
 from book_assets.publish.publishing import SnapshotSource
 from book_assets.publish.snapshot import (
     PARQUET_NAME,
@@ -142,7 +142,7 @@ def site_snapshot(site: Site) -> SiteSnapshot:
         with transient_only(context.op_execution_context), database.open(application_name="book-pipeline checks") as db:
             available = _available(db, source, day)
         targets = split_budget(settings.snapshot_budget, resolve_weights(settings), available)
-        return shares_result(day, targets, actual)
+        return shares_result(day, targets, actual, source.unit)
 
     return SiteSnapshot(
         asset=_snapshot,
@@ -174,35 +174,6 @@ def _checked_day(context: dg.AssetCheckExecutionContext, data_dir: Path, site: s
     folder = Path(data_dir) / site / "snapshots"
     days = sorted(p.name for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
     return date.fromisoformat(days[-1]) if days else None
-
-
-def shares_result(day: date, targets: dict[str, int], actual: dict[str, int]) -> dg.AssetCheckResult:
-    """The share check's result: passed when every category is within ``max(1, 2 %)`` of its target and the
-    snapshot holds as many rows as the targets add up to (a WARN otherwise, as the books' check)."""
-    rows = share_deviations(targets, actual)
-    size = sum(actual.values())
-    slack = max(1.0, SHARE_TOLERANCE * size)
-    outside = [r for r in rows if abs(r[2] - r[1]) > slack]
-    table = ["| category | target | actual | off by |", "|---|---:|---:|---:|"]
-    table += [f"| {c} | {t} | {a} | {d:.1%} |" for c, t, a, d in rows[:10]]
-    return dg.AssetCheckResult(
-        passed=not outside and size == sum(targets.values()),
-        severity=dg.AssetCheckSeverity.WARN,
-        description=(
-            f"{day}: {len(outside)} of {len(rows)} categories off their target by more than {slack:g} records"
-            if outside
-            else f"{day}: all {len(rows)} categories within {slack:g} records of their target ({size} rows)"
-        ),
-        metadata={
-            "snapshot_day": day.isoformat(),
-            "snapshot_rows": size,
-            "target_rows": sum(targets.values()),
-            "tolerance_records": slack,
-            "max_share_deviation": round(rows[0][3] if rows else 0.0, 4),
-            "categories_outside": len(outside),
-            "worst_categories": dg.MetadataValue.md("\n".join(table)),
-        },
-    )
 
 
 #: The snapshot of every shipped site but the default one (the books', :mod:`.assets`) that publishes.
