@@ -32,6 +32,7 @@ from book_assets.settings import ConfigError, Settings, load_settings
 if TYPE_CHECKING:
     from book_assets.crawl.config import CrawlConfig
     from book_assets.publish import changes, export
+    from book_assets.publish.publishing import Publishing
     from book_assets.queue import TaskQueue
     from book_assets.sites.site import Site
 
@@ -82,7 +83,7 @@ def site_of(settings: Settings) -> Site:
     return site_named(settings.site)
 
 
-#: The site whose tables the commands that read only the books' (export, changes, reextract) are written for.
+#: The site whose tables the commands that read only the books' (``reextract --from-warc``) are written for.
 BOOKS_ONLY = "books"
 
 
@@ -94,6 +95,18 @@ def books_only(settings: Settings, command: str) -> None:
         raise ConfigError(
             f"invalid setting site (BOOK_PIPELINE_SITE): {command} supports site {BOOKS_ONLY} only, not {site.name!r}"
         )
+
+
+def publishing_of(settings: Settings, command: str) -> tuple[Site, Publishing]:
+    """The site ``command`` acts on and what it publishes (:mod:`book_assets.publish.publishing`); a site whose
+    definition publishes nothing yet is refused in one line."""
+    site = site_of(settings)
+    if site.publishing is None:
+        raise ConfigError(
+            f"invalid setting site (BOOK_PIPELINE_SITE): {command} reads what a site publishes, and site "
+            f"{site.name!r} publishes nothing yet (its definition's publishing is None; see docs/sites.md)"
+        )
+    return site, site.publishing
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -470,19 +483,37 @@ def metrics_cmd(**overrides: Any) -> None:
 
 @main.command("export")
 @click.option("--format", "fmt", type=click.Choice(["jsonl", "csv", "parquet"]), default="jsonl", show_default=True)
-@click.option("--output", type=click.Path(dir_okay=False, path_type=Path), help="Default: .data/exports/books.<fmt>")
-@click.option("--with-html", is_flag=True, help="Include raw_html.")
+@click.option(
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The file, for a site whose export is one table (books).  [default: <into>/<table>.<fmt>]",
+)
+@click.option(
+    "--into",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="The folder of the files, one per table (<table>.<fmt>).  [default: .data/exports]",
+)
+@click.option("--with-html", is_flag=True, help="Include raw_html (where the site keeps a record's page).")
 @setting_options("site")
 @user_errors
-def export_cmd(fmt: export.Format, output: Path | None, with_html: bool, **overrides: Any) -> None:
-    """Write the stored books (all structured fields) to a file."""
-    from book_assets.publish.export import export_books
+def export_cmd(fmt: export.Format, output: Path | None, into: Path | None, with_html: bool, **overrides: Any) -> None:
+    """Write the stored records (all structured fields) to files, one per table, each whole or not at all:
+    books.<fmt> for books; quotes.<fmt> and authors.<fmt> for quotes."""
+    from book_assets.publish.export import export_tables, write_table
 
     settings = load_settings(**overrides)
-    books_only(settings, "export")
-    target = output or settings.data_dir / "exports" / f"books.{fmt}"
-    n = export_books(open_database(settings), fmt, target, with_html=with_html)
-    click.echo(f"wrote {n} books to {target}")
+    site, publishing = publishing_of(settings, "export")
+    with open_database(settings) as database:
+        tables = publishing.export_tables(database, with_html=with_html)
+    if output is not None and len(tables) != 1:
+        names = ", ".join(t.name for t in tables)
+        raise click.UsageError(f"--output names one file; site {site.name} exports {len(tables)} ({names}): use --into")
+    if output is not None:
+        written = [(output, write_table(tables[0], fmt, output))]
+    else:
+        written = export_tables(tables, fmt, into or settings.data_dir / "exports")
+    for (path, n), table in zip(written, tables, strict=True):
+        click.echo(f"wrote {n} {table.name} to {path}")
 
 
 @main.command("changes")
@@ -496,19 +527,21 @@ def export_cmd(fmt: export.Format, output: Path | None, with_html: bool, **overr
 @setting_options("site")
 @user_errors
 def changes_cmd(day: Any, fmt: changes.Format, output: Path | None, **overrides: Any) -> None:
-    """The change feed of a day: each book new, changed (with its fields), removed or returned that day."""
+    """The change feed of a day: each book new, changed (with its fields), removed or returned that day; each
+    quote and author new or changed (with its fields) that day."""
     from datetime import UTC, datetime
 
-    from book_assets.publish.changes import changes_of_day, export_changes, write_changes
+    from book_assets.publish.changes import export_feed, write_changes
 
     settings = load_settings(**overrides)
-    books_only(settings, "changes")
+    _site, publishing = publishing_of(settings, "changes")
     when = day.date() if day is not None else datetime.now(UTC).date()
     with open_database(settings) as database:
-        if output is None:
-            write_changes(changes_of_day(database, when), fmt, sys.stdout)
-            return
-        n = export_changes(database, when, fmt, output)
+        feed = publishing.changes_of_day(database, when)
+    if output is None:
+        write_changes(feed.rows, fmt, sys.stdout, feed.columns)
+        return
+    n = export_feed(feed, fmt, output)
     click.echo(f"wrote {n} changes of {when} to {output}", err=True)
 
 
@@ -523,8 +556,9 @@ def changes_cmd(day: Any, fmt: changes.Format, output: Path | None, **overrides:
 @setting_options("site")
 @user_errors
 def reextract_cmd(from_warc: bool, day: Any, write: bool, **overrides: Any) -> None:
-    """Parse every stored raw HTML page again into the structured columns (no network), and rebuild the book
-    pages a crawl held for breaking their contract from their kept responses (their tasks then completed).
+    """Parse every stored raw HTML page again into the structured columns (no network); for books, also rebuild
+    the book pages a crawl held for breaking their contract from their kept responses (their tasks then
+    completed). For quotes, the authors' stored pages are parsed again (quotes keep no page of their own).
 
     With --from-warc the books are rebuilt from the archived responses alone and compared with the books
     table (each difference listed, exit status 1 if any), or stored with --write, the held pages among them
@@ -532,21 +566,23 @@ def reextract_cmd(from_warc: bool, day: Any, write: bool, **overrides: Any) -> N
     an interrupted worker is named with the byte where it ends (exit status 1); its whole records are used.
     """
     settings = load_settings(**overrides)
-    books_only(settings, "reextract")
     if from_warc:
+        books_only(settings, "reextract --from-warc")
         _reextract_from_warc(settings, day.date() if day else None, write=write)
         return
     if day is not None or write:
         raise click.UsageError("--day and --write go with --from-warc")
     from book_assets.crawl.config import CrawlConfig, make_queue
-    from book_assets.store.books import reextract
     from book_assets.store.held import reextract_held
 
+    site, publishing = publishing_of(settings, "reextract")
     database = open_database(settings)
-    report = reextract(database)
+    report = publishing.reextract(database)
     click.echo(report.line())
     for line in report.errors:
         click.echo(f"  {line}", err=True)
+    if not site.drift_and_removals:  # the held pages and the drift judged again are the books' tables'
+        return
     config = CrawlConfig.from_settings(settings)
     queue = make_queue(database, config)
     held = reextract_held(database, queue)

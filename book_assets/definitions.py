@@ -1,9 +1,10 @@
 """The Dagster code location: a dg project whose definitions are loaded from the ``book_assets/defs`` folder.
 
 Every module under ``defs/`` contributes what it defines (``crawl/``: assets, checks, jobs, the schedule, the
-sensors; ``snapshot/``: the daily snapshot and its check; ``changes/``: the daily change feed); this module adds
-the resources, the executor, ``book_details``' freshness policy (from the schedule's cron) and code references
-(each asset links to the file and line of its definition in the UI).
+sensors; ``snapshot/``: the daily snapshot and its check, and every other catalogue's with its publish job
+(``catalogues.py``); ``changes/``: the daily change feed); this module adds the resources, the executor,
+``book_details``' freshness policy (from the schedule's cron) and code references (each asset links to the file
+and line of its definition in the UI).
 The schedule's cron and the sensor's threshold are settings read when the location loads, so a bad
 ``BOOK_PIPELINE_SCHEDULE_CRON`` fails the load with a message naming the setting; :func:`build_definitions`
 re-raises that message as it is, whatever the loader wrapped it in.
@@ -25,11 +26,12 @@ from book_assets.defs.crawl.assets import BOOK_DETAILS, crawl
 from book_assets.defs.crawl.checks import BOOK_CHECKS, LISTING_CHECKS
 from book_assets.defs.resources import default_resources
 from book_assets.defs.snapshot.assets import category_balanced_snapshot
+from book_assets.defs.snapshot.catalogues import SITE_SNAPSHOT_ASSETS, SITE_SNAPSHOT_CHECKS
 from book_assets.defs.snapshot.checks import SNAPSHOT_CHECKS
 from book_assets.settings import ConfigError, load_settings
 
-ASSETS = [crawl, category_balanced_snapshot, book_changes, raw_archive]
-ASSET_CHECKS = [*LISTING_CHECKS, *BOOK_CHECKS, *SNAPSHOT_CHECKS]
+ASSETS = [crawl, category_balanced_snapshot, book_changes, raw_archive, *SITE_SNAPSHOT_ASSETS]
+ASSET_CHECKS = [*LISTING_CHECKS, *BOOK_CHECKS, *SNAPSHOT_CHECKS, *SITE_SNAPSHOT_CHECKS]
 
 
 def _config_error(exc: BaseException | None) -> ConfigError | None:

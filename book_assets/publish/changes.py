@@ -4,6 +4,9 @@ A day is a UTC calendar day. The feed compares the day's start with its end (``b
 0012): versions recorded that day (``book_versions``) and presence events (``book_presence``, written when a
 crawl ends, see :mod:`book_assets.store.removals`). Rebuilding a past day gives the same rows again.
 
+Another site's feed (a :class:`~book_assets.publish.publishing.Feed` its definition gives, with its own columns)
+is written the same way (:func:`export_feed`, :func:`write_changes`).
+
 Written as JSON Lines (``fields`` a list) or CSV (``fields`` joined by ``;``, text cells made spreadsheet-safe
 as :mod:`book_assets.publish.export` does), to a file or a stream; the chart of changes per day is a PNG
 drawn on a bare matplotlib ``Figure`` (imported only when drawing, as the snapshot's chart is).
@@ -22,6 +25,7 @@ from typing import IO, Any, Literal
 from book_assets.db.connection import Database
 from book_assets.publish.export import plain, spreadsheet_safe
 from book_assets.publish.files import atomic_write
+from book_assets.publish.publishing import Feed
 from book_assets.sql import load_queries
 
 Format = Literal["jsonl", "csv"]
@@ -54,36 +58,42 @@ def _cell(value: Any, *, csv_cell: bool) -> Any:
     return plain(spreadsheet_safe(value) if csv_cell else value)
 
 
-def write_changes(rows: Iterable[dict[str, Any]], fmt: Format, out: IO[str]) -> int:
-    """Write the feed's rows to ``out`` as JSON Lines or CSV (with a header); returns the number of rows."""
+def write_changes(rows: Iterable[dict[str, Any]], fmt: Format, out: IO[str], columns: tuple[str, ...] = COLUMNS) -> int:
+    """Write the feed's rows to ``out`` as JSON Lines or CSV (with a header), each with ``columns`` (the books'
+    by default; a site's feed names its own); returns the number of rows."""
     n = 0
     if fmt == "jsonl":
         for row in rows:
-            out.write(json.dumps({k: _cell(row[k], csv_cell=False) for k in COLUMNS}, ensure_ascii=False) + "\n")
+            out.write(json.dumps({k: _cell(row[k], csv_cell=False) for k in columns}, ensure_ascii=False) + "\n")
             n += 1
         return n
-    writer = csv.DictWriter(out, fieldnames=list(COLUMNS), lineterminator="\n")
+    writer = csv.DictWriter(out, fieldnames=list(columns), lineterminator="\n")
     writer.writeheader()
     for row in rows:
-        writer.writerow({k: _cell(row[k], csv_cell=True) for k in COLUMNS})
+        writer.writerow({k: _cell(row[k], csv_cell=True) for k in columns})
         n += 1
     return n
 
 
-def export_changes(db: Database, day: date, fmt: Format, output: Path) -> int:
-    """Write the feed of ``day`` to ``output``; returns the number of rows."""
-    rows = changes_of_day(db, day)
+def books_feed(db: Database, day: date) -> Feed:
+    """The books' feed of ``day`` as a :class:`~book_assets.publish.publishing.Feed` (exact: every change of a
+    past day is a version or a presence event)."""
+    return Feed(COLUMNS, changes_of_day(db, day))
+
+
+def export_feed(feed: Feed, fmt: Format, output: Path) -> int:
+    """Write ``feed`` to ``output`` whole or not at all; returns the number of rows."""
     output.parent.mkdir(parents=True, exist_ok=True)
-    _write_file(rows, fmt, output)
-    return len(rows)
+    _write_file(feed.rows, fmt, output, feed.columns)
+    return len(feed.rows)
 
 
-def _write_file(rows: list[dict[str, Any]], fmt: Format, output: Path) -> None:
+def _write_file(rows: list[dict[str, Any]], fmt: Format, output: Path, columns: tuple[str, ...] = COLUMNS) -> None:
     """``rows`` written to a temporary file beside ``output``, then renamed to it (never half-written)."""
 
     def _write(path: Path) -> None:
         with path.open("w", encoding="utf-8", newline="") as fh:
-            write_changes(rows, fmt, fh)
+            write_changes(rows, fmt, fh, columns)
 
     atomic_write(output, _write)
 

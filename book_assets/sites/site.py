@@ -23,6 +23,7 @@ from book_assets.scraper.errors import ParseError
 
 if TYPE_CHECKING:
     from book_assets.db.connection import Cursor, Database
+    from book_assets.publish.publishing import Publishing
     from book_assets.scraper.fetching import FetchResult, Validators
 
 
@@ -173,6 +174,12 @@ class Site(Protocol):
     @property
     def record(self) -> str:
         """What one detail record is called, for messages and summaries ("book")."""
+        ...
+
+    @property
+    def publishing(self) -> Publishing | None:
+        """What it publishes from its stored records (``export``, ``changes``, ``reextract``, the daily snapshot:
+        :mod:`book_assets.publish.publishing`); None: nothing yet, and those commands refuse it in one line."""
         ...
 
     def kind_of(self, url: str, role: Role) -> str:

@@ -1141,6 +1141,32 @@ CREATE TABLE public.adaptive_decisions (
     CONSTRAINT adaptive_decisions_mode_check CHECK ((mode = ANY (ARRAY['probe'::text, 'http'::text, 'browser'::text])))
 );
 
+CREATE TABLE public.author_versions (
+    author_id bigint NOT NULL,
+    version integer NOT NULL,
+    name text NOT NULL,
+    birth_date date NOT NULL,
+    birth_place text NOT NULL,
+    description text,
+    recorded_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+COMMENT ON TABLE public.author_versions IS 'Each distinct state of an author''s fields read from its page, in order (record_author_version in quotes.sql).';
+
+COMMENT ON COLUMN public.author_versions.author_id IS 'The author (authors.id).';
+
+COMMENT ON COLUMN public.author_versions.version IS '1 for the state first stored, then one more for each state that differs from the one before.';
+
+COMMENT ON COLUMN public.author_versions.name IS 'authors.name in this state.';
+
+COMMENT ON COLUMN public.author_versions.birth_date IS 'authors.birth_date in this state.';
+
+COMMENT ON COLUMN public.author_versions.birth_place IS 'authors.birth_place in this state.';
+
+COMMENT ON COLUMN public.author_versions.description IS 'authors.description in this state.';
+
+COMMENT ON COLUMN public.author_versions.recorded_at IS 'When the state was stored.';
+
 CREATE TABLE public.authors (
     id bigint NOT NULL,
     url text NOT NULL,
@@ -1492,6 +1518,27 @@ COMMENT ON TABLE public.queue_seen IS 'Every URL enqueued in an epoch, created a
 attempts and requeued as the same row. The rows of an epoch are deleted with the finished tasks, by the retention
 prune (prune_seen), once a later epoch started before the cutoff.';
 
+CREATE TABLE public.quote_versions (
+    quote_id bigint NOT NULL,
+    version integer NOT NULL,
+    author_url text,
+    tags text[] NOT NULL,
+    recorded_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+COMMENT ON TABLE public.quote_versions IS 'Each distinct state of a quote''s fields that change (its author link and tags; its text and author are its key), in
+order (record_quote_version in quotes.sql).';
+
+COMMENT ON COLUMN public.quote_versions.quote_id IS 'The quote (quotes.id).';
+
+COMMENT ON COLUMN public.quote_versions.version IS '1 for the state first stored, then one more for each state that differs from the one before.';
+
+COMMENT ON COLUMN public.quote_versions.author_url IS 'quotes.author_url in this state.';
+
+COMMENT ON COLUMN public.quote_versions.tags IS 'quotes.tags in this state (the first is the quote''s category).';
+
+COMMENT ON COLUMN public.quote_versions.recorded_at IS 'When the state was stored.';
+
 CREATE TABLE public.quotes (
     id bigint NOT NULL,
     text text NOT NULL,
@@ -1615,6 +1662,9 @@ ALTER TABLE ONLY public.tasks ALTER COLUMN id SET DEFAULT nextval('public.tasks_
 ALTER TABLE ONLY public.adaptive_decisions
     ADD CONSTRAINT adaptive_decisions_pkey PRIMARY KEY (domain, page_type);
 
+ALTER TABLE ONLY public.author_versions
+    ADD CONSTRAINT author_versions_pkey PRIMARY KEY (author_id, version);
+
 ALTER TABLE ONLY public.authors
     ADD CONSTRAINT authors_pkey PRIMARY KEY (id);
 
@@ -1671,6 +1721,9 @@ ALTER TABLE ONLY public.queue_scopes
 
 ALTER TABLE ONLY public.queue_seen
     ADD CONSTRAINT queue_seen_pkey PRIMARY KEY (epoch, url);
+
+ALTER TABLE ONLY public.quote_versions
+    ADD CONSTRAINT quote_versions_pkey PRIMARY KEY (quote_id, version);
 
 ALTER TABLE ONLY public.quotes
     ADD CONSTRAINT quotes_pkey PRIMARY KEY (id);
@@ -1731,6 +1784,9 @@ CREATE INDEX idx_tasks_queue ON public.tasks USING btree (status, priority DESC,
 
 CREATE INDEX idx_tasks_url_id ON public.tasks USING btree (((payload ->> 'url'::text)), id);
 
+ALTER TABLE ONLY public.author_versions
+    ADD CONSTRAINT author_versions_author_id_fkey FOREIGN KEY (author_id) REFERENCES public.authors(id) ON DELETE CASCADE;
+
 ALTER TABLE ONLY public.book_presence
     ADD CONSTRAINT book_presence_book_id_fkey FOREIGN KEY (book_id) REFERENCES public.books(id) ON DELETE CASCADE;
 
@@ -1757,3 +1813,6 @@ ALTER TABLE ONLY public.held_losses
 
 ALTER TABLE ONLY public.queue_seen
     ADD CONSTRAINT queue_seen_epoch_fkey FOREIGN KEY (epoch) REFERENCES public.queue_epochs(id) ON DELETE CASCADE;
+
+ALTER TABLE ONLY public.quote_versions
+    ADD CONSTRAINT quote_versions_quote_id_fkey FOREIGN KEY (quote_id) REFERENCES public.quotes(id) ON DELETE CASCADE;

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import csv
 import json
+import subprocess
+import sys
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -15,6 +17,7 @@ from book_assets.crawl.pipeline import crawl
 from book_assets.db.connection import Database
 from book_assets.publish.export import export_books
 from book_assets.sql import load_queries
+from book_assets_tests.conftest import child_env
 from book_assets_tests.crawl.conftest import sandbox_config
 
 PRICES = ("price", "price_excl_tax", "price_incl_tax", "tax")
@@ -67,3 +70,20 @@ def test_parquet_export_round_trips_every_field(db: Database, stored: list[dict[
                 assert pd.Timestamp(got[key]) == pd.Timestamp(value), key
             else:
                 assert _text(got[key]) == _text(value), key
+
+
+def test_the_export_command_writes_the_books_file_it_always_wrote(
+    database_url: str, stored: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    env = child_env(DATABASE_URL=database_url, BOOK_PIPELINE_DATA_DIR=str(tmp_path))
+    run = [sys.executable, "-m", "book_assets.cli", "export", "--format", "jsonl"]
+    default = subprocess.run(run, env=env, capture_output=True, text=True, timeout=300)
+    assert default.returncode == 0, default.stderr
+    out = tmp_path / "exports" / "books.jsonl"
+    assert default.stdout == f"wrote {len(stored)} books to {out}\n"
+    assert [json.loads(line)["url"] for line in out.read_text(encoding="utf-8").splitlines()] == [
+        r["url"] for r in stored
+    ]
+    chosen = tmp_path / "mine.jsonl"
+    named = subprocess.run([*run, "--output", str(chosen)], env=env, capture_output=True, text=True, timeout=300)
+    assert named.returncode == 0 and chosen.read_bytes() == out.read_bytes(), named.stderr

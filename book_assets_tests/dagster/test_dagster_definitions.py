@@ -106,6 +106,18 @@ def test_definitions_snapshot(repo: dg.RepositoryDefinition) -> None:
             "table_name": "public.category_balanced_snapshot",
             "deps": ["book_details"],
         },
+        "quotes/category_balanced_snapshot": {
+            "group": "snapshot",
+            "kinds": ["pandas", "parquet"],
+            "owners": ["team:book-pipeline"],
+            "tags": {"book-pipeline/layer": "publish"},
+            "steps": {"quotes__category_balanced_snapshot": None},
+            "partitions": "DailyPartitionsDefinition",
+            "freshness": None,
+            "automation": "once the day's crawl passed its blocking checks",
+            "table_name": None,
+            "deps": ["quotes/details"],
+        },
         "book_changes": {
             "group": "changes",
             "kinds": ["csv", "postgres"],
@@ -131,6 +143,7 @@ def test_definitions_snapshot(repo: dg.RepositoryDefinition) -> None:
         ("book_details", "crawl_complete"): True,
         ("book_details", "no_field_drift"): True,
         ("category_balanced_snapshot", "shares_within_tolerance"): False,
+        ("quotes/category_balanced_snapshot", "shares_within_tolerance"): False,
     }
     # Every job that drains the queue materializes the one crawl asset: one graph, whichever job ran.
     crawl_assets = ["book_details", "listing_discovery"]
@@ -144,6 +157,7 @@ def test_definitions_snapshot(repo: dg.RepositoryDefinition) -> None:
         "drain_queue_job": crawl_assets,
         "full_refresh_job": crawl_assets,
         "publish_job": ["book_changes", "category_balanced_snapshot", "raw_archive"],
+        "quotes_publish_job": ["quotes/category_balanced_snapshot"],
         "recheck_drift_job": [],
         "recrawl_failed_job": crawl_assets,
         "requeue_failed_tasks": [],

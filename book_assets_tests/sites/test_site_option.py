@@ -16,7 +16,7 @@ from book_assets_tests.conftest import child_env
 CLI = [sys.executable, "-m", "book_assets.cli"]
 COMMANDS = ["crawl", "status", "export", "changes", "reextract"]
 #: The commands that read only the books' tables.
-BOOKS_ONLY = ["export", "changes", "reextract"]
+BOOKS_ONLY = [["reextract", "--from-warc"]]
 
 
 @pytest.mark.parametrize("command", COMMANDS)
@@ -30,12 +30,13 @@ def test_a_command_refuses_an_unknown_site_in_one_line_naming_the_known_ones(com
 
 
 @pytest.mark.parametrize("command", BOOKS_ONLY)
-def test_a_command_written_for_the_books_tables_refuses_the_quotes_site_in_one_line(command: str) -> None:
+def test_a_command_written_for_the_books_tables_refuses_the_quotes_site_in_one_line(command: list[str]) -> None:
     result = subprocess.run(
-        [*CLI, command, "--site", "quotes"], capture_output=True, text=True, timeout=120, env=child_env()
+        [*CLI, *command, "--site", "quotes"], capture_output=True, text=True, timeout=120, env=child_env()
     )
     assert result.returncode == 2, result.stdout + result.stderr
-    message = f"error: invalid setting site (BOOK_PIPELINE_SITE): {command} supports site books only, not 'quotes'\n"
+    named = " ".join(command)
+    message = f"error: invalid setting site (BOOK_PIPELINE_SITE): {named} supports site books only, not 'quotes'\n"
     assert result.stderr == message
 
 

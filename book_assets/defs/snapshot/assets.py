@@ -47,8 +47,9 @@ SUMMARY_SCHEMA = dg.TableSchema(
 )
 
 
-def snapshot_day(context: dg.AssetExecutionContext | dg.OpExecutionContext) -> date:
-    """The run's partition as a date; a run without a partition key fails, naming what to give.
+def snapshot_day(context: dg.AssetExecutionContext | dg.OpExecutionContext, job: str = "publish_job") -> date:
+    """The run's partition as a date; a run without a partition key fails, naming what to give (``job``: the job
+    that publishes the asset's days).
 
     Why not today by default: a run launched without a key would then rebuild today's partition whatever
     day it was meant for, and a backfill's run that lost its key would overwrite today in silence.
@@ -57,7 +58,7 @@ def snapshot_day(context: dg.AssetExecutionContext | dg.OpExecutionContext) -> d
         names = ", ".join(key.to_user_string() for key in context.selected_asset_keys)
         raise dg.Failure(
             description=f"{names} is partitioned by day (UTC): materialize it with a partition key, e.g. "
-            "`dg launch --job publish_job --partition 2026-03-01`, or backfill publish_job over a range of days",
+            f"`dg launch --job {job} --partition 2026-03-01`, or backfill {job} over a range of days",
             allow_retries=False,
         )
     return date.fromisoformat(context.partition_key)

@@ -65,10 +65,19 @@ def shares_within_tolerance(
         available = {r["category"]: r["available"] for r in counts}
         actual = {r["category"]: r["books"] for r in db.query(Q["day_by_category"], {"day": day})}
     targets = split_budget(settings.snapshot_budget, weights, available)
+    return shares_result(day, targets, actual)
+
+
+def shares_result(
+    day: date, targets: dict[str, int], actual: dict[str, int], unit: str = "books"
+) -> dg.AssetCheckResult:
+    """The share check's verdict on a day's snapshot of ``unit`` (every catalogue's, :mod:`.catalogues`): passed
+    when every category's count is within ``max(1, 2 %)`` of its target and the snapshot holds as many rows as
+    the targets add up to; a WARN otherwise."""
     rows = share_deviations(targets, actual)
     size = sum(actual.values())
-    slack_books = max(1.0, SHARE_TOLERANCE * size)
-    outside = [r for r in rows if abs(r[2] - r[1]) > slack_books]
+    slack = max(1.0, SHARE_TOLERANCE * size)
+    outside = [r for r in rows if abs(r[2] - r[1]) > slack]
     worst = rows[0][3] if rows else 0.0
     table = ["| category | target | actual | off by |", "|---|---:|---:|---:|"]
     table += [f"| {c} | {t} | {a} | {d:.1%} |" for c, t, a, d in rows[:10]]
@@ -76,15 +85,15 @@ def shares_within_tolerance(
         passed=not outside and size == sum(targets.values()),
         severity=dg.AssetCheckSeverity.WARN,
         description=(
-            f"{day}: {len(outside)} of {len(rows)} categories off their target by more than {slack_books:g} books"
+            f"{day}: {len(outside)} of {len(rows)} categories off their target by more than {slack:g} {unit}"
             if outside
-            else f"{day}: all {len(rows)} categories within {slack_books:g} books of their target ({size} rows)"
+            else f"{day}: all {len(rows)} categories within {slack:g} {unit} of their target ({size} rows)"
         ),
         metadata={
             "snapshot_day": day.isoformat(),
             "snapshot_rows": size,
             "target_rows": sum(targets.values()),
-            "tolerance_books": slack_books,
+            f"tolerance_{unit}": slack,
             "max_share_deviation": round(worst, 4),
             "categories_outside": len(outside),
             "worst_categories": dg.MetadataValue.md("\n".join(table)),

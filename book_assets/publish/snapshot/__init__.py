@@ -1,4 +1,5 @@
-"""The category-balanced snapshot: a daily sample of the stored books in which categories appear by their weights.
+"""The category-balanced snapshot: a daily sample of the stored records in which categories appear by their weights
+(the books', and any site's whose definition gives a snapshot source).
 
 A plain "latest N books" sample mirrors the site's skew (Default has 152 books, Crime 1); this one gives
 each category :func:`~book_assets.scheduling.quotas.split_budget`'s quota of the budget, so a downstream
@@ -15,19 +16,25 @@ One module per job:
 - :mod:`.publish` writes all three for a day.
 """
 
-from book_assets.publish.snapshot.publish import SnapshotArtifacts, write_snapshot
-from book_assets.publish.snapshot.select import FRAME_DTYPES, Snapshot, build_snapshot, day_bounds
+from book_assets.publish.snapshot.files import PARQUET_NAME, site_day_folder
+from book_assets.publish.snapshot.publish import SnapshotArtifacts, SnapshotFiles, write_snapshot, write_snapshot_files
+from book_assets.publish.snapshot.select import BOOK_VERSIONS, FRAME_DTYPES, Snapshot, build_snapshot, day_bounds
 from book_assets.publish.snapshot.summary import SUMMARY_COLUMNS, summary_markdown
 from book_assets.publish.snapshot.table import TABLE
 
 __all__ = [
+    "BOOK_VERSIONS",
     "FRAME_DTYPES",
+    "PARQUET_NAME",
     "SUMMARY_COLUMNS",
     "TABLE",
     "Snapshot",
     "SnapshotArtifacts",
+    "SnapshotFiles",
     "build_snapshot",
     "day_bounds",
+    "site_day_folder",
     "summary_markdown",
     "write_snapshot",
+    "write_snapshot_files",
 ]

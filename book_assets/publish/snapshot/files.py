@@ -1,4 +1,5 @@
-"""The snapshot's files: ``snapshots/<day>/`` under the data folder holds the day's Parquet and CSV.
+"""The snapshot's files: ``snapshots/<day>/`` under the data folder holds the books' Parquet and CSV of a day,
+``<site>/snapshots/<day>/`` another site's.
 
 Every file is written whole or not at all (:func:`~book_assets.publish.files.atomic_write`).
 """
@@ -19,6 +20,13 @@ SUMMARY_NAME = "category_summary.csv"
 def day_folder(data_dir: Path, day: date) -> Path:
     """``<data_dir>/snapshots/<YYYY-MM-DD>``, created when missing."""
     folder = Path(data_dir) / "snapshots" / day.isoformat()
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def site_day_folder(data_dir: Path, site: str, day: date) -> Path:
+    """``<data_dir>/<site>/snapshots/<YYYY-MM-DD>``, created when missing: a site's snapshot beside its data."""
+    folder = Path(data_dir) / site / "snapshots" / day.isoformat()
     folder.mkdir(parents=True, exist_ok=True)
     return folder
 

@@ -1,4 +1,8 @@
-"""Choosing the snapshot's books: each category's weighted quota of the books stored at the end of a day.
+"""Choosing the snapshot's records: each category's weighted quota of the records stored at the end of a day.
+
+:func:`build_snapshot` is generic: a :class:`~book_assets.publish.publishing.SnapshotSource` gives the records
+per category as of a time (a site's definition gives its own, ``Site.publishing.snapshot``), and the quotas
+are :func:`~book_assets.scheduling.quotas.split_budget`'s. The books' source is :class:`BookVersions`.
 
 The books of a day are the latest version of each book recorded before the next midnight (UTC), read from
 ``book_versions`` through ``snapshot_books_as_of_v1`` (``sql/schema.sql``). Within a category the most recently
@@ -8,6 +12,7 @@ Counts and rows come from one REPEATABLE READ transaction, so they agree even wh
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
@@ -15,10 +20,13 @@ from typing import Any
 import pandas as pd
 
 from book_assets.db.connection import Cursor, Database
+from book_assets.publish.publishing import SnapshotRows, SnapshotSource
 from book_assets.publish.snapshot.summary import category_summary
 from book_assets.scheduling.quotas import split_budget
 from book_assets.scheduling.weights import CategoryWeights
 from book_assets.sql import load_queries
+
+Q = load_queries("snapshot")
 
 #: Columns of :attr:`Snapshot.frame`, in order, with their dtypes (nullable ints: a book may lack a rating);
 #: ``scraped_at`` (UTC) follows them: when the chosen version of the book was recorded.
@@ -50,30 +58,54 @@ def day_bounds(day: date) -> tuple[datetime, datetime]:
     return start, start + timedelta(days=1)
 
 
-def build_snapshot(db: Database, weights: CategoryWeights, budget: int, day: date) -> Snapshot:
-    """Choose up to ``budget`` books of the end of ``day``, each category getting its weighted quota."""
-    queries = load_queries("snapshot")
+class BookVersions:
+    """The books as ``book_versions`` had them at a time (``snapshot_books_as_of_v1``): the books' snapshot
+    source, and the one books' definition publishes (:attr:`Publishing.snapshot`)."""
+
+    unit = "books"
+
+    def category_counts(self, cur: Cursor, until: datetime) -> dict[str, int]:
+        cur.execute(Q["category_counts"], {"until": until})
+        return {r["category"]: int(r["available"]) for r in cur.fetchall()}
+
+    def chosen(self, cur: Cursor, until: datetime, quotas: Mapping[str, int]) -> SnapshotRows:
+        params = {"until": until, "categories": list(quotas), "quotas": list(quotas.values())}
+        cur.execute(Q["select_books"], params)
+        return SnapshotRows([dict(r) for r in cur.fetchall()], FRAME_DTYPES, ("scraped_at",))
+
+
+#: The books' snapshot source.
+BOOK_VERSIONS = BookVersions()
+
+
+def build_snapshot(
+    db: Database, weights: CategoryWeights, budget: int, day: date, source: SnapshotSource = BOOK_VERSIONS
+) -> Snapshot:
+    """Choose up to ``budget`` records of ``source`` (the books by default) as of the end of ``day``, each category
+    getting its weighted quota."""
     until = day_bounds(day)[1]
 
-    def _read(cur: Cursor) -> tuple[dict[str, int], dict[str, int], list[dict[str, Any]]]:
-        cur.execute(queries["consistent_read"])
-        cur.execute(queries["category_counts"], {"until": until})
-        available = {r["category"]: int(r["available"]) for r in cur.fetchall()}
+    def _read(cur: Cursor) -> tuple[dict[str, int], dict[str, int], SnapshotRows]:
+        cur.execute(Q["consistent_read"])
+        available = source.category_counts(cur, until)
         quotas = split_budget(budget, weights, available)
-        chosen = {c: q for c, q in quotas.items() if q > 0}
-        params = {"until": until, "categories": list(chosen), "quotas": list(chosen.values())}
-        cur.execute(queries["select_books"], params)
-        return available, quotas, [dict(r) for r in cur.fetchall()]
+        return available, quotas, source.chosen(cur, until, {c: q for c, q in quotas.items() if q > 0})
 
-    available, quotas, rows = db.run(_read)
-    frame = books_frame(rows)
+    available, quotas, chosen = db.run(_read)
+    frame = records_frame(chosen)
     summary = category_summary(frame, weights, available, quotas)
     return Snapshot(day=day, frame=frame, summary=summary, budget=budget, quotas=quotas, available=available)
 
 
 def books_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     """The chosen rows as a typed DataFrame (``FRAME_DTYPES``, then ``scraped_at`` in UTC)."""
-    frame = pd.DataFrame(rows, columns=[*FRAME_DTYPES, "scraped_at"])
-    frame = frame.astype(FRAME_DTYPES)
-    frame["scraped_at"] = pd.to_datetime(frame["scraped_at"], utc=True)
+    return records_frame(SnapshotRows(rows, FRAME_DTYPES, ("scraped_at",)))
+
+
+def records_frame(chosen: SnapshotRows) -> pd.DataFrame:
+    """The chosen rows as a typed DataFrame: ``chosen.dtypes``, then its time columns in UTC."""
+    frame = pd.DataFrame(chosen.rows, columns=[*chosen.dtypes, *chosen.times])
+    frame = frame.astype(dict(chosen.dtypes))
+    for column in chosen.times:
+        frame[column] = pd.to_datetime(frame[column], utc=True)
     return frame

@@ -1,4 +1,5 @@
-"""The snapshot's per-category summary: weight, books available, quota, count, shares and means.
+"""The snapshot's per-category summary: weight, records available, quota, count, shares and means (of price and
+rating, where the records have them).
 
 Pure pandas on the chosen frame: no database, no files. :func:`summary_markdown` renders it for a
 Dagster Markdown value.
@@ -35,8 +36,10 @@ def category_summary(
     total_weight = sum(w for c, w in weight.items() if available[c] > 0)
     grouped = frame.groupby("category", observed=True)
     counts = grouped.size()
-    mean_price = grouped["price"].mean()
-    mean_rating = grouped["rating"].mean()
+    # A site's records may have no price or rating (quotes): their means are NaN.
+    nothing = pd.Series(dtype="float64")
+    mean_price = grouped["price"].mean() if "price" in frame else nothing
+    mean_rating = grouped["rating"].mean() if "rating" in frame else nothing
     total = len(frame)
     total_quota = sum(quotas.values())
     records = [

@@ -3,7 +3,7 @@ the books' parsers, store and categories."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -11,6 +11,7 @@ from book_assets.categories import KNOWN_CATEGORIES, slugify
 from book_assets.scraper.models import BookDetail, ListingPage
 from book_assets.scraper.parsers import parse_book, parse_listing
 from book_assets.settings import LIVE_SITE_URL
+from book_assets.sites.books.publishing import BooksPublishing
 from book_assets.sites.site import Categories, DetailLink, Listing, PageKind, Role, Stored, records_agree
 from book_assets.store import books
 from book_assets.store.pages import revalidate_book
@@ -53,6 +54,8 @@ class BooksSite:
     #: Every page is linked from the start page's chain or its categories.
     start_paths: tuple[str, ...] = ()
     drift_and_removals: bool = True
+    #: The books table exported, its versions' feed and snapshot, its pages re-extracted.
+    publishing: BooksPublishing = field(default_factory=BooksPublishing)
 
     @property
     def categories(self) -> Categories:

@@ -21,7 +21,7 @@ drift and removals do not read (:attr:`QuotesSite.drift_and_removals` False).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
@@ -29,6 +29,7 @@ from urllib.parse import urlsplit
 from book_assets.sites.quotes import store
 from book_assets.sites.quotes.models import Author, Quote, QuotesPage
 from book_assets.sites.quotes.parsers import parse_author, parse_quotes_page
+from book_assets.sites.quotes.publishing import QuotesPublishing
 from book_assets.sites.site import Categories, DetailLink, Listing, PageKind, Role, Stored, records_agree
 from book_assets.sql import load_queries
 from book_assets.store.pages import StaleCopy, confirm_page
@@ -76,6 +77,9 @@ class QuotesSite:
     #: ``/js/``: linked from no page of the site, so a crawl starts there too.
     start_paths: tuple[str, ...] = (JS_PREFIX.lstrip("/"),)
     drift_and_removals: bool = False
+    #: The quotes and authors exported, their feed as the timestamps prove it, the authors re-extracted, the
+    #: quotes' snapshot by tag (:mod:`.publishing`).
+    publishing: QuotesPublishing = field(default_factory=QuotesPublishing)
 
     @property
     def categories(self) -> Categories:
@@ -121,12 +125,17 @@ class QuotesSite:
         store.write_quotes(cur, page, fetched)
 
     def record_counts(self, db: Database) -> dict[str, int]:
-        """The stored authors (this site's detail records); an author keeps no versions."""
+        """The stored authors (this site's detail records) and their versions."""
         row = db.query(Q["author_counts"])[0]
-        return {"total": row["total"], "unique_urls": row["total"], "with_html": row["with_html"], "versions": 0}
+        return {
+            "total": row["total"],
+            "unique_urls": row["total"],
+            "with_html": row["with_html"],
+            "versions": row["versions"],
+        }
 
     def versions_since(self, db: Database, since: datetime) -> tuple[int, int]:
-        """Authors stored as new and as changed since ``since``."""
+        """Authors stored as new (their first version) and as changed (a later one) since ``since``."""
         row = db.query(Q["authors_since"], {"since": since})[0]
         return int(row["new"]), int(row["changed"])
 

@@ -7,6 +7,11 @@ a page that is not a listing or an author page never reaches this module, becaus
 A quote has no id on the site, so its natural key is its text and author; a listing page shows ten, so a
 quote row points at the page that last showed it (its URL and the hash of its fetch, the page's record in the
 archive) instead of holding the page's HTML. An author page is one record, stored with its HTML like a book.
+
+Each write records the record's state as a new version when it differs from its latest one
+(``record_quote_version``, ``record_author_version``): a statement of its own after the upsert, which holds the
+record's row until the transaction ends, so two workers storing one quote (a quote on ``/`` and on a tag page)
+compare with each other's version, not with a snapshot taken before it.
 """
 
 from __future__ import annotations
@@ -59,6 +64,7 @@ def write_quotes(cur: Cursor, page: QuotesPage, fetch: FetchResult) -> list[Stor
         )
         row = cur.fetchone()
         assert row is not None  # INSERT ... ON CONFLICT DO UPDATE returns its row
+        cur.execute(Q["record_quote_version"], {"id": row["id"]})
         stored.append(Stored(row["id"], _outcome(row)))
     return stored
 
@@ -86,4 +92,5 @@ def write_author(cur: Cursor, author: Author, fetched: FetchResult) -> Stored:
     )
     row = cur.fetchone()
     assert row is not None  # INSERT ... ON CONFLICT DO UPDATE returns its row
+    cur.execute(Q["record_author_version"], {"id": row["id"]})
     return Stored(row["id"], _outcome(row))

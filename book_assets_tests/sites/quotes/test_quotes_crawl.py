@@ -123,5 +123,5 @@ def test_book_pipeline_crawl_site_quotes_crawls_the_stand_in_and_status_counts_i
     assert "50 new, 0 changed, 0 unchanged authors" in out and "failed     1  not_a_listing_page" in out, out
     assert truth.quote_differences(stored_quotes(db)) == [] and truth.author_differences(stored_authors(db)) == []
     status = cli("status", "--site", "quotes")
-    assert "authors total 50 / unique URLs 50 / with raw HTML 50; versions 0" in status, status
+    assert "authors total 50 / unique URLs 50 / with raw HTML 50; versions 50" in status, status
     assert "failed      1  quotes_js not_a_listing_page" in status and "tasks   author   completed    50" in status

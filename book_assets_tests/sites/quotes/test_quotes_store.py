@@ -11,7 +11,7 @@ import pytest
 from book_assets.db.connection import Cursor, Database
 from book_assets.scraper.fetching import FetchResult, Validators, build_result
 from book_assets.sites.quotes.definition import QUOTES
-from book_assets.sites.quotes.models import QuotesPage
+from book_assets.sites.quotes.models import Author, QuotesPage
 from book_assets.sites.quotes.parsers import parse_author, parse_quotes_page
 from book_assets.sites.quotes.store import write_author, write_quotes
 from book_assets.store.pages import StaleCopy, write_page
@@ -131,3 +131,31 @@ def test_a_304_for_an_author_page_confirms_the_stored_author_and_a_changed_copy_
     gone = replace(validators, content_hash="another copy")
     with pytest.raises(StaleCopy):
         db.run(lambda cur: QUOTES.revalidate_detail(cur, EINSTEIN, gone, later))
+
+
+def test_each_distinct_state_of_a_quote_and_an_author_is_one_version(db: Database) -> None:
+    html = fixture("index.html")
+    page = parse_quotes_page(html, SITE)
+    first = page.quotes[0]
+    one = replace(page, quotes=(first,))
+    for quotes in ((first,), (first,), (replace(first, tags=("thinking",)),), (first,)):
+        _store(db, replace(one, quotes=quotes), _fetch(SITE, html))
+    rows = db.query("SELECT version, tags FROM quote_versions ORDER BY version")
+    assert [(r["version"], r["tags"]) for r in rows] == [
+        (1, list(first.tags)),
+        (2, ["thinking"]),
+        (3, list(first.tags)),
+    ]
+    page_html = fixture("author-albert-einstein.html")
+    author = parse_author(page_html, EINSTEIN)
+    fetched = _fetch(EINSTEIN, page_html)
+    for state in (author, author, replace(author, birth_place="Princeton, New Jersey")):
+
+        def _write(cur: Cursor, state: Author = state) -> None:
+            write_author(cur, state, fetched)
+
+        db.run(_write)
+    places = db.query("SELECT version, birth_place FROM author_versions ORDER BY version")
+    assert [(r["version"], r["birth_place"]) for r in places] == [(1, author.birth_place), (2, "Princeton, New Jersey")]
+    assert QUOTES.record_counts(db)["versions"] == 2
+    assert QUOTES.versions_since(db, T0 - timedelta(days=365)) == (1, 1)
