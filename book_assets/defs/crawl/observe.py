@@ -34,7 +34,7 @@ import dagster as dg
 
 from book_assets.crawl.config import make_queue
 from book_assets.crawl.pipeline import RunFigures
-from book_assets.defs.crawl.assets import BOOK_DETAILS, CRAWL_TAG
+from book_assets.defs.crawl.assets import BOOK_DETAILS, CRAWL_TAG, SITE_TAG
 from book_assets.defs.resources import DatabaseResource, SiteResource, run_settings
 from book_assets.sites.registry import site_named
 from book_assets.store.lifecycle import FinishedCrawl, finished_since
@@ -49,9 +49,11 @@ ACTIVE = [
 ]
 
 
-def crawl_run_in_progress(instance: dg.DagsterInstance) -> dg.DagsterRun | None:
-    """A run that drains the crawl queue (its ``book-pipeline/crawl`` tag), queued or running, if any."""
-    runs = instance.get_run_records(dg.RunsFilter(statuses=ACTIVE, tags={CRAWL_TAG: "true"}), limit=1)
+def crawl_run_in_progress(instance: dg.DagsterInstance, site: str | None = None) -> dg.DagsterRun | None:
+    """A run that drains the crawl queue (its ``book-pipeline/crawl`` tag), of catalogue ``site`` (its
+    ``book-pipeline/site`` tag) or of any when None, queued or running, if any."""
+    tags = {CRAWL_TAG: "true"} if site is None else {CRAWL_TAG: "true", SITE_TAG: site}
+    runs = instance.get_run_records(dg.RunsFilter(statuses=ACTIVE, tags=tags), limit=1)
     return runs[0].dagster_run if runs else None
 
 
