@@ -66,7 +66,10 @@ def test_quotes_full_refresh_job_materializes_the_quotes_assets_stores_the_truth
     result = run_full_refresh(database_url, quotes_site)
     assert result.success
     assert result.dagster_run.tags[SITE_TAG] == "quotes"
-    materialized = {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
+    materialized = {
+        e.step_materialization_data.materialization.asset_key.to_user_string()
+        for e in result.get_asset_materialization_events()
+    }
     assert materialized == {"quotes/listing_discovery", "quotes/details"}
     assert truth.quote_differences(stored_quotes(db)) == [] and truth.author_differences(stored_authors(db)) == []
     assert len(stored_quotes(db)) == 100 and len(stored_authors(db)) == 50
@@ -103,9 +106,10 @@ def test_a_site_resource_naming_another_site_is_refused_in_one_line(
     result = run_full_refresh(database_url, quotes_site, site="books")
     assert not result.success
     failure = next(e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE)
-    assert (
-        "the Dagster site resource): it names 'books', but this run crawls the assets of site 'quotes'"
-        in failure.step_failure_data.error.to_string()
+    error = failure.step_failure_data.error
+    assert error is not None
+    assert "the Dagster site resource): it names 'books', but this run crawls the assets of site 'quotes'" in (
+        error.to_string()
     )
     assert db.query("SELECT count(*) AS n FROM tasks")[0]["n"] == 0
 
