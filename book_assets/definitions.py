@@ -9,7 +9,9 @@ The schedule's cron and the sensor's threshold are settings read when the locati
 ``BOOK_PIPELINE_SCHEDULE_CRON`` fails the load with a message naming the setting; :func:`build_definitions`
 re-raises that message as it is, whatever the loader wrapped it in.
 
-``ASSETS`` and ``ASSET_CHECKS`` list the asset graph for code that binds its own resources (the demo, tests).
+``ASSETS`` and ``ASSET_CHECKS`` list the asset graph (every served catalogue's) for code that binds its own
+resources (tests); ``BOOKS_ASSETS`` and ``BOOKS_CHECKS`` the books' part, their crawl and the daily assets
+built on it, for a materialization of all of it against one site.
 """
 
 from __future__ import annotations
@@ -28,10 +30,14 @@ from book_assets.defs.crawl.checks import crawl_checks
 from book_assets.defs.resources import default_resources
 from book_assets.defs.snapshot.assets import category_balanced_snapshot
 from book_assets.defs.snapshot.checks import SNAPSHOT_CHECKS
-from book_assets.settings import ConfigError, load_settings
+from book_assets.settings import ConfigError, default, load_settings
+from book_assets.sites.registry import site_named
 
-ASSETS = [*(crawl_asset(site) for site in served_sites()), category_balanced_snapshot, book_changes, raw_archive]
+PUBLISHING = [category_balanced_snapshot, book_changes, raw_archive]
+ASSETS = [*(crawl_asset(site) for site in served_sites()), *PUBLISHING]
 ASSET_CHECKS = [*(check for site in served_sites() for check in crawl_checks(site).every), *SNAPSHOT_CHECKS]
+BOOKS_ASSETS = [crawl_asset(site_named(default("site"))), *PUBLISHING]
+BOOKS_CHECKS = [*crawl_checks(site_named(default("site"))).every, *SNAPSHOT_CHECKS]
 
 
 def _config_error(exc: BaseException | None) -> ConfigError | None:
