@@ -34,7 +34,7 @@ def tick(instance: dg.DagsterInstance, database_url: str, cursor: str | None) ->
     context = dg.build_sensor_context(
         instance=instance,
         cursor=cursor,
-        resources={"database": DatabaseResource(url=database_url), "site": SiteResource()},
+        resources={"database": DatabaseResource(url=database_url)},
     )
     result = book_details_observer(context)
     assert isinstance(result, dg.SensorResult)

@@ -230,7 +230,7 @@ def found_records_check(site: Site, keys: CrawlKeys) -> dg.AssetChecksDefinition
     return found_records
 
 
-def found_result(found: int, source: str, *, record: str = "book") -> dg.AssetCheckResult:
+def found_result(found: int, source: str, *, record: str) -> dg.AssetCheckResult:
     """The found check of a discovery that found ``found`` records (as ``source`` says)."""
     return dg.AssetCheckResult(
         passed=found > 0,
@@ -255,10 +255,9 @@ def failed_listing_pages_check(site: Site, keys: CrawlKeys) -> dg.AssetChecksDef
     return no_failed_listing_pages
 
 
-def failed_listing_pages_result(database: DatabaseResource, site: Site | None = None) -> dg.AssetCheckResult:
-    """``no_failed_listing_pages`` of the queue as it is: the dead-lettered tasks of ``site``'s listing kinds
-    (the default site's when None)."""
-    listing_kinds = kinds_of(site or site_named(default("site")), Role.LISTING)
+def failed_listing_pages_result(database: DatabaseResource, site: Site) -> dg.AssetCheckResult:
+    """``no_failed_listing_pages`` of the queue as it is: the dead-lettered tasks of ``site``'s listing kinds."""
+    listing_kinds = kinds_of(site, Role.LISTING)
     with transient_only(None), database.open(application_name="book-pipeline checks") as db:
         stats = make_queue(db).stats(top_failures=5)
     by_kind: dict[str, int] = {}

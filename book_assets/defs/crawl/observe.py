@@ -26,6 +26,8 @@ running the sensor waits (its report will record its writes); a materialization 
 the cursor moves the cursor on to it, since that run's report recorded the writes before it. The
 materialization's time is the Dagster host's clock, the figures' the database's: the two are assumed to agree
 (NTP); writes outside Dagster made while a Dagster crawl run was in progress are that run's in the record.
+It observes the default site's (books') details asset only: another catalogue's records written outside a
+Dagster run are not observed.
 """
 
 from datetime import UTC, datetime
@@ -35,7 +37,8 @@ import dagster as dg
 from book_assets.crawl.config import make_queue
 from book_assets.crawl.pipeline import RunFigures
 from book_assets.defs.crawl.assets import BOOK_DETAILS, CRAWL_TAG, SITE_TAG
-from book_assets.defs.resources import DatabaseResource, SiteResource, run_settings
+from book_assets.defs.resources import DatabaseResource
+from book_assets.settings import default
 from book_assets.sites.registry import site_named
 from book_assets.store.lifecycle import FinishedCrawl, finished_since
 
@@ -92,10 +95,8 @@ def ledger_table(crawls: list[FinishedCrawl]) -> dg.MetadataValue:
     description="Record books written outside a Dagster materialization (the CLI, workers on other hosts, a "
     "run killed before its report) as observations of book_details, read from the database.",
 )
-def book_details_observer(
-    context: dg.SensorEvaluationContext, database: DatabaseResource, site: SiteResource
-) -> dg.SensorResult:
-    crawled = site_named(run_settings(site).site)
+def book_details_observer(context: dg.SensorEvaluationContext, database: DatabaseResource) -> dg.SensorResult:
+    crawled = site_named(default("site"))  # book_details is the default site's details asset
     with database.open(application_name="book-pipeline sensor") as db:
         queue = make_queue(db)
         now = queue.now()

@@ -7,7 +7,9 @@ least the threshold of them are *due* (a transient kind, requeues left, their de
 queued cannot launch the same requeue twice. Permanent failures (404, robots.txt, not a book page) are never
 due, and a page that fails again after a requeue is due again only after a longer delay, at most
 ``requeue_max`` times: no requeue storm. While a crawl run is queued or running (the full refresh, or the
-requeue it launched) it waits, its cursor kept: one crawl of the catalogue at a time.
+requeue it launched) it waits, its cursor kept: one crawl of the catalogue at a time. It is the default site's
+(books'): the requeue policy reads every catalogue's failures (it is not per task type), and the job it
+requests drains the books' task types; another catalogue's ``<site>_recrawl_failed_job`` is launched by hand.
 
 ``alert_sensor`` posts one message per failed run, per failed check whose run succeeds nevertheless (a WARN
 check, or an ERROR check that does not block: a failed blocking ERROR check fails its run, whose alert names
