@@ -196,6 +196,7 @@ def test_definitions_snapshot(repo: dg.RepositoryDefinition) -> None:
         "drift_cleared_sensor",
         "failed_tasks_sensor",
         "publish_after_crawl",
+        "quotes_details_observer",
         "run_failure_summary",
     ]
 

@@ -1,4 +1,4 @@
-"""Every catalogue the code location serves, each with its own crawl asset, checks, jobs and schedule.
+"""Every catalogue the code location serves, each with its own crawl asset, checks, jobs, schedule and observer.
 
 The Dagster layer names no site: :func:`catalogue_definitions` builds one catalogue's definitions from its site
 definition (:class:`~book_assets.sites.site.Site`), and the code location applies it to every catalogue it
@@ -19,7 +19,9 @@ What a catalogue gets (books' names unprefixed, every other's under its site:
   ``full_refresh_job``, ``recrawl_failed_job``, ``crawl_queue_job``, ``drain_queue_job``
   (``quotes_full_refresh_job``, ...);
 - its daily schedule (:func:`~book_assets.defs.crawl.schedules.full_refresh_schedule`: ``daily_full_refresh``,
-  ``quotes_daily_full_refresh``), on the one ``schedule_cron``.
+  ``quotes_daily_full_refresh``), on the one ``schedule_cron``;
+- its observer of the records written outside a Dagster run (:func:`~book_assets.defs.crawl.observe.details_observer`:
+  ``book_details_observer``, ``quotes_details_observer``).
 
 The settings read here (``schedule_cron``, ``step_executor``) are read when the location loads, once for
 every catalogue.
@@ -33,6 +35,7 @@ from book_assets.defs.crawl.assets import crawl_asset
 from book_assets.defs.crawl.checks import crawl_checks
 from book_assets.defs.crawl.fan_out import queue_jobs
 from book_assets.defs.crawl.jobs import crawl_jobs
+from book_assets.defs.crawl.observe import details_observer
 from book_assets.defs.crawl.schedules import full_refresh_schedule
 from book_assets.settings import ConfigError, Settings, load_settings
 from book_assets.sites import registry
@@ -59,6 +62,7 @@ def catalogue_definitions(site: Site, settings: Settings) -> dg.Definitions:
         asset_checks=crawl_checks(site).every,
         jobs=[jobs.full_refresh, jobs.recrawl_failed, *queue_jobs(settings.step_executor, site)],
         schedules=[full_refresh_schedule(site, settings.schedule_cron)],
+        sensors=[details_observer(site)],
     )
 
 
