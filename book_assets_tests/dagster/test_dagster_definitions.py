@@ -197,6 +197,7 @@ def test_definitions_snapshot(repo: dg.RepositoryDefinition) -> None:
         "failed_tasks_sensor",
         "publish_after_crawl",
         "quotes_details_observer",
+        "quotes_failed_tasks_sensor",
         "run_failure_summary",
     ]
 

@@ -1,4 +1,4 @@
-"""Every catalogue the code location serves, each with its own crawl asset, checks, jobs, schedule and observer.
+"""Every catalogue the code location serves, each with its own crawl asset, checks, jobs, schedule and sensors.
 
 The Dagster layer names no site: :func:`catalogue_definitions` builds one catalogue's definitions from its site
 definition (:class:`~book_assets.sites.site.Site`), and the code location applies it to every catalogue it
@@ -20,23 +20,28 @@ What a catalogue gets (books' names unprefixed, every other's under its site:
   (``quotes_full_refresh_job``, ...);
 - its daily schedule (:func:`~book_assets.defs.crawl.schedules.full_refresh_schedule`: ``daily_full_refresh``,
   ``quotes_daily_full_refresh``), on the one ``schedule_cron``;
+- its ``failed_tasks_sensor`` (``quotes_failed_tasks_sensor``:
+  :func:`~book_assets.defs.crawl.sensors.build_failed_tasks_sensor`), which requests its ``recrawl_failed_job``
+  when enough of its failures are due;
 - its observer of the records written outside a Dagster run (:func:`~book_assets.defs.crawl.observe.details_observer`:
   ``book_details_observer``, ``quotes_details_observer``).
 
-The settings read here (``schedule_cron``, ``step_executor``) are read when the location loads, once for
-every catalogue.
+The settings read here (``schedule_cron``, ``step_executor``, ``failed_tasks_threshold`` and the requeue policy)
+are read when the location loads, once for every catalogue.
 """
 
 import warnings
 
 import dagster as dg
 
+from book_assets.crawl.config import requeue_policy
 from book_assets.defs.crawl.assets import crawl_asset
 from book_assets.defs.crawl.checks import crawl_checks
 from book_assets.defs.crawl.fan_out import queue_jobs
 from book_assets.defs.crawl.jobs import crawl_jobs
 from book_assets.defs.crawl.observe import details_observer
 from book_assets.defs.crawl.schedules import full_refresh_schedule
+from book_assets.defs.crawl.sensors import build_failed_tasks_sensor
 from book_assets.settings import ConfigError, Settings, load_settings
 from book_assets.sites import registry
 from book_assets.sites.site import Site
@@ -55,14 +60,16 @@ def served_sites() -> tuple[Site, ...]:
 
 
 def catalogue_definitions(site: Site, settings: Settings) -> dg.Definitions:
-    """``site``'s crawl asset, checks, jobs and schedule, with the cron and executor of ``settings``."""
+    """``site``'s crawl asset, checks, jobs, schedule and sensors, with the cron, executor, threshold and requeue
+    policy of ``settings``."""
     jobs = crawl_jobs(site)
+    policy = requeue_policy(settings.requeue_max, settings.requeue_backoff_s)
     return dg.Definitions(
         assets=[crawl_asset(site)],
         asset_checks=crawl_checks(site).every,
         jobs=[jobs.full_refresh, jobs.recrawl_failed, *queue_jobs(settings.step_executor, site)],
         schedules=[full_refresh_schedule(site, settings.schedule_cron)],
-        sensors=[details_observer(site)],
+        sensors=[details_observer(site), build_failed_tasks_sensor(settings.failed_tasks_threshold, policy, site=site)],
     )
 
 
