@@ -1,15 +1,17 @@
 """The Dagster code location: a dg project whose definitions are loaded from the ``book_assets/defs`` folder.
 
-Every module under ``defs/`` contributes what it defines (``crawl/``: assets, checks, jobs, the schedule, the
-sensors; ``snapshot/``: the daily snapshot and its check, and every other catalogue's with its publish job
-(``catalogues.py``); ``changes/``: the daily change feed); this module adds the resources, the executor,
-``book_details``' freshness policy (from the schedule's cron) and code references (each asset links to the file
-and line of its definition in the UI).
+Every module under ``defs/`` contributes what it defines (``crawl/``: each served catalogue's assets, checks,
+jobs and schedule, and the sensors; ``snapshot/``: the daily snapshot and its check, and every other
+catalogue's with its publish job (``catalogues.py``); ``changes/``: the daily change feed); this module adds the
+resources, the executor, each catalogue's details asset's freshness policy (from the schedule's cron) and code
+references (each asset links to the file and line of its definition in the UI).
 The schedule's cron and the sensor's threshold are settings read when the location loads, so a bad
 ``BOOK_PIPELINE_SCHEDULE_CRON`` fails the load with a message naming the setting; :func:`build_definitions`
 re-raises that message as it is, whatever the loader wrapped it in.
 
-``ASSETS`` and ``ASSET_CHECKS`` list the asset graph for code that binds its own resources (the demo, tests).
+``ASSETS`` and ``ASSET_CHECKS`` list the asset graph (every served catalogue's) for code that binds its own
+resources (tests); ``BOOKS_ASSETS`` and ``BOOKS_CHECKS`` the books' part, their crawl and the daily assets
+built on it, for a materialization of all of it against one site.
 """
 
 from __future__ import annotations
@@ -20,18 +22,27 @@ from pathlib import Path
 import dagster as dg
 
 from book_assets.defs.archive.assets import raw_archive
-from book_assets.defs.catalog import refresh_freshness
+from book_assets.defs.catalog import crawl_keys, refresh_freshness
 from book_assets.defs.changes.assets import book_changes
-from book_assets.defs.crawl.assets import BOOK_DETAILS, crawl
-from book_assets.defs.crawl.checks import BOOK_CHECKS, LISTING_CHECKS
+from book_assets.defs.crawl.assets import crawl_asset
+from book_assets.defs.crawl.catalogue import served_sites
+from book_assets.defs.crawl.checks import crawl_checks
 from book_assets.defs.resources import default_resources
 from book_assets.defs.snapshot.assets import category_balanced_snapshot
 from book_assets.defs.snapshot.catalogues import SITE_SNAPSHOT_ASSETS, SITE_SNAPSHOT_CHECKS
 from book_assets.defs.snapshot.checks import SNAPSHOT_CHECKS
-from book_assets.settings import ConfigError, load_settings
+from book_assets.settings import ConfigError, default, load_settings
+from book_assets.sites.registry import site_named
 
-ASSETS = [crawl, category_balanced_snapshot, book_changes, raw_archive, *SITE_SNAPSHOT_ASSETS]
-ASSET_CHECKS = [*LISTING_CHECKS, *BOOK_CHECKS, *SNAPSHOT_CHECKS, *SITE_SNAPSHOT_CHECKS]
+PUBLISHING = [category_balanced_snapshot, book_changes, raw_archive]
+ASSETS = [*(crawl_asset(site) for site in served_sites()), *PUBLISHING, *SITE_SNAPSHOT_ASSETS]
+ASSET_CHECKS = [
+    *(check for site in served_sites() for check in crawl_checks(site).every),
+    *SNAPSHOT_CHECKS,
+    *SITE_SNAPSHOT_CHECKS,
+]
+BOOKS_ASSETS = [crawl_asset(site_named(default("site"))), *PUBLISHING]
+BOOKS_CHECKS = [*crawl_checks(site_named(default("site"))).every, *SNAPSHOT_CHECKS]
 
 
 def _config_error(exc: BaseException | None) -> ConfigError | None:
@@ -67,17 +78,19 @@ def build_definitions() -> dg.Definitions:
 
 def with_code_references(loaded: dg.Definitions, freshness: dg.FreshnessPolicy | None = None) -> dg.Definitions:
     """``loaded`` with every asset's ``dagster/code_references`` pointing at the function that defines it, and
-    ``freshness`` (when given) as ``book_details``' freshness policy: it follows a setting, read at each load,
-    where the asset's module is imported once per process.
+    ``freshness`` (when given) as the freshness policy of every served catalogue's details asset
+    (``book_details``, ``quotes/details``): it follows a setting, read at each load, where the asset's module is
+    imported once per process.
 
     The defs folder loader finds an asset once in its own module and again in every module that imports it;
     the copies are one object, kept once here so that the mapped assets stay one per key.
     """
     unique = list({id(a): a for a in loaded.assets or []}.values())
     if freshness is not None:
+        details = {crawl_keys(site.name).details for site in served_sites()}
 
         def fresh(spec: dg.AssetSpec) -> dg.AssetSpec:
-            return spec.replace_attributes(freshness_policy=freshness) if spec.key == BOOK_DETAILS else spec
+            return spec.replace_attributes(freshness_policy=freshness) if spec.key in details else spec
 
         for i, asset in enumerate(unique):
             if isinstance(asset, dg.AssetsDefinition):

@@ -231,12 +231,13 @@ def requeue_policy(requeue_max: int, requeue_backoff_s: float) -> RequeuePolicy:
     return RequeuePolicy.of(kinds, requeue_max, requeue_backoff_s)
 
 
-def make_queue(db: Database, config: CrawlConfig | None = None) -> TaskQueue:
+def make_queue(db: Database, config: CrawlConfig | None = None, *, site: Site | None = None) -> TaskQueue:
     """The crawl's queue: its task types and, given the crawl's ``config``, its lease, retry policy,
     politeness defaults and epoch scope (the site: a crawl of one catalogue keeps its own epochs), which a
-    worker needs; what only reads or requeues (stats, checks, sensors) passes none."""
+    worker needs; what only reads or requeues (stats, checks, sensors) passes none, or only the ``site`` whose
+    task types it reads (the default site's when none)."""
     if config is None:
-        return TaskQueue(db, task_types=TASK_TYPES)
+        return TaskQueue(db, task_types=TASK_TYPES if site is None else tuple(k.name for k in site.page_kinds))
     return TaskQueue(
         db,
         task_types=config.task_types,

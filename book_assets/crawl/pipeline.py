@@ -391,9 +391,10 @@ def begin(database_url: str, config: CrawlConfig, *, run_id: str | None = None) 
 def begin_retry(database_url: str, config: CrawlConfig, *, include_permanent: bool = False) -> CrawlRun:
     """A retry of the failures: the failed pages that can succeed moved back to pending (no new seed).
 
-    Those are the pages failing now whose error kind can change and whose requeue is due
-    (:attr:`CrawlConfig.requeue_policy`); ``include_permanent`` moves every failed task back instead (an
-    operator's choice: a 404 that a site fixed). The crawl's policies are stored first, as :func:`begin`
+    Those are the pages of the crawl's site (its task types) failing now whose error kind can change and whose
+    requeue is due (:attr:`CrawlConfig.requeue_policy`); ``include_permanent`` moves every failed task of its
+    task types back instead (an operator's choice: a 404 that a site fixed). Another catalogue's failures stay
+    for its own retry. The crawl's policies are stored first, as :func:`begin`
     does: the retry follows this run's politeness. It opens no queue epoch: a listing page it retries enqueues
     only what the last crawl has not.
     """
@@ -401,7 +402,10 @@ def begin_retry(database_url: str, config: CrawlConfig, *, include_permanent: bo
         prepare(db, config)
         queue = make_queue(db, config)
         since = queue.now()
-        requeued = queue.requeue() if include_permanent else requeue_due(db, config.requeue_policy)
+        if include_permanent:
+            requeued = sum(queue.requeue(task_type=kind) for kind in config.task_types)
+        else:
+            requeued = requeue_due(db, config.requeue_policy, config.task_types)
     return CrawlRun(config, since=since, retrying=True, requeued=requeued)
 
 

@@ -5,15 +5,21 @@ The tag ``book-pipeline/layer`` says where an asset sits in the one-way flow sit
 schemas are declared here, ahead of any run, and a test keeps them equal to the migrated database's columns.
 """
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Literal, TypeAlias
+from functools import wraps
+from typing import TYPE_CHECKING, Literal, TypeAlias, TypeVar
 
 import dagster as dg
 from dagster._utils.schedules import get_smallest_cron_interval, is_valid_cron_string
 
 from book_assets.settings import ConfigError, default
+
+if TYPE_CHECKING:
+    from book_assets.sites.site import Site
+
+T = TypeVar("T")
 
 #: Owners shown in the catalog (Dagster accepts e-mail addresses and ``team:`` names).
 OWNERS = ["team:book-pipeline"]
@@ -39,6 +45,27 @@ def crawl_keys(site: str) -> CrawlKeys:
     if site == default("site"):
         return CrawlKeys(dg.AssetKey("listing_discovery"), dg.AssetKey("book_details"))
     return CrawlKeys(dg.AssetKey([site, "listing_discovery"]), dg.AssetKey([site, "details"]))
+
+
+def crawl_name(site: str, name: str) -> str:
+    """The name of one of catalogue ``site``'s crawl definitions (a graph, job or schedule): ``name`` for the
+    default site (books, whose names predate the other catalogues), ``<site>_<name>`` for every other."""
+    return name if site == default("site") else f"{site}_{name}"
+
+
+def once_per_site(build: Callable[["Site"], T]) -> Callable[["Site"], T]:
+    """``build`` called once per site name: a catalogue's definitions are one object each, however often they
+    are asked for, so the jobs and checks that name an asset and the code location that serves it hold the
+    same one (the loader keeps an object found in several modules once)."""
+    built: dict[str, T] = {}
+
+    @wraps(build)
+    def once(site: "Site") -> T:
+        if site.name not in built:
+            built[site.name] = build(site)
+        return built[site.name]
+
+    return once
 
 
 def invalid_cron(cron: str) -> ConfigError:

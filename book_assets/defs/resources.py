@@ -18,9 +18,9 @@ from typing import Any
 import dagster as dg
 from pydantic import Field
 
-from book_assets.crawl.config import TASK_TYPES, CrawlConfig
+from book_assets.crawl.config import CrawlConfig
 from book_assets.db.connection import Database, mask_url, resolve_database_url
-from book_assets.settings import ConfigError, Settings, default, describe, load_settings
+from book_assets.settings import ConfigError, Settings, describe, load_settings
 
 
 # A ConfigurableResource is generic in the value it hands an asset, which for these is the resource itself.
@@ -149,19 +149,21 @@ def crawl_config(
 ) -> CrawlConfig:
     """The :class:`CrawlConfig` the resources and the run's config describe, validated as the CLI's is.
 
-    The assets, their checks and the run config's task types are the default site's (``crawl/config.py``:
-    ``TASK_TYPES``), so a site whose page kinds are others is refused in one line rather than crawled by assets
-    that count and check none of its pages: the CLI crawls it (``book-pipeline crawl --site NAME``).
+    A crawl graph's run config names its catalogue (``site``, set by the graph for the asset's site): that
+    site is crawled, whatever the ``site`` setting of the environment says. The site resource's ``site``
+    field, when set, must name the same catalogue: a run of one catalogue's assets that would crawl another
+    is refused in one line. A run config without a site (a step run on its own) crawls the resource's site,
+    or the setting's.
     """
     per_run = overrides_of(run) if run is not None else {}
-    config = CrawlConfig.from_settings(load_settings(**{**settings_overrides_of(site, fetcher, scheduling), **per_run}))
-    if config.task_types != TASK_TYPES:
-        name = config.site.name
+    resource = settings_overrides_of(site, fetcher, scheduling)
+    chosen, named = per_run.get("site"), resource.get("site")
+    if chosen is not None and named is not None and named != chosen:
         raise ConfigError(
-            f"invalid setting site (BOOK_PIPELINE_SITE): the Dagster assets crawl site {default('site')} only, "
-            f"not {name!r}; crawl it with book-pipeline crawl --site {name}"
+            f"invalid setting site (the Dagster site resource): it names {named!r}, but this run crawls the assets "
+            f"of site {chosen!r}; leave it unset (each catalogue's assets crawl their own site)"
         )
-    return config
+    return CrawlConfig.from_settings(load_settings(**{**resource, **per_run}))
 
 
 def settings_overrides_of(*resources: SettingsResource) -> dict[str, Any]:

@@ -70,9 +70,9 @@ class Failing:
         return f"{self.due}-{self.due_max_id or 0}-{claimed}"
 
 
-def failing_now(db: Database, policy: RequeuePolicy) -> Failing:
-    """The pages failing now, by what ``policy`` would do with them."""
-    row = db.query(load_queries("queue")["failing_now"], policy.params())[0]
+def failing_now(db: Database, policy: RequeuePolicy, task_types: Collection[str] | None = None) -> Failing:
+    """The pages failing now, of ``task_types`` (every type when None), by what ``policy`` would do with them."""
+    row = db.query(load_queries("queue")["failing_now"], {**policy.params(), "types": _types(task_types)})[0]
     return Failing(
         failing=int(row["failing"]),
         requeueable=int(row["requeueable"]),
@@ -82,6 +82,12 @@ def failing_now(db: Database, policy: RequeuePolicy) -> Failing:
     )
 
 
-def requeue_due(db: Database, policy: RequeuePolicy) -> int:
-    """Move the failures due under ``policy`` back to pending (attempts reset, one requeue counted)."""
-    return int(db.query(load_queries("queue")["requeue_due"], policy.params())[0]["requeued"])
+def requeue_due(db: Database, policy: RequeuePolicy, task_types: Collection[str] | None = None) -> int:
+    """Move the failures of ``task_types`` (every type when None) due under ``policy`` back to pending (attempts
+    reset, one requeue counted)."""
+    params = {**policy.params(), "types": _types(task_types)}
+    return int(db.query(load_queries("queue")["requeue_due"], params)[0]["requeued"])
+
+
+def _types(task_types: Collection[str] | None) -> list[str] | None:
+    return sorted(task_types) if task_types is not None else None

@@ -106,6 +106,29 @@ class Stored:
     version: int | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class DataCheck:
+    """One rule a site's stored records must hold after a crawl: a blocking check of its details asset.
+
+    The engine runs ``sql`` (a named query of the site's own SQL file) and fails the check when a row breaks
+    the rule; what a record must hold is the site's to say, how a check is run and reported the engine's.
+
+    Attributes:
+        name: The check's name in the catalog (``unique_urls``).
+        sql: One statement returning one row: ``bad`` (rows that break the rule), ``total`` (rows looked at)
+            and ``sample`` (up to five offending URLs, or NULL).
+        rule: The rule in a few words, for the result ("one row per URL").
+        description: What the check guards, for the catalog.
+        rows: What the rows looked at are called in the result ("books").
+    """
+
+    name: str
+    sql: str
+    rule: str
+    description: str
+    rows: str
+
+
 @dataclass(frozen=True)
 class Categories:
     """What a category of a site is: the names the site shows, and the rule that makes two spellings one.
@@ -164,6 +187,13 @@ class Site(Protocol):
         """Whether a crawl's end judges its fields for drift and settles its removals
         (:mod:`book_assets.store.drift`, :mod:`book_assets.store.removals`, written for the books' tables);
         False: the crawl is closed with its removals undecided and its fields unjudged."""
+        ...
+
+    @property
+    def data_checks(self) -> tuple[DataCheck, ...]:
+        """The rules its stored records hold after a crawl: each a blocking check of its details asset, run
+        beside the checks the engine gives every catalogue (the crawl ran to its end, it found records, no
+        listing page failed)."""
         ...
 
     @property

@@ -16,9 +16,10 @@ INSERT INTO crawls (site) VALUES (%(site)s) RETURNING id, started_at;
 SELECT id, started_at FROM crawls WHERE id = %(id)s;
 
 -- crawls_finished_since --
--- The crawl ledger: crawls that finished (decided, undecided or abandoned) after a time, oldest first.
+-- The crawl ledger of one site: its crawls that finished (decided, undecided or abandoned) after a time, oldest
+-- first.
 SELECT id, started_at, finished_at, outcome, removed, returned FROM crawls
-WHERE finished_at > %(since)s ORDER BY finished_at, id;
+WHERE finished_at > %(since)s AND site = %(site)s ORDER BY finished_at, id;
 
 -- last_successful_crawl --
 -- When the latest successful crawl ended (decided: every listing page of at least one category completed, so it

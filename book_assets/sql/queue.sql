@@ -467,21 +467,26 @@ SELECT task_group AS grp, count(*) AS n FROM tasks
 WHERE status = 'pending' AND task_type = %(task_type)s GROUP BY task_group;
 
 -- failing_now --
--- Pages failing now (queue_failing_v1): how many, how many may be requeued, how many are due, and the due
--- ones' newest id and last claim, which change with every new due failure.
+-- Pages failing now (queue_failing_v1) of the given task types (NULL: of every type): how many, how many may be
+-- requeued, how many are due, and the due ones' newest id and last claim, which change with every new due
+-- failure.
 SELECT count(*) AS failing, count(*) FILTER (WHERE f.requeueable) AS requeueable,
        count(*) FILTER (WHERE f.due) AS due, max(f.id) FILTER (WHERE f.due) AS due_max_id,
        max(f.started_at) FILTER (WHERE f.due) AS due_last_claimed_at
-FROM queue_failing_v1(%(kinds)s::TEXT[], %(max_requeues)s, %(backoff_s)s, %(growth)s) f;
+FROM queue_failing_v1(%(kinds)s::TEXT[], %(max_requeues)s, %(backoff_s)s, %(growth)s) f
+JOIN tasks t ON t.id = f.id
+WHERE %(types)s::TEXT[] IS NULL OR t.task_type = ANY (%(types)s::TEXT[]);
 
 -- requeue_due --
--- Move the due failures (queue_failing_v1) back to pending, attempts reset and one more requeue counted.
+-- Move the due failures (queue_failing_v1) of the given task types (NULL: of every type) back to pending,
+-- attempts reset and one more requeue counted.
 WITH moved AS (
     UPDATE tasks t
     SET status = 'pending', attempts = 0, run_at = now(), error = NULL, completed_at = NULL, started_at = NULL,
         requeues = t.requeues + 1
     FROM queue_failing_v1(%(kinds)s::TEXT[], %(max_requeues)s, %(backoff_s)s, %(growth)s) f
     WHERE f.due AND t.id = f.id AND t.status = 'failed'
+      AND (%(types)s::TEXT[] IS NULL OR t.task_type = ANY (%(types)s::TEXT[]))
     RETURNING t.id
 ), wake AS (
     SELECT pg_notify('book_pipeline_tasks', '') AS sent FROM (SELECT 1 FROM moved LIMIT 1) AS any_moved

@@ -202,3 +202,43 @@ FROM (
 JOIN unnest(%(categories)s::text[], %(quotas)s::int[]) AS t(category, quota) ON t.category = s.category
 WHERE s.rank <= t.quota
 ORDER BY s.category, s.rank;
+-- Authors stored as new and as changed since a time (by the database's clock), for a run's figures.
+SELECT count(*) FILTER (WHERE first_seen_at >= %(since)s) AS new,
+       count(*) FILTER (WHERE first_seen_at < %(since)s AND updated_at >= %(since)s) AS changed
+FROM authors;
+
+-- duplicate_author_urls --
+-- Author URLs stored more than once (authors.url is UNIQUE, so this guards against a dropped constraint); a
+-- data check of the quotes' details asset, as every query below: bad, total and a sample of offending URLs.
+SELECT coalesce(sum(n - 1), 0)::bigint AS bad,
+       (SELECT count(*) FROM authors) AS total,
+       coalesce((array_agg(url ORDER BY url))[1:5], '{}') AS sample
+FROM (SELECT url, count(*) AS n FROM authors GROUP BY url HAVING count(*) > 1) AS dup;
+
+-- authors_missing_raw_html --
+-- Authors stored without the HTML of their page.
+SELECT count(*) FILTER (WHERE raw_html = '') AS bad,
+       count(*) AS total,
+       coalesce((array_agg(url ORDER BY id) FILTER (WHERE raw_html = ''))[1:5], '{}') AS sample
+FROM authors;
+
+-- authors_missing_required_fields --
+-- Authors without one of the fields every author page shows: a name, a birth date and a birth place.
+WITH bad AS (
+    SELECT id, url FROM authors
+    WHERE btrim(name) = '' OR birth_date IS NULL OR btrim(birth_place) IN ('', 'in')
+)
+SELECT (SELECT count(*) FROM bad) AS bad,
+       (SELECT count(*) FROM authors) AS total,
+       coalesce((SELECT (array_agg(url ORDER BY id))[1:5] FROM bad), '{}') AS sample;
+
+-- quotes_without_their_author --
+-- Quotes whose author link names no stored author (the sample: the author links); a quote a script wrote
+-- carries no link and is not judged.
+WITH bad AS (
+    SELECT q.id, q.author_url FROM quotes q
+    WHERE q.author_url IS NOT NULL AND NOT EXISTS (SELECT 1 FROM authors a WHERE a.url = q.author_url)
+)
+SELECT (SELECT count(*) FROM bad) AS bad,
+       (SELECT count(*) FROM quotes WHERE author_url IS NOT NULL) AS total,
+       coalesce((SELECT (array_agg(DISTINCT author_url))[1:5] FROM bad), '{}') AS sample;

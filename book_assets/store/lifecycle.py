@@ -74,9 +74,9 @@ class FinishedCrawl:
     returned: int | None
 
 
-def finished_since(db: Database, since: datetime) -> list[FinishedCrawl]:
-    """The crawls that finished after ``since`` (on the database's clock), oldest first."""
-    return [FinishedCrawl(**row) for row in db.query(Q["crawls_finished_since"], {"since": since})]
+def finished_since(db: Database, since: datetime, site: str) -> list[FinishedCrawl]:
+    """The crawls of ``site`` that finished after ``since`` (on the database's clock), oldest first."""
+    return [FinishedCrawl(**row) for row in db.query(Q["crawls_finished_since"], {"since": since, "site": site})]
 
 
 def running_crawl(db: Database) -> OpenCrawl | None:

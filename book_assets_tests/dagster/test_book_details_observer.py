@@ -1,6 +1,7 @@
 """book_details_observer: books written outside Dagster (here by ``book-pipeline crawl``) are recorded as an
 observation of book_details, read from the database; writes a Dagster run's report recorded are not recorded
-again, and a crawl run in progress makes the sensor wait for its report."""
+again, and a crawl run in progress makes the sensor wait for its report. Each catalogue's observer records its
+own records and crawls only (``quotes_details_observer``)."""
 
 from __future__ import annotations
 
@@ -13,12 +14,16 @@ from typing import Any
 import dagster as dg
 import pytest
 
+from book_assets.crawl.pipeline import crawl as pipeline_crawl
 from book_assets.db.connection import Database
-from book_assets.defs.crawl.assets import BOOK_DETAILS, CRAWL_TAG, crawl
-from book_assets.defs.crawl.observe import book_details_observer
+from book_assets.defs.crawl.assets import BOOK_DETAILS, CRAWL_RUN_TAGS, crawl
+from book_assets.defs.crawl.observe import book_details_observer, details_observer
 from book_assets.defs.resources import DatabaseResource, FetcherResource, SchedulingResource, SiteResource
+from book_assets.sandbox.quotes.server import QuotesServer
 from book_assets.sandbox.server import SandboxServer
+from book_assets.sites.registry import site_named
 from book_assets_tests.conftest import child_env
+from book_assets_tests.sites.quotes.crawling import quotes_config
 
 #: The Travel category: 11 books on one listing page.
 TRAVEL = 11
@@ -34,7 +39,7 @@ def tick(instance: dg.DagsterInstance, database_url: str, cursor: str | None) ->
     context = dg.build_sensor_context(
         instance=instance,
         cursor=cursor,
-        resources={"database": DatabaseResource(url=database_url), "site": SiteResource()},
+        resources={"database": DatabaseResource(url=database_url)},
     )
     result = book_details_observer(context)
     assert isinstance(result, dg.SensorResult)
@@ -97,10 +102,38 @@ def test_a_crawl_run_in_progress_makes_the_observer_wait_for_its_report(
     first = tick(instance, database_url, None)
     run = instance.create_run_for_job(
         dg.GraphDefinition(name="crawl_queue_job").to_job(),
-        tags={CRAWL_TAG: "true"},
+        tags=CRAWL_RUN_TAGS,
         status=dg.DagsterRunStatus.STARTED,
     )
     waiting = tick(instance, database_url, first.cursor)
     assert waiting.cursor == first.cursor and "in progress" in str(waiting.skip_reason)
     instance.report_run_failed(run)
     assert tick(instance, database_url, first.cursor).cursor != first.cursor
+
+
+def test_each_catalogue_observes_its_own_records_and_its_own_crawls(
+    db: Database, database_url: str, quotes_site: QuotesServer, instance: dg.DagsterInstance
+) -> None:
+    quotes_observer = details_observer(site_named("quotes"))
+    assert quotes_observer.name == "quotes_details_observer"
+
+    def both(cursors: tuple[str | None, str | None]) -> tuple[dg.SensorResult, dg.SensorResult]:
+        books = tick(instance, database_url, cursors[0])
+        context = dg.build_sensor_context(
+            instance=instance, cursor=cursors[1], resources={"database": DatabaseResource(url=database_url)}
+        )
+        quotes = quotes_observer(context)
+        assert isinstance(quotes, dg.SensorResult)
+        return books, quotes
+
+    books, quotes = both((None, None))
+    report = pipeline_crawl(database_url, quotes_config(quotes_site))  # a crawl of quotes outside Dagster
+    books, quotes = both((books.cursor, quotes.cursor))
+    assert observations(books) == []  # the books' observer sees no book written, and not the quotes' crawl
+    (observed,) = observations(quotes)
+    assert observed.asset_key == dg.AssetKey(["quotes", "details"])
+    metadata: dict[str, Any] = {k: getattr(v, "value", v) for k, v in observed.metadata.items()}
+    assert (metadata["books_new"], metadata["dagster/row_count"]) == (50, 50)  # the authors
+    assert metadata["pages"] == report.run.pages and metadata["failed"] == 1  # /js/, no listing in http mode
+    (ledger,) = metadata["crawls_finished"].records
+    assert ledger.data["crawl"] == report.crawl_id

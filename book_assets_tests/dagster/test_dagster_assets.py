@@ -13,7 +13,7 @@ import pytest
 
 from book_assets.crawl.config import DETAIL, LISTING, TASK_TYPES
 from book_assets.db.connection import Database
-from book_assets.definitions import ASSET_CHECKS, ASSETS
+from book_assets.definitions import ASSETS, BOOKS_ASSETS, BOOKS_CHECKS
 from book_assets.defs.crawl.checks import found_books, no_failed_listing_pages
 from book_assets.defs.resources import (
     ArchiveResource,
@@ -55,7 +55,7 @@ def test_full_materialization_stores_the_whole_catalogue_and_passes_every_check(
     today = datetime.now(UTC).date().isoformat()
     with dg.DagsterInstance.ephemeral() as instance:
         result = dg.materialize(
-            [*ASSETS, *ASSET_CHECKS],
+            [*BOOKS_ASSETS, *BOOKS_CHECKS],
             instance=instance,
             resources=sandbox_resources(database_url, sandbox, tmp_path),
             partition_key=today,  # the daily assets' day (the crawl is unpartitioned)

@@ -82,6 +82,30 @@ def test_definitions_snapshot(repo: dg.RepositoryDefinition) -> None:
             "table_name": "public.books",
             "deps": ["listing_discovery"],
         },
+        "quotes/listing_discovery": {
+            "group": "quotes_crawl",
+            "kinds": ["postgres", "python"],
+            "owners": ["team:book-pipeline"],
+            "tags": {"book-pipeline/layer": "crawl"},
+            "steps": {"seed_queue": "crawl", "share_work": "crawl", "drain_queue": None, "report_crawl": None},
+            "partitions": None,
+            "freshness": None,
+            "automation": None,
+            "table_name": None,
+            "deps": [],
+        },
+        "quotes/details": {
+            "group": "quotes_crawl",
+            "kinds": ["postgres", "python"],
+            "owners": ["team:book-pipeline"],
+            "tags": {"book-pipeline/layer": "crawl"},
+            "steps": {"seed_queue": "crawl", "share_work": "crawl", "drain_queue": None, "report_crawl": None},
+            "partitions": None,
+            "freshness": "CronFreshnessPolicy",
+            "automation": None,
+            "table_name": None,
+            "deps": ["quotes/listing_discovery"],
+        },
         "raw_archive": {
             "group": "archive",
             "kinds": ["python", "warc"],
@@ -142,11 +166,19 @@ def test_definitions_snapshot(repo: dg.RepositoryDefinition) -> None:
         ("book_details", "unique_urls"): True,
         ("book_details", "crawl_complete"): True,
         ("book_details", "no_field_drift"): True,
+        ("quotes/listing_discovery", "found_authors"): True,
+        ("quotes/listing_discovery", "no_failed_listing_pages"): False,
+        ("quotes/details", "unique_urls"): True,
+        ("quotes/details", "raw_html_present"): True,
+        ("quotes/details", "required_fields_present"): True,
+        ("quotes/details", "quote_authors_stored"): True,
+        ("quotes/details", "crawl_complete"): True,
         ("category_balanced_snapshot", "shares_within_tolerance"): False,
         ("quotes/category_balanced_snapshot", "shares_within_tolerance"): False,
     }
-    # Every job that drains the queue materializes the one crawl asset: one graph, whichever job ran.
+    # Every job that drains a catalogue's queue materializes its one crawl asset: one graph, whichever job ran.
     crawl_assets = ["book_details", "listing_discovery"]
+    quotes_assets = ["quotes/details", "quotes/listing_discovery"]
     jobs = {
         j.name: sorted(k.to_user_string() for k in j.asset_layer.selected_asset_keys)
         for j in repo.get_all_jobs()
@@ -158,17 +190,28 @@ def test_definitions_snapshot(repo: dg.RepositoryDefinition) -> None:
         "full_refresh_job": crawl_assets,
         "publish_job": ["book_changes", "category_balanced_snapshot", "raw_archive"],
         "quotes_publish_job": ["quotes/category_balanced_snapshot"],
+        "quotes_crawl_queue_job": quotes_assets,
+        "quotes_drain_queue_job": quotes_assets,
+        "quotes_full_refresh_job": quotes_assets,
+        "quotes_recrawl_failed_job": quotes_assets,
         "recheck_drift_job": [],
         "recrawl_failed_job": crawl_assets,
         "requeue_failed_tasks": [],
     }
-    assert [s.name for s in repo.schedule_defs] == ["daily_full_refresh"]
+    assert sorted(s.name for s in repo.schedule_defs) == ["daily_full_refresh", "quotes_daily_full_refresh"]
+    graphs = {
+        name: next(n.definition.name for n in repo.get_job(name).graph.nodes if n.name.endswith("crawl"))
+        for name in ("full_refresh_job", "quotes_full_refresh_job")
+    }
+    assert graphs == {"full_refresh_job": "crawl", "quotes_full_refresh_job": "quotes_crawl"}
     assert sorted(s.name for s in repo.sensor_defs) == [
         "alert_sensor",
         "book_details_observer",
         "drift_cleared_sensor",
         "failed_tasks_sensor",
         "publish_after_crawl",
+        "quotes_details_observer",
+        "quotes_failed_tasks_sensor",
         "run_failure_summary",
     ]
 

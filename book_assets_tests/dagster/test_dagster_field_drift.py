@@ -14,7 +14,7 @@ import pytest
 from book_assets.crawl.config import TASK_TYPES
 from book_assets.crawl.pipeline import judge_again
 from book_assets.db.connection import Database
-from book_assets.definitions import ASSET_CHECKS, ASSETS
+from book_assets.definitions import ASSET_CHECKS, ASSETS, BOOKS_ASSETS, BOOKS_CHECKS
 from book_assets.defs.crawl.checks import no_field_drift
 from book_assets.defs.crawl.jobs import recheck_drift_job
 from book_assets.defs.crawl.sensors import drift_cleared_sensor, failure_of
@@ -46,7 +46,9 @@ def test_a_drifted_crawl_fails_its_blocking_check_publishes_nothing_and_passes_o
     resources = sandbox_resources(database_url, site, tmp_path, workers=1)
     today = datetime.now(UTC).date().isoformat()
     with dg.instance_for_test() as instance:
-        good = dg.materialize([*ASSETS, *ASSET_CHECKS], instance=instance, resources=resources, partition_key=today)
+        good = dg.materialize(
+            [*BOOKS_ASSETS, *BOOKS_CHECKS], instance=instance, resources=resources, partition_key=today
+        )
         assert good.success and _evaluation(good, "no_field_drift").passed
         # A good day shows each field's figures too: the fill rate the history shows, the values' shape.
         coverage = {r.data["field"]: r.data for r in metadata_of(good, "book_details")["field_coverage"].records}
@@ -55,7 +57,11 @@ def test_a_drifted_crawl_fails_its_blocking_check_publishes_nothing_and_passes_o
 
         site.set_redesign(Redesign(day=0, changes=frozenset({Change.DESCRIPTION_ID})))
         drifted = dg.materialize(
-            [*ASSETS, *ASSET_CHECKS], instance=instance, resources=resources, partition_key=today, raise_on_error=False
+            [*BOOKS_ASSETS, *BOOKS_CHECKS],
+            instance=instance,
+            resources=resources,
+            partition_key=today,
+            raise_on_error=False,
         )
         assert not drifted.success
         details = metadata_of(drifted, "book_details")
@@ -107,14 +113,20 @@ def test_an_accepted_drift_has_its_check_run_again_by_itself_and_the_day_is_publ
     today = datetime.now(UTC).date().isoformat()
     with dg.instance_for_test() as instance:
         daemon = Daemon(publishing_definitions(database_url, tmp_path), instance)
-        good = dg.materialize([*ASSETS, *ASSET_CHECKS], instance=instance, resources=resources, partition_key=today)
+        good = dg.materialize(
+            [*BOOKS_ASSETS, *BOOKS_CHECKS], instance=instance, resources=resources, partition_key=today
+        )
         assert good.success
         assert daemon.tick(datetime.now(UTC)) == set()  # the good run published the day itself
         assert "nothing is held" in str(_drift_cleared_tick(instance, database_url).skip_reason)
 
         site.set_redesign(Redesign(day=0, changes=frozenset({Change.DESCRIPTION_TEASER})))
         drifted = dg.materialize(
-            [*ASSETS, *ASSET_CHECKS], instance=instance, resources=resources, partition_key=today, raise_on_error=False
+            [*BOOKS_ASSETS, *BOOKS_CHECKS],
+            instance=instance,
+            resources=resources,
+            partition_key=today,
+            raise_on_error=False,
         )
         assert not drifted.success
         crawl_id = metadata_of(drifted, "book_details")["crawl_id"]
@@ -154,11 +166,17 @@ def test_a_drift_the_fixed_parser_undoes_clears_on_reextract_and_the_day_is_publ
     resources = sandbox_resources(database_url, site, tmp_path, workers=1)
     today = datetime.now(UTC).date().isoformat()
     with dg.instance_for_test() as instance:
-        good = dg.materialize([*ASSETS, *ASSET_CHECKS], instance=instance, resources=resources, partition_key=today)
+        good = dg.materialize(
+            [*BOOKS_ASSETS, *BOOKS_CHECKS], instance=instance, resources=resources, partition_key=today
+        )
         assert good.success
         site.set_redesign(Redesign(day=0, changes=frozenset({Change.RATING_CLASS, Change.DESCRIPTION_ID})))
         drifted = dg.materialize(
-            [*ASSETS, *ASSET_CHECKS], instance=instance, resources=resources, partition_key=today, raise_on_error=False
+            [*BOOKS_ASSETS, *BOOKS_CHECKS],
+            instance=instance,
+            resources=resources,
+            partition_key=today,
+            raise_on_error=False,
         )
         assert not drifted.success
         crawl_id = metadata_of(drifted, "book_details")["crawl_id"]

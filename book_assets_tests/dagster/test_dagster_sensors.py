@@ -34,6 +34,8 @@ from book_assets.defs.crawl.sensors import alert_sensor, build_failed_tasks_sens
 from book_assets.defs.resources import DatabaseResource
 from book_assets.queue import TaskQueue
 from book_assets.queue.failures import RequeuePolicy, failing_now, requeue_due
+from book_assets.sites.registry import site_named
+from book_assets.sites.site import Site
 
 THRESHOLD = 3
 #: The sensor's policy in these tests: 5xx and timeouts can change, two requeues a page, the first an hour
@@ -56,7 +58,7 @@ def fail_tasks(
 ) -> None:
     """Enqueue ``n`` tasks of one attempt each and fail them for good with ``kind`` through the queue's own
     API (retryable when the kind can change: its attempts run out), their last attempt ``hours_ago``."""
-    queue = TaskQueue(db, task_types=TASK_TYPES, default_interval_s=0)
+    queue = TaskQueue(db, task_types=sorted({*TASK_TYPES, task_type}), default_interval_s=0)
     for i in range(start, start + n):
         queue.enqueue(task_type, {"url": url(i)}, max_attempts=1)
     claimed = queue.claim("test-worker", n, task_types=[task_type])
@@ -90,8 +92,10 @@ def instance() -> Iterator[dg.DagsterInstance]:
         yield inst
 
 
-def evaluate(database_url: str, instance: dg.DagsterInstance, cursor: str | None) -> dg.SensorResult:
-    sensor = build_failed_tasks_sensor(THRESHOLD, POLICY)
+def evaluate(
+    database_url: str, instance: dg.DagsterInstance, cursor: str | None, site: Site | None = None
+) -> dg.SensorResult:
+    sensor = build_failed_tasks_sensor(THRESHOLD, POLICY, site=site)
     context = dg.build_sensor_context(
         cursor=cursor, instance=instance, resources={"database": DatabaseResource(url=database_url)}
     )
@@ -184,6 +188,23 @@ def test_a_page_stored_by_a_later_crawl_is_not_failing(
     assert failing_now(db, POLICY).failing == 0
     assert "0 page(s) failing now" in skipped(evaluate(database_url, instance, None))
     assert failed_count(db) == THRESHOLD  # the old rows are history until the retention prunes them
+
+
+def test_each_catalogues_sensor_counts_and_requeues_its_own_pages_only(
+    db: Database, database_url: str, instance: dg.DagsterInstance
+) -> None:
+    quotes = site_named("quotes")
+    sensor = build_failed_tasks_sensor(THRESHOLD, POLICY, site=quotes)
+    assert (sensor.name, sensor.job_name) == ("quotes_failed_tasks_sensor", "quotes_recrawl_failed_job")
+    fail_tasks(db, THRESHOLD, task_type="author", start=100)  # quotes' author pages
+    assert "0 page(s) failing now" in skipped(evaluate(database_url, instance, None))  # the books' sensor
+    requested = evaluate(database_url, instance, None, quotes)
+    assert requested.run_requests is not None and len(requested.run_requests) == 1
+    fail_tasks(db, THRESHOLD)  # books' detail pages
+    quotes_kinds = [kind.name for kind in quotes.page_kinds]
+    assert requeue_due(db, POLICY, quotes_kinds) == THRESHOLD
+    assert failing_now(db, POLICY, TASK_TYPES).due == THRESHOLD  # the books' stay for their own retry
+    assert failing_now(db, POLICY, quotes_kinds).failing == 0
 
 
 def test_requeue_job_moves_failed_tasks_back_to_pending(db: Database, database_url: str) -> None:

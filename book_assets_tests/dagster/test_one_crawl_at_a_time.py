@@ -1,6 +1,7 @@
-"""One crawl of the catalogue at a time: while a crawl run is in progress (a run record STARTED on a real
+"""One crawl of a catalogue at a time: while a crawl run is in progress (a run record STARTED on a real
 instance), a tick of ``daily_full_refresh`` is skipped with a reason naming the run, and
-``failed_tasks_sensor`` waits, keeping its cursor; once the run ended, both request their run."""
+``failed_tasks_sensor`` waits, keeping its cursor; once the run ended, both request their run. Another
+catalogue's crawl holds neither catalogue's schedule back."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ import dagster as dg
 import pytest
 
 from book_assets.db.connection import Database
-from book_assets.defs.crawl.assets import CRAWL_RUN_TAGS
-from book_assets.defs.crawl.schedules import daily_full_refresh_schedule
+from book_assets.defs.crawl.assets import CRAWL_RUN_TAGS, crawl_run_tags
+from book_assets.defs.crawl.schedules import daily_full_refresh_schedule, full_refresh_schedule
+from book_assets.sites.registry import site_named
 from book_assets_tests.dagster.test_dagster_sensors import THRESHOLD, evaluate, fail_tasks, skip_message
 
 TICK = datetime(2026, 11, 30, 3, 0, tzinfo=UTC)
@@ -25,15 +27,17 @@ def instance(tmp_path: Path) -> Iterator[dg.DagsterInstance]:
         yield inst
 
 
-def crawl_started(instance: dg.DagsterInstance) -> dg.DagsterRun:
+def crawl_started(instance: dg.DagsterInstance, tags: dict[str, str] = CRAWL_RUN_TAGS) -> dg.DagsterRun:
     """A crawl run of the queue jobs, STARTED (its run worker draining the queue)."""
     return instance.create_run_for_job(
-        dg.GraphDefinition(name="full_refresh_job").to_job(), tags=CRAWL_RUN_TAGS, status=dg.DagsterRunStatus.STARTED
+        dg.GraphDefinition(name="full_refresh_job").to_job(), tags=tags, status=dg.DagsterRunStatus.STARTED
     )
 
 
-def schedule_tick(instance: dg.DagsterInstance) -> tuple[list[dg.RunRequest], str | None]:
-    schedule = daily_full_refresh_schedule("0 3 * * *")
+def schedule_tick(
+    instance: dg.DagsterInstance, schedule: dg.ScheduleDefinition | None = None
+) -> tuple[list[dg.RunRequest], str | None]:
+    schedule = schedule or daily_full_refresh_schedule("0 3 * * *")
     with dg.build_schedule_context(instance=instance, scheduled_execution_time=TICK) as context:
         data = schedule.evaluate_tick(context)
     return list(data.run_requests or []), data.skip_message
@@ -49,6 +53,23 @@ def test_a_schedule_tick_while_a_crawl_runs_is_skipped_with_the_running_crawl_na
     instance.report_run_failed(run)
     requests, skipped = schedule_tick(instance)
     assert len(requests) == 1 and skipped is None
+
+
+def test_a_catalogues_schedule_waits_for_its_own_crawl_and_not_for_another_catalogues(
+    instance: dg.DagsterInstance,
+) -> None:
+    quotes = full_refresh_schedule(site_named("quotes"), "0 3 * * *")
+    assert quotes.name == "quotes_daily_full_refresh" and quotes.job_name == "quotes_full_refresh_job"
+    assert quotes.default_status == dg.DefaultScheduleStatus.STOPPED
+    books_run = crawl_started(instance)
+    requests, skipped = schedule_tick(instance, quotes)
+    assert len(requests) == 1 and skipped is None  # the books' crawl holds the quotes' schedule back in nothing
+    quotes_run = crawl_started(instance, crawl_run_tags("quotes"))
+    requests, skipped = schedule_tick(instance, quotes)
+    assert requests == [] and skipped is not None and quotes_run.run_id[:8] in skipped
+    instance.report_run_failed(books_run)
+    requests, skipped = schedule_tick(instance)
+    assert len(requests) == 1 and skipped is None  # and the quotes' crawl the books' in nothing
 
 
 def test_the_failed_tasks_sensor_waits_while_a_crawl_runs(

@@ -67,13 +67,21 @@ def test_a_quotes_crawl_starts_at_quotes_toscrape_com_with_task_types_of_its_own
 
 
 @pytest.mark.unit
-def test_the_dagster_assets_refuse_a_site_whose_page_kinds_they_do_not_count_in_one_line() -> None:
+def test_a_dagster_run_crawls_its_assets_site_and_a_site_resource_naming_another_is_refused_in_one_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from book_assets.defs.crawl.steps import StepConfig
     from book_assets.defs.resources import FetcherResource, SchedulingResource, SiteResource, crawl_config
 
+    monkeypatch.setenv("BOOK_PIPELINE_SITE", "books")
+    quotes_run = StepConfig(site="quotes")
+    assert crawl_config(SiteResource(), FetcherResource(), SchedulingResource(), quotes_run).site is QUOTES
+    assert crawl_config(SiteResource(site="quotes"), FetcherResource(), SchedulingResource(), quotes_run).site is QUOTES
     message = (
-        r"^invalid setting site \(BOOK_PIPELINE_SITE\): the Dagster assets crawl site books only, not 'quotes'; "
-        r"crawl it with book-pipeline crawl --site quotes$"
+        r"^invalid setting site \(the Dagster site resource\): it names 'books', but this run crawls the assets of "
+        r"site 'quotes'; leave it unset \(each catalogue's assets crawl their own site\)$"
     )
     with pytest.raises(ConfigError, match=message):
-        crawl_config(SiteResource(site="quotes"), FetcherResource(), SchedulingResource())
+        crawl_config(SiteResource(site="books"), FetcherResource(), SchedulingResource(), quotes_run)
+    # A step run on its own, with no graph to name its site, crawls the resource's site or the setting's.
     assert crawl_config(SiteResource(), FetcherResource(), SchedulingResource()).site is BOOKS

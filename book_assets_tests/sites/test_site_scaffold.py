@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import dagster as dg
 import pytest
 from click.testing import CliRunner
 
@@ -165,6 +166,35 @@ def test_a_definition_that_does_not_load_is_one_line_naming_it(beside_the_shippe
     message = r"^site shop: its definition book_assets\.sites\.shop\.definition does not load: SyntaxError: [^\n]*$"
     with pytest.raises(ConfigError, match=message):
         site_named(NAME)
+
+
+def test_the_code_location_serves_a_written_definition_as_a_catalogue_of_its_own(
+    beside_the_shipped_sites: Path,
+) -> None:
+    from book_assets.definitions import build_definitions
+    from book_assets.defs.crawl.catalogue import served_sites
+
+    assert [site.name for site in served_sites()] == ["books", "quotes", NAME]
+    repo = build_definitions().get_repository_def()
+    assert {"shop/listing_discovery", "shop/details"} <= {k.to_user_string() for k in repo.assets_defs_by_key}
+    jobs = {job.name for job in repo.get_all_jobs()}
+    assert {"shop_full_refresh_job", "shop_recrawl_failed_job", "shop_crawl_queue_job", "shop_drain_queue_job"} <= jobs
+    schedule = repo.get_schedule_def("shop_daily_full_refresh")
+    assert schedule.default_status == dg.DefaultScheduleStatus.STOPPED
+    checks = {k.name for k in repo.asset_graph.asset_check_keys if k.asset_key.path[0] == NAME}
+    assert checks == {"crawl_complete", "found_records", "no_failed_listing_pages"}
+
+
+def test_a_definition_that_does_not_load_is_left_out_of_the_code_location_with_a_warning(
+    beside_the_shipped_sites: Path,
+) -> None:
+    from book_assets.defs.crawl.catalogue import served_sites
+
+    definition = beside_the_shipped_sites / "book_assets" / "sites" / NAME / "definition.py"
+    definition.write_text("SITE = (\n", encoding="utf-8")
+    with pytest.warns(UserWarning, match=r"^site shop: its definition .* does not load: SyntaxError: .*serves no"):
+        served = served_sites()
+    assert [site.name for site in served] == ["books", "quotes"]
 
 
 def test_a_definition_that_binds_no_site_of_its_name_is_one_line_naming_it(beside_the_shipped_sites: Path) -> None:

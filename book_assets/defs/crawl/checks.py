@@ -1,144 +1,122 @@
-"""Checks of the crawl assets.
+"""Checks of a catalogue's crawl assets, built for each site definition by :func:`crawl_checks`.
 
-``book_details``: the three counts (books, unique URLs, with raw HTML) and what they miss. Each check is one
-named query of ``book_assets/sql/checks.sql`` returning the offending row count, the rows looked at and a
-sample of offending URLs. All four guard against corrupt data, so they are ERROR and blocking: a failure
-stops the snapshot from being built on top of it.
+What the engine judges of every catalogue, from its queue and its run:
 
-``listing_discovery``: the pass found books (ERROR, blocking), and no listing page ended dead-lettered (WARN:
-the books behind a failed listing page are missing, the rest are sound). A crawl that found nothing fails its
-run, so the failure alert fires; as the crawl's report materializes both passes at once, the block stops only what
-runs on ``listing_discovery`` after that step, not ``book_details``. The count of
-books found is the discovery's own materialization metadata; the failures are the queue's dead-lettered
-listing tasks, by error kind.
+- on the details asset (``book_details``, ``<site>/details``): ``crawl_complete`` (blocking): a run whose
+  drain step failed records what it wrote marked partial (:mod:`book_assets.defs.crawl.steps`), and this check
+  fails it; and, for a site whose crawl judges its fields (:attr:`~book_assets.sites.site.Site.drift_and_removals`:
+  books), ``no_field_drift`` (blocking);
+- on the discovery asset: the pass found records (``found_books``, ``found_authors``: ``found_<record>s``;
+  ERROR, blocking), and no listing page of the site's listing kinds ended dead-lettered
+  (``no_failed_listing_pages``, WARN: the records behind a failed listing page are missing, the rest are
+  sound). A crawl that found nothing fails its run, so the failure alert fires; as the crawl's report
+  materializes both passes at once, the block stops only what runs on the discovery asset after that step, not
+  the details. The count found is the discovery's own materialization metadata (``books_found``, the detail
+  links found); the failures are the queue's dead-lettered tasks of the site's listing kinds, by error kind.
 
-``crawl_complete``, ``found_books`` and ``no_field_drift`` judge the materialization of their own run
+What a site declares (:attr:`~book_assets.sites.site.Site.data_checks`): the rules its stored records hold,
+each one named query returning the offending row count, the rows looked at and a sample of offending URLs
+(books: ``unique_urls``, ``raw_html_present``, ``no_error_pages``, ``required_fields_present``). They guard
+against corrupt data, so they are ERROR and blocking: a failure stops anything from being built on top of it.
+
+``crawl_complete``, the found check and ``no_field_drift`` judge the materialization of their own run
 (:func:`materialization_judged`): two crawl runs can overlap, and the instance's latest materialization may
 be the other run's. A run of the checks alone (after an operator's fix) judges the latest one; each result
 names the run it judged.
 
-``crawl_complete`` (blocking): a run whose drain step failed records what it wrote marked partial
-(:mod:`book_assets.defs.crawl.steps`), and this check fails it.
+``no_field_drift`` reads the crawl of the judged materialization of the details asset (its ``crawl_id``) and
+fails while a field of that crawl drifted and no operator accepted it (:mod:`book_assets.store.drift`): the
+run fails, which alerts (``alert_sensor`` names the check), nothing downstream publishes and the last good
+snapshot stays the current one. ``book-pipeline drift accept`` records the acceptance (or ``reextract``
+resolves the drift); ``drift_cleared_sensor`` then runs the check again (``recheck_drift_job``), it passes, and
+the day's publishing follows.
 
-``no_field_drift`` (blocking) reads the crawl of the judged materialization of ``book_details`` (its
-``crawl_id``) and fails while a field of that crawl drifted and no operator accepted it
-(:mod:`book_assets.store.drift`): the run fails, which alerts (``alert_sensor`` names the check), nothing
-downstream publishes and the last good snapshot stays the current one. ``book-pipeline drift accept`` records
-the acceptance (or ``reextract`` resolves the drift); ``drift_cleared_sensor`` then runs the check again
-(``recheck_drift_job``), it passes, and the day's publishing follows.
-
-Every job that materializes the crawl asset (the full refresh, the retry of the failures, the queue jobs) runs
-these checks as steps after the crawl's report.
+Every job that materializes a crawl asset (the full refresh, the retry of the failures, the queue jobs) runs
+its catalogue's checks as steps after the crawl's report.
 """
 
 from dataclasses import dataclass
 
 import dagster as dg
 
-from book_assets.crawl.config import DETAIL, LISTING, make_queue
-from book_assets.defs.catalog import crawl_keys
+from book_assets.crawl.config import make_queue
+from book_assets.defs.catalog import CrawlKeys, crawl_keys, once_per_site
 from book_assets.defs.resources import DatabaseResource
 from book_assets.defs.retries import TRANSIENT_RETRY, transient_only
 from book_assets.settings import default
-from book_assets.sql import load_queries
+from book_assets.sites.registry import site_named
+from book_assets.sites.site import DataCheck, Role, Site, default_kind, kinds_of
 from book_assets.store.drift import unaccepted_drift
 
-Q = load_queries("checks")
-BOOKS_KEYS = crawl_keys(default("site"))
-LISTING_DISCOVERY = BOOKS_KEYS.listing_discovery
-BOOK_DETAILS = BOOKS_KEYS.details
 
-
-def run_check(database: DatabaseResource, query: str, rule: str) -> dg.AssetCheckResult:
-    """The result of one ``bad / total / sample`` query: passed when no row breaks ``rule``."""
+def run_check(database: DatabaseResource, check: DataCheck) -> dg.AssetCheckResult:
+    """The result of one of a site's data checks: passed when no row breaks its rule."""
     with transient_only(None), database.open(application_name="book-pipeline checks") as db:
-        row = db.query(Q[query])[0]
+        row = db.query(check.sql)[0]
     bad, total = int(row["bad"]), int(row["total"])
     sample = list(row["sample"] or [])
+    rows, rule = check.rows, check.rule
     return dg.AssetCheckResult(
         passed=bad == 0,
         severity=dg.AssetCheckSeverity.ERROR,
-        description=f"{bad} of {total} books break the rule: {rule}" if bad else f"all {total} books: {rule}",
+        description=f"{bad} of {total} {rows} break the rule: {rule}" if bad else f"all {total} {rows}: {rule}",
         metadata={
             "offending_rows": bad,
-            "books_checked": total,
+            f"{rows}_checked": total,
             "sample": dg.MetadataValue.md("\n".join(f"- {url}" for url in sample) or "(none)"),
         },
     )
 
 
-#: Each blocking check of ``book_details``: its query and the rule it holds.
-BOOK_RULES = {
-    "unique_urls": ("duplicate_urls", "one row per URL"),
-    "raw_html_present": ("missing_raw_html", "raw HTML stored"),
-    "no_error_pages": ("error_pages_stored", "a product page served with HTTP 200"),
-    "required_fields_present": ("missing_required_fields", "title, price, UPC and category present"),
-}
+def data_check(keys: CrawlKeys, check: DataCheck) -> dg.AssetChecksDefinition:
+    """A site's data check as a blocking check of its details asset."""
 
-
-@dg.asset_check(
-    asset=BOOK_DETAILS, blocking=True, retry_policy=TRANSIENT_RETRY, description="No book URL is stored twice."
-)
-def unique_urls(database: DatabaseResource) -> dg.AssetCheckResult:
-    return run_check(database, *BOOK_RULES["unique_urls"])
-
-
-@dg.asset_check(
-    asset=BOOK_DETAILS,
-    blocking=True,
-    retry_policy=TRANSIENT_RETRY,
-    description="Every stored book keeps the raw HTML of its page.",
-)
-def raw_html_present(database: DatabaseResource) -> dg.AssetCheckResult:
-    return run_check(database, *BOOK_RULES["raw_html_present"])
-
-
-@dg.asset_check(
-    asset=BOOK_DETAILS,
-    blocking=True,
-    retry_policy=TRANSIENT_RETRY,
-    description="No error page was stored as a book: product block present, real title, HTTP 200.",
-)
-def no_error_pages(database: DatabaseResource) -> dg.AssetCheckResult:
-    return run_check(database, *BOOK_RULES["no_error_pages"])
-
-
-@dg.asset_check(
-    asset=BOOK_DETAILS,
-    blocking=True,
-    retry_policy=TRANSIENT_RETRY,
-    description="Title, price, UPC and category are present on every book.",
-)
-def required_fields_present(database: DatabaseResource) -> dg.AssetCheckResult:
-    return run_check(database, *BOOK_RULES["required_fields_present"])
-
-
-@dg.asset_check(
-    asset=BOOK_DETAILS,
-    blocking=True,
-    retry_policy=TRANSIENT_RETRY,
-    description="The run's crawl ran to its end: no drain step failed (a partial crawl is recorded, not published).",
-)
-def crawl_complete(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
-    judged = materialization_judged(context, BOOK_DETAILS)
-    metadata = judged.materialization.metadata if judged.materialization is not None else {}
-    failed = metadata.get("failed_drain_steps")
-    failed_steps = int(str(failed.value)) if failed is not None else 0
-    steps = metadata.get("drain_steps")
-    errors = metadata.get("drain_errors")
-    return dg.AssetCheckResult(
-        passed=failed_steps == 0,
-        severity=dg.AssetCheckSeverity.ERROR,
-        description=f"{failed_steps} drain step(s) failed: the books stored are a partial crawl"
-        if failed_steps
-        else "every drain step ran to its end",
-        metadata={
-            "failed_drain_steps": failed_steps,
-            "drain_steps": int(str(steps.value)) if steps is not None else 0,
-            "drain_errors": errors if errors is not None else dg.MetadataValue.md("(none)"),
-            **judged.metadata(),
-        },
+    @dg.asset_check(
+        asset=keys.details,
+        name=check.name,
+        blocking=True,
+        retry_policy=TRANSIENT_RETRY,
+        description=check.description,
     )
+    def rule_holds(database: DatabaseResource) -> dg.AssetCheckResult:
+        return run_check(database, check)
+
+    return rule_holds
+
+
+def crawl_complete_check(site: Site, keys: CrawlKeys) -> dg.AssetChecksDefinition:
+    """``crawl_complete`` of ``site``'s details asset."""
+
+    @dg.asset_check(
+        asset=keys.details,
+        name="crawl_complete",
+        blocking=True,
+        retry_policy=TRANSIENT_RETRY,
+        description="The run's crawl ran to its end: no drain step failed (a partial crawl is recorded, not "
+        "published).",
+    )
+    def crawl_complete(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
+        judged = materialization_judged(context, keys.details)
+        metadata = judged.materialization.metadata if judged.materialization is not None else {}
+        failed = metadata.get("failed_drain_steps")
+        failed_steps = int(str(failed.value)) if failed is not None else 0
+        steps = metadata.get("drain_steps")
+        errors = metadata.get("drain_errors")
+        return dg.AssetCheckResult(
+            passed=failed_steps == 0,
+            severity=dg.AssetCheckSeverity.ERROR,
+            description=f"{failed_steps} drain step(s) failed: the {site.record}s stored are a partial crawl"
+            if failed_steps
+            else "every drain step ran to its end",
+            metadata={
+                "failed_drain_steps": failed_steps,
+                "drain_steps": int(str(steps.value)) if steps is not None else 0,
+                "drain_errors": errors if errors is not None else dg.MetadataValue.md("(none)"),
+                **judged.metadata(),
+            },
+        )
+
+    return crawl_complete
 
 
 @dataclass(frozen=True)
@@ -168,104 +146,133 @@ def materialization_judged(context: dg.AssetCheckExecutionContext, key: dg.Asset
     return Judged(event.asset_materialization, event.run_id, "the latest materialization")
 
 
-def crawl_of_the_run(context: dg.AssetCheckExecutionContext) -> tuple[int | None, str]:
-    """The crawl whose books the check judges (the ``crawl_id`` of the judged materialization of
-    ``book_details``), and where its id was read."""
-    judged = materialization_judged(context, BOOK_DETAILS)
+def crawl_of_the_run(context: dg.AssetCheckExecutionContext, details: dg.AssetKey) -> tuple[int | None, str]:
+    """The crawl whose records the check judges (the ``crawl_id`` of the judged materialization of the details
+    asset ``details``), and where its id was read."""
+    judged = materialization_judged(context, details)
     found = judged.materialization.metadata.get("crawl_id") if judged.materialization is not None else None
     return (int(str(found.value)) if found is not None else None), judged.source
 
 
-@dg.asset_check(
-    asset=BOOK_DETAILS,
-    blocking=True,
-    retry_policy=TRANSIENT_RETRY,
-    description="No field of the crawl drifted (its fill rate fell past drift_threshold, or its values' shape moved "
-    "past drift_length_ratio or drift_top_share, against the last good crawl) unless an operator accepted it: the "
-    "books keep their last good values until then.",
-)
-def no_field_drift(context: dg.AssetCheckExecutionContext, database: DatabaseResource) -> dg.AssetCheckResult:
-    crawl_id, source = crawl_of_the_run(context)
-    if crawl_id is None:
-        return dg.AssetCheckResult(
-            passed=True,
-            severity=dg.AssetCheckSeverity.ERROR,
-            description=f"no crawl to judge ({source} names none: a drain-only run or a retry of the failures)",
-        )
-    with transient_only(context.op_execution_context), database.open(application_name="book-pipeline checks") as db:
-        drifts = unaccepted_drift(db, crawl_id)
-    lines = [row.line() for row in drifts]
-    return dg.AssetCheckResult(
-        passed=not drifts,
-        severity=dg.AssetCheckSeverity.ERROR,
-        description=(
-            f"field drift in crawl {crawl_id}: " + "; ".join(lines)
-            if drifts
-            else f"no field drifted in crawl {crawl_id} (or every drift was accepted)"
-        ),
-        metadata={
-            "crawl_id": crawl_id,
-            "source": source,
-            "drifted_fields": len({row.field for row in drifts}),
-            "drift": dg.MetadataValue.md("\n".join(f"- {line}" for line in lines) or "(none)"),
-        },
+def no_field_drift_check(keys: CrawlKeys) -> dg.AssetChecksDefinition:
+    """``no_field_drift`` of a details asset whose crawl judges its fields."""
+
+    @dg.asset_check(
+        asset=keys.details,
+        name="no_field_drift",
+        blocking=True,
+        retry_policy=TRANSIENT_RETRY,
+        description="No field of the crawl drifted (its fill rate fell past drift_threshold, or its values' shape "
+        "moved past drift_length_ratio or drift_top_share, against the last good crawl) unless an operator "
+        "accepted it: the records keep their last good values until then.",
     )
+    def no_field_drift(context: dg.AssetCheckExecutionContext, database: DatabaseResource) -> dg.AssetCheckResult:
+        crawl_id, source = crawl_of_the_run(context, keys.details)
+        if crawl_id is None:
+            return dg.AssetCheckResult(
+                passed=True,
+                severity=dg.AssetCheckSeverity.ERROR,
+                description=f"no crawl to judge ({source} names none: a drain-only run or a retry of the failures)",
+            )
+        with (
+            transient_only(context.op_execution_context),
+            database.open(application_name="book-pipeline checks") as db,
+        ):
+            drifts = unaccepted_drift(db, crawl_id)
+        lines = [row.line() for row in drifts]
+        return dg.AssetCheckResult(
+            passed=not drifts,
+            severity=dg.AssetCheckSeverity.ERROR,
+            description=(
+                f"field drift in crawl {crawl_id}: " + "; ".join(lines)
+                if drifts
+                else f"no field drifted in crawl {crawl_id} (or every drift was accepted)"
+            ),
+            metadata={
+                "crawl_id": crawl_id,
+                "source": source,
+                "drifted_fields": len({row.field for row in drifts}),
+                "drift": dg.MetadataValue.md("\n".join(f"- {line}" for line in lines) or "(none)"),
+            },
+        )
+
+    return no_field_drift
 
 
-def books_found_by_discovery(context: dg.AssetCheckExecutionContext, database: DatabaseResource) -> tuple[int, str]:
-    """Books the judged discovery found (its ``books_found`` metadata), else the detail tasks the queue holds."""
-    judged = materialization_judged(context, LISTING_DISCOVERY)
+def found_by_discovery(
+    context: dg.AssetCheckExecutionContext, database: DatabaseResource, site: Site, keys: CrawlKeys
+) -> tuple[int, str]:
+    """Records the judged discovery found (its ``books_found`` metadata: the detail links found), else the
+    site's detail tasks the queue holds."""
+    judged = materialization_judged(context, keys.listing_discovery)
     found = judged.materialization.metadata.get("books_found") if judged.materialization is not None else None
     if found is not None:
         return int(str(found.value)), f"books_found of {judged.source} (run {(judged.run_id or '')[:8]})"
     with transient_only(context.op_execution_context), database.open(application_name="book-pipeline checks") as db:
         counts = make_queue(db).stats().counts
-    return sum(counts.get(DETAIL, {}).values()), "detail tasks in the queue"
+    return sum(counts.get(default_kind(site, Role.DETAIL), {}).values()), "detail tasks in the queue"
 
 
-@dg.asset_check(
-    asset=LISTING_DISCOVERY,
-    retry_policy=TRANSIENT_RETRY,
-    blocking=True,
-    description="The listing pass found at least one book (a detail pass over nothing would publish stale data).",
-)
-def found_books(context: dg.AssetCheckExecutionContext, database: DatabaseResource) -> dg.AssetCheckResult:
-    return found_books_result(*books_found_by_discovery(context, database))
+def found_records_check(site: Site, keys: CrawlKeys) -> dg.AssetChecksDefinition:
+    """``found_<record>s`` (``found_books``) of ``site``'s discovery asset."""
+
+    @dg.asset_check(
+        asset=keys.listing_discovery,
+        name=f"found_{site.record}s",
+        retry_policy=TRANSIENT_RETRY,
+        blocking=True,
+        description=f"The listing pass found at least one {site.record} (a detail pass over nothing would publish "
+        "stale data).",
+    )
+    def found_records(context: dg.AssetCheckExecutionContext, database: DatabaseResource) -> dg.AssetCheckResult:
+        return found_result(*found_by_discovery(context, database, site, keys), record=site.record)
+
+    return found_records
 
 
-def found_books_result(found: int, source: str) -> dg.AssetCheckResult:
-    """``found_books`` of a discovery that found ``found`` books (as ``source`` says)."""
+def found_result(found: int, source: str, *, record: str) -> dg.AssetCheckResult:
+    """The found check of a discovery that found ``found`` records (as ``source`` says)."""
     return dg.AssetCheckResult(
         passed=found > 0,
         severity=dg.AssetCheckSeverity.ERROR,
-        description=f"{found} books found ({source})" if found else f"no book found ({source})",
+        description=f"{found} {record}s found ({source})" if found else f"no {record} found ({source})",
         metadata={"books_found": found, "source": source},
     )
 
 
-@dg.asset_check(
-    asset=LISTING_DISCOVERY,
-    retry_policy=TRANSIENT_RETRY,
-    description="No listing page is dead-lettered; failures are reported by error kind with the commonest errors.",
-)
-def no_failed_listing_pages(database: DatabaseResource) -> dg.AssetCheckResult:
-    return failed_listing_pages_result(database)
+def failed_listing_pages_check(site: Site, keys: CrawlKeys) -> dg.AssetChecksDefinition:
+    """``no_failed_listing_pages`` of ``site``'s discovery asset."""
+
+    @dg.asset_check(
+        asset=keys.listing_discovery,
+        name="no_failed_listing_pages",
+        retry_policy=TRANSIENT_RETRY,
+        description="No listing page is dead-lettered; failures are reported by error kind with the commonest errors.",
+    )
+    def no_failed_listing_pages(database: DatabaseResource) -> dg.AssetCheckResult:
+        return failed_listing_pages_result(database, site)
+
+    return no_failed_listing_pages
 
 
-def failed_listing_pages_result(database: DatabaseResource) -> dg.AssetCheckResult:
-    """``no_failed_listing_pages`` of the queue as it is."""
+def failed_listing_pages_result(database: DatabaseResource, site: Site) -> dg.AssetCheckResult:
+    """``no_failed_listing_pages`` of the queue as it is: the dead-lettered tasks of ``site``'s listing kinds."""
+    listing_kinds = kinds_of(site, Role.LISTING)
     with transient_only(None), database.open(application_name="book-pipeline checks") as db:
         stats = make_queue(db).stats(top_failures=5)
-    by_kind = stats.failed_by_kind.get(LISTING, {})
+    by_kind: dict[str, int] = {}
+    for kind in listing_kinds:
+        for error, n in stats.failed_by_kind.get(kind, {}).items():
+            by_kind[error] = by_kind.get(error, 0) + n
     failed = sum(by_kind.values())
-    listed = sum(stats.counts.get(LISTING, {}).values())
-    kinds = [dg.TableRecord({"kind": kind, "failed": n}) for kind, n in sorted(by_kind.items(), key=lambda kv: -kv[1])]
+    listed = sum(sum(stats.counts.get(kind, {}).values()) for kind in listing_kinds)
+    ranked = sorted(by_kind.items(), key=lambda kv: -kv[1])
+    kinds = [dg.TableRecord({"kind": kind, "failed": n}) for kind, n in ranked]
     return dg.AssetCheckResult(
         passed=failed == 0,
         severity=dg.AssetCheckSeverity.WARN,
         description=(
-            f"{failed} of {listed} listing pages failed: "
-            + ", ".join(f"{n} {kind}" for kind, n in sorted(by_kind.items(), key=lambda kv: -kv[1]))
+            f"{failed} of {listed} listing pages failed: " + ", ".join(f"{n} {kind}" for kind, n in ranked)
             if failed
             else f"all {listed} listing pages fetched"
         ),
@@ -283,5 +290,48 @@ def failed_listing_pages_result(database: DatabaseResource) -> dg.AssetCheckResu
     )
 
 
-BOOK_CHECKS = [unique_urls, raw_html_present, no_error_pages, required_fields_present, crawl_complete, no_field_drift]
-LISTING_CHECKS = [found_books, no_failed_listing_pages]
+@dataclass(frozen=True)
+class CrawlChecks:
+    """A catalogue's crawl checks: those of its details asset and those of its discovery asset."""
+
+    details: tuple[dg.AssetChecksDefinition, ...]
+    listing: tuple[dg.AssetChecksDefinition, ...]
+
+    @property
+    def every(self) -> list[dg.AssetChecksDefinition]:
+        return [*self.listing, *self.details]
+
+    def named(self, name: str) -> dg.AssetChecksDefinition:
+        """The check called ``name``."""
+        return next(c for c in self.every if next(iter(c.check_keys)).name == name)
+
+
+@once_per_site
+def crawl_checks(site: Site) -> CrawlChecks:
+    """``site``'s crawl checks (one set of objects per site): its own data checks, ``crawl_complete`` and, where
+    its crawl judges its fields, ``no_field_drift`` on its details asset; the found check and
+    ``no_failed_listing_pages`` on its discovery asset."""
+    keys = crawl_keys(site.name)
+    details = [data_check(keys, check) for check in site.data_checks]
+    details.append(crawl_complete_check(site, keys))
+    if site.drift_and_removals:
+        details.append(no_field_drift_check(keys))
+    listing = (found_records_check(site, keys), failed_listing_pages_check(site, keys))
+    return CrawlChecks(tuple(details), listing)
+
+
+BOOKS_KEYS = crawl_keys(default("site"))
+LISTING_DISCOVERY = BOOKS_KEYS.listing_discovery
+BOOK_DETAILS = BOOKS_KEYS.details
+#: The default site's (books') checks, by name.
+_BOOKS = crawl_checks(site_named(default("site")))
+unique_urls = _BOOKS.named("unique_urls")
+raw_html_present = _BOOKS.named("raw_html_present")
+no_error_pages = _BOOKS.named("no_error_pages")
+required_fields_present = _BOOKS.named("required_fields_present")
+crawl_complete = _BOOKS.named("crawl_complete")
+no_field_drift = _BOOKS.named("no_field_drift")
+found_books = _BOOKS.named("found_books")
+no_failed_listing_pages = _BOOKS.named("no_failed_listing_pages")
+BOOK_CHECKS = list(_BOOKS.details)
+LISTING_CHECKS = list(_BOOKS.listing)

@@ -1,14 +1,15 @@
-"""The queue jobs: the crawl asset with one drain step per worker, each placed by the executor.
+"""The queue jobs: a catalogue's crawl asset with one drain step per worker, each placed by the executor.
 
 - ``crawl_queue_job``: seed, W drain steps, report, checks: a crawl without the snapshot, for operators and for
   deployments that scale out through Dagster.
 - ``drain_queue_job``: the same without the seed: finish whatever is pending (after a requeue or an
   interrupted run). It opens no crawl, so ``listing_discovery`` is not materialized.
 
-Both materialize the crawl asset (:mod:`book_assets.defs.crawl.assets`), the one the full refresh
-materializes, with config that asks for one drain step per worker (``step_per_worker``), and run its checks;
-a failed blocking check fails the run, and the publishing assets' automation waits for the checks as it does
-after the full refresh.
+Every other catalogue has its own pair (``quotes_crawl_queue_job``, ``quotes_drain_queue_job``):
+:func:`queue_jobs` builds them for a site definition. Both materialize the catalogue's crawl asset
+(:mod:`book_assets.defs.crawl.assets`), the one its full refresh materializes, with config that asks for one
+drain step per worker (``step_per_worker``), and run its checks; a failed blocking check fails the run, and the
+publishing assets' automation waits for the checks as it does after the full refresh.
 
 A crawl is settled (closed, its removals decided) only by the run that opened it: ``seed_queue`` hands the
 crawl it opened down to ``report_crawl``. ``drain_queue_job`` opened none, so its report settles none (the
@@ -29,8 +30,11 @@ from typing import Any
 import dagster as dg
 from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 
-from book_assets.defs.crawl.assets import CRAWL_RUN_TAGS, crawl
-from book_assets.settings import load_settings
+from book_assets.defs.catalog import crawl_name
+from book_assets.defs.crawl.assets import crawl_asset, crawl_run_tags
+from book_assets.settings import default
+from book_assets.sites.registry import site_named
+from book_assets.sites.site import Site
 
 
 def step_executor(name: str) -> dg.ExecutorDefinition:
@@ -48,38 +52,36 @@ def step_executor(name: str) -> dg.ExecutorDefinition:
     return dg.multiprocess_executor
 
 
-def crawl_run_config(**config: Any) -> dict[str, Any]:
-    """Run config of the crawl asset's graph (``ops: crawl: config:``)."""
-    return {"ops": {crawl.node_def.name: {"config": config}}}
+def crawl_run_config(site: Site | None = None, **config: Any) -> dict[str, Any]:
+    """Run config of ``site``'s crawl graph (``ops: crawl: config:``; the default site's when None)."""
+    crawled = site or site_named(default("site"))
+    return {"ops": {crawl_asset(crawled).node_def.name: {"config": config}}}
 
 
-def queue_jobs(executor: str) -> list[UnresolvedAssetJobDefinition]:
-    """``crawl_queue_job`` and ``drain_queue_job`` with their drain steps placed by ``executor``."""
+def queue_jobs(executor: str, site: Site | None = None) -> list[UnresolvedAssetJobDefinition]:
+    """``site``'s ``crawl_queue_job`` and ``drain_queue_job`` (the default site's when None) with their drain
+    steps placed by ``executor``."""
+    crawled = site or site_named(default("site"))
     executor_def = step_executor(executor)
-    selection = dg.AssetSelection.assets(crawl)
+    selection = dg.AssetSelection.assets(crawl_asset(crawled))
+    tags = crawl_run_tags(crawled.name)
     return [
         dg.define_asset_job(
-            name="crawl_queue_job",
+            name=crawl_name(crawled.name, "crawl_queue_job"),
             selection=selection,
-            tags=CRAWL_RUN_TAGS,
+            tags=tags,
             executor_def=executor_def,
-            config=crawl_run_config(step_per_worker=True),
+            config=crawl_run_config(crawled, step_per_worker=True),
             description="Seed the start page and drain the queue in one step per worker (no snapshot); the "
             "crawl's checks follow.",
         ),
         dg.define_asset_job(
-            name="drain_queue_job",
+            name=crawl_name(crawled.name, "drain_queue_job"),
             selection=selection,
-            tags=CRAWL_RUN_TAGS,
+            tags=tags,
             executor_def=executor_def,
-            config=crawl_run_config(seed=False, step_per_worker=True),
+            config=crawl_run_config(crawled, seed=False, step_per_worker=True),
             description="Drain whatever is pending (after a requeue or an interrupted run), one step per "
-            "worker; book_details' checks follow.",
+            "worker; the details' checks follow.",
         ),
     ]
-
-
-@dg.definitions
-def defs() -> dg.Definitions:
-    """The queue jobs, with the executor the settings name when the code location loads."""
-    return dg.Definitions(jobs=queue_jobs(load_settings().step_executor))

@@ -1,60 +1,97 @@
-"""Jobs: the full refresh of the crawl, the publishing of days, the retry of the failures, and the requeue
-of dead letters.
+"""Jobs: the full refresh of each catalogue's crawl, the publishing of days, the retry of the failures, and the
+requeue of dead letters.
 
 - ``full_refresh_job``: the crawl (``listing_discovery``, ``book_details``) and its checks, unpartitioned; the
   daily schedule runs it. The day's publishing follows it by declarative automation
-  (:data:`book_assets.defs.catalog.PUBLISH_AUTOMATION`).
+  (:data:`book_assets.defs.catalog.PUBLISH_AUTOMATION`). Every other catalogue has its own
+  (``quotes_full_refresh_job``: ``quotes/listing_discovery``, ``quotes/details``), run by its own schedule.
 - ``publish_job``: the daily assets (snapshot, change feed, archive) of one day, rebuilt from what the
   database and the archive hold; the job to backfill, since no crawl is in it (a crawl fetches the site as it
   is now, whatever day a run is for).
 - ``recrawl_failed_job``: the crawl asset with ``requeue_failed``: the failed tasks that can succeed back to
-  pending, drained, ``book_details`` materialized and checked; launched by ``failed_tasks_sensor``.
+  pending, drained, ``book_details`` materialized and checked; launched by ``failed_tasks_sensor``. Every other
+  catalogue has its own (``quotes_recrawl_failed_job``), launched by hand: the requeue moves the due failures
+  of every catalogue back (the queue's policy is not per task type), and each catalogue's drain claims its own.
 - ``requeue_failed_tasks``: move dead-lettered tasks back to pending (filters: task type, domain, error), for
   an operator; the requeued tasks are fetched by the next drain.
 - ``recheck_drift_job``: the blocking check ``no_field_drift`` alone, on the latest crawl; launched by
   ``drift_cleared_sensor`` once an operator accepted the drift that failed it (or a reextract resolved it), so
   the day's publishing, which waits for the crawl's blocking checks to pass, follows by itself.
 
-Each of these jobs and the queue jobs (:mod:`book_assets.defs.crawl.fan_out`, one drain step per worker)
+:func:`crawl_jobs` builds a catalogue's two crawl jobs from its site definition. Each of these jobs and the
+queue jobs (:mod:`book_assets.defs.crawl.fan_out`, one drain step per worker)
 materializes the one crawl asset (:mod:`book_assets.defs.crawl.assets`), with its checks.
-Every job that drains the queue carries the ``book-pipeline/crawl`` run tag (to find its runs).
+Every job that drains the queue carries the ``book-pipeline/crawl`` run tag (to find its runs) and the
+``book-pipeline/site`` tag naming its catalogue.
 """
 
+from dataclasses import dataclass
+
 import dagster as dg
+from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 from pydantic import Field
 
 from book_assets.crawl.config import make_queue
-from book_assets.defs.crawl.assets import CRAWL_RUN_TAGS
+from book_assets.defs.catalog import crawl_keys, crawl_name, once_per_site
+from book_assets.defs.crawl.assets import crawl_run_tags
 from book_assets.defs.resources import DatabaseResource
+from book_assets.settings import default
+from book_assets.sites.registry import site_named
+from book_assets.sites.site import Site
 
-#: The assets of a crawl, in lineage order.
+#: The assets of the default site's crawl, in lineage order.
 CRAWL_ASSETS = ("listing_discovery", "book_details")
 #: The daily assets, each partitioned by day and built from the stored history.
 PUBLISH_ASSETS = ("category_balanced_snapshot", "book_changes", "raw_archive")
 
-full_refresh_job = dg.define_asset_job(
-    name="full_refresh_job",
-    selection=dg.AssetSelection.assets(*CRAWL_ASSETS),
-    tags=CRAWL_RUN_TAGS,
-    description="Re-crawl the site (listing pages, then every book) and record changed and removed books; the "
-    "day's snapshot, change feed and archive follow by automation (publish_job).",
-)
+
+@dataclass(frozen=True)
+class CrawlJobs:
+    """A catalogue's crawl jobs: the full refresh (its schedule's) and the retry of the failures."""
+
+    full_refresh: UnresolvedAssetJobDefinition
+    recrawl_failed: UnresolvedAssetJobDefinition
+
+
+@once_per_site
+def crawl_jobs(site: Site) -> CrawlJobs:
+    """``site``'s full refresh and retry of the failures (one pair of objects per site), each the crawl
+    asset of the catalogue and its checks."""
+    keys = crawl_keys(site.name)
+    selection = dg.AssetSelection.assets(keys.listing_discovery, keys.details)
+    tags = crawl_run_tags(site.name)
+    details = keys.details.to_user_string()
+    full_refresh = dg.define_asset_job(
+        name=crawl_name(site.name, "full_refresh_job"),
+        selection=selection,
+        tags=tags,
+        description=f"Re-crawl {site.name} (listing pages, then every {site.record}) and record what changed"
+        + (
+            " and removed books; the day's snapshot, change feed and archive follow by automation (publish_job)."
+            if site.name == default("site")
+            else "; its checks follow."
+        ),
+    )
+    recrawl_failed = dg.define_asset_job(
+        name=crawl_name(site.name, "recrawl_failed_job"),
+        selection=selection,
+        tags=tags,
+        config={"ops": {crawl_name(site.name, "crawl"): {"config": {"requeue_failed": True}}}},
+        description=f"Move the failed tasks back to pending and drain them: {details} is materialized and its "
+        "checks evaluated." + (" Launched by failed_tasks_sensor." if site.name == default("site") else ""),
+    )
+    return CrawlJobs(full_refresh, recrawl_failed)
+
+
+_BOOKS = crawl_jobs(site_named(default("site")))
+full_refresh_job = _BOOKS.full_refresh
+recrawl_failed_job = _BOOKS.recrawl_failed
 
 publish_job = dg.define_asset_job(
     name="publish_job",
     selection=dg.AssetSelection.assets(*PUBLISH_ASSETS),
     description="Rebuild one day's snapshot, change feed and archive index from the stored history (no crawl): "
     "launch it with the day as partition key, or backfill it over past days.",
-)
-
-
-recrawl_failed_job = dg.define_asset_job(
-    name="recrawl_failed_job",
-    selection=dg.AssetSelection.assets("listing_discovery", "book_details"),
-    tags=CRAWL_RUN_TAGS,
-    config={"ops": {"crawl": {"config": {"requeue_failed": True}}}},
-    description="Move the failed tasks back to pending and drain them: book_details is "
-    "materialized and its checks evaluated. Launched by failed_tasks_sensor.",
 )
 
 

@@ -1,4 +1,5 @@
-"""``book_details_observer``: books written outside a Dagster materialization, recorded as observations.
+"""``book_details_observer``: books written outside a Dagster materialization, recorded as observations; every
+other catalogue's observer likewise.
 
 The CLI (``book-pipeline crawl``), workers on other hosts (``book-pipeline work``, a Kubernetes worker
 Deployment) and a Dagster run killed before its report all write books that no materialization of
@@ -26,6 +27,9 @@ running the sensor waits (its report will record its writes); a materialization 
 the cursor moves the cursor on to it, since that run's report recorded the writes before it. The
 materialization's time is the Dagster host's clock, the figures' the database's: the two are assumed to agree
 (NTP); writes outside Dagster made while a Dagster crawl run was in progress are that run's in the record.
+Every catalogue has its own observer (:func:`details_observer`: ``book_details_observer``,
+``quotes_details_observer``), which reads its site's task types, records and crawls, waits only for a crawl
+run of its own catalogue and observes its own details asset.
 """
 
 from datetime import UTC, datetime
@@ -34,9 +38,12 @@ import dagster as dg
 
 from book_assets.crawl.config import make_queue
 from book_assets.crawl.pipeline import RunFigures
-from book_assets.defs.crawl.assets import BOOK_DETAILS, CRAWL_TAG
-from book_assets.defs.resources import DatabaseResource, SiteResource, run_settings
+from book_assets.defs.catalog import crawl_keys, once_per_site
+from book_assets.defs.crawl.assets import CRAWL_TAG, SITE_TAG
+from book_assets.defs.resources import DatabaseResource
+from book_assets.settings import default
 from book_assets.sites.registry import site_named
+from book_assets.sites.site import Site
 from book_assets.store.lifecycle import FinishedCrawl, finished_since
 
 #: Run statuses of a run that may still write books.
@@ -49,15 +56,17 @@ ACTIVE = [
 ]
 
 
-def crawl_run_in_progress(instance: dg.DagsterInstance) -> dg.DagsterRun | None:
-    """A run that drains the crawl queue (its ``book-pipeline/crawl`` tag), queued or running, if any."""
-    runs = instance.get_run_records(dg.RunsFilter(statuses=ACTIVE, tags={CRAWL_TAG: "true"}), limit=1)
+def crawl_run_in_progress(instance: dg.DagsterInstance, site: str | None = None) -> dg.DagsterRun | None:
+    """A run that drains the crawl queue (its ``book-pipeline/crawl`` tag), of catalogue ``site`` (its
+    ``book-pipeline/site`` tag) or of any when None, queued or running, if any."""
+    tags = {CRAWL_TAG: "true"} if site is None else {CRAWL_TAG: "true", SITE_TAG: site}
+    runs = instance.get_run_records(dg.RunsFilter(statuses=ACTIVE, tags=tags), limit=1)
     return runs[0].dagster_run if runs else None
 
 
-def last_reported(instance: dg.DagsterInstance) -> datetime | None:
-    """When ``book_details`` was last materialized (its run's report recorded the writes before it)."""
-    event = instance.get_latest_materialization_event(BOOK_DETAILS)
+def last_reported(instance: dg.DagsterInstance, details: dg.AssetKey) -> datetime | None:
+    """When the details asset ``details`` was last materialized (its run's report recorded the writes before it)."""
+    event = instance.get_latest_materialization_event(details)
     return datetime.fromtimestamp(event.timestamp, UTC) if event is not None else None
 
 
@@ -83,51 +92,68 @@ def ledger_table(crawls: list[FinishedCrawl]) -> dg.MetadataValue:
     )
 
 
-@dg.sensor(
-    name="book_details_observer",
-    minimum_interval_seconds=60,
-    default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Record books written outside a Dagster materialization (the CLI, workers on other hosts, a "
-    "run killed before its report) as observations of book_details, read from the database.",
-)
-def book_details_observer(
-    context: dg.SensorEvaluationContext, database: DatabaseResource, site: SiteResource
-) -> dg.SensorResult:
-    crawled = site_named(run_settings(site).site)
-    with database.open(application_name="book-pipeline sensor") as db:
-        queue = make_queue(db)
-        now = queue.now()
-        if context.cursor is None:
-            return dg.SensorResult(skip_reason="watching the books written from now on", cursor=now.isoformat())
-        if crawl_run_in_progress(context.instance) is not None:
-            return dg.SensorResult(
-                skip_reason="a Dagster crawl run is in progress: its report records what it writes",
-                cursor=context.cursor,
-            )
-        since = datetime.fromisoformat(context.cursor)
-        reported = last_reported(context.instance)
-        if reported is not None and reported > since:
-            since = reported
-        figures = RunFigures.read(db, queue, since, crawled)
-        crawls = finished_since(db, since)
-        rows = crawled.record_counts(db)["total"]
-    if not figures.pages and not figures.failed and not crawls:
-        return dg.SensorResult(skip_reason=f"nothing written since {since.isoformat()}", cursor=now.isoformat())
-    observation = dg.AssetObservation(
-        asset_key=BOOK_DETAILS,
-        description="Books written outside a Dagster materialization",
-        metadata={
-            "since": since.isoformat(),
-            "until": now.isoformat(),
-            "pages": figures.pages,
-            "listing_pages": figures.listing_pages,
-            "books_new": figures.books_new,
-            "books_changed": figures.books_changed,
-            "books_unchanged": figures.books_unchanged,
-            "failed": figures.failed,
-            "dagster/row_count": rows,
-            "crawls_finished": ledger_table(crawls),
-        },
+def observer_name(site: str) -> str:
+    """The name of catalogue ``site``'s observer: its details asset's key, joined, and ``_observer``
+    (``book_details_observer``, ``quotes_details_observer``)."""
+    return "_".join(crawl_keys(site).details.path) + "_observer"
+
+
+@once_per_site
+def details_observer(site: Site) -> dg.SensorDefinition:
+    """``site``'s observer of the records written outside a Dagster materialization of its details asset."""
+    details = crawl_keys(site.name).details
+    shown = details.to_user_string()
+
+    @dg.sensor(
+        name=observer_name(site.name),
+        minimum_interval_seconds=60,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description=f"Record {site.record}s written outside a Dagster materialization (the CLI, workers on other "
+        f"hosts, a run killed before its report) as observations of {shown}, read from the database.",
     )
-    context.log.info(f"observed {figures.pages} page(s) written outside Dagster since {since.isoformat()}")
-    return dg.SensorResult(asset_events=[observation], cursor=now.isoformat())
+    def observer(context: dg.SensorEvaluationContext, database: DatabaseResource) -> dg.SensorResult:
+        with database.open(application_name="book-pipeline sensor") as db:
+            queue = make_queue(db, site=site)
+            now = queue.now()
+            if context.cursor is None:
+                return dg.SensorResult(
+                    skip_reason=f"watching the {site.record}s written from now on", cursor=now.isoformat()
+                )
+            if crawl_run_in_progress(context.instance, site.name) is not None:
+                return dg.SensorResult(
+                    skip_reason="a Dagster crawl run is in progress: its report records what it writes",
+                    cursor=context.cursor,
+                )
+            since = datetime.fromisoformat(context.cursor)
+            reported = last_reported(context.instance, details)
+            if reported is not None and reported > since:
+                since = reported
+            figures = RunFigures.read(db, queue, since, site)
+            crawls = finished_since(db, since, site.name)
+            rows = site.record_counts(db)["total"]
+        if not figures.pages and not figures.failed and not crawls:
+            return dg.SensorResult(skip_reason=f"nothing written since {since.isoformat()}", cursor=now.isoformat())
+        observation = dg.AssetObservation(
+            asset_key=details,
+            description=f"{site.record.capitalize()}s written outside a Dagster materialization",
+            metadata={
+                "since": since.isoformat(),
+                "until": now.isoformat(),
+                "pages": figures.pages,
+                "listing_pages": figures.listing_pages,
+                "books_new": figures.books_new,
+                "books_changed": figures.books_changed,
+                "books_unchanged": figures.books_unchanged,
+                "failed": figures.failed,
+                "dagster/row_count": rows,
+                "crawls_finished": ledger_table(crawls),
+            },
+        )
+        context.log.info(f"observed {figures.pages} page(s) written outside Dagster since {since.isoformat()}")
+        return dg.SensorResult(asset_events=[observation], cursor=now.isoformat())
+
+    return observer
+
+
+#: The default site's (books') observer, of ``book_details``.
+book_details_observer = details_observer(site_named(default("site")))

@@ -7,7 +7,10 @@ least the threshold of them are *due* (a transient kind, requeues left, their de
 queued cannot launch the same requeue twice. Permanent failures (404, robots.txt, not a book page) are never
 due, and a page that fails again after a requeue is due again only after a longer delay, at most
 ``requeue_max`` times: no requeue storm. While a crawl run is queued or running (the full refresh, or the
-requeue it launched) it waits, its cursor kept: one crawl of the catalogue at a time.
+requeue it launched) it waits, its cursor kept: one crawl of the catalogue at a time. Every catalogue has its
+own (:func:`build_failed_tasks_sensor`: ``failed_tasks_sensor``, ``quotes_failed_tasks_sensor``), which counts
+and requeues its own task types' failures, waits for its own catalogue's crawl runs and requests its own
+``recrawl_failed_job``.
 
 ``alert_sensor`` posts one message per failed run, per failed check whose run succeeds nevertheless (a WARN
 check, or an ERROR check that does not block: a failed blocking ERROR check fails its run, whose alert names
@@ -23,7 +26,8 @@ accept`` recorded an acceptance, or ``reextract`` judged the crawl again and res
 automation (:data:`book_assets.defs.catalog.PUBLISH_AUTOMATION`) sees the crawl's blocking checks passed and
 publishes the day.
 
-The threshold and the policy are settings, read (and validated) each time the code location loads.
+The threshold and the policy are settings, read (and validated) each time the code location loads
+(:mod:`book_assets.defs.crawl.catalogue`).
 """
 
 from dataclasses import dataclass
@@ -45,12 +49,14 @@ from book_assets.alerts import (
     run_url,
     send_alert,
 )
-from book_assets.crawl.config import requeue_policy
-from book_assets.defs.crawl.jobs import NO_FIELD_DRIFT, recheck_drift_job, recrawl_failed_job
+from book_assets.defs.catalog import crawl_name
+from book_assets.defs.crawl.jobs import NO_FIELD_DRIFT, crawl_jobs, recheck_drift_job
 from book_assets.defs.crawl.observe import crawl_run_in_progress
 from book_assets.defs.resources import DatabaseResource
 from book_assets.queue.failures import RequeuePolicy, failing_now
-from book_assets.settings import load_settings
+from book_assets.settings import default, load_settings
+from book_assets.sites.registry import site_named
+from book_assets.sites.site import Site
 from book_assets.store.drift import unaccepted_drift
 
 if TYPE_CHECKING:  # the type of what DagsterInstance.get_latest_asset_check_evaluation_record returns, not exported
@@ -58,25 +64,29 @@ if TYPE_CHECKING:  # the type of what DagsterInstance.get_latest_asset_check_eva
 
 
 def build_failed_tasks_sensor(
-    threshold: int, policy: RequeuePolicy, *, minimum_interval_seconds: int = 60
+    threshold: int, policy: RequeuePolicy, *, site: Site | None = None, minimum_interval_seconds: int = 60
 ) -> dg.SensorDefinition:
-    """``failed_tasks_sensor``: requeue when at least ``threshold`` failing pages are due under ``policy``."""
+    """``site``'s ``failed_tasks_sensor`` (the default site's when None; ``quotes_failed_tasks_sensor``): request
+    its ``recrawl_failed_job`` when at least ``threshold`` of its failing pages are due under ``policy``."""
+    crawled = site or site_named(default("site"))
+    kinds = tuple(kind.name for kind in crawled.page_kinds)
+    job = crawl_jobs(crawled).recrawl_failed
 
     @dg.sensor(
-        name="failed_tasks_sensor",
-        job=recrawl_failed_job,
+        name=crawl_name(crawled.name, "failed_tasks_sensor"),
+        job=job,
         minimum_interval_seconds=minimum_interval_seconds,
         default_status=dg.DefaultSensorStatus.RUNNING,
-        description=f"Requeue failed pages that can succeed when {threshold} or more are due "
+        description=f"Requeue {crawled.name}'s failed pages that can succeed when {threshold} or more are due "
         f"(transient failures, at most {policy.max_requeues} requeues a page, ever further apart).",
     )
     def failed_tasks_sensor(context: dg.SensorEvaluationContext, database: DatabaseResource) -> dg.SensorResult:
-        running = crawl_run_in_progress(context.instance)
+        running = crawl_run_in_progress(context.instance, crawled.name)
         if running is not None:
             reason = f"waiting for crawl run {running.run_id[:8]} ({running.job_name}, {running.status.value})"
             return dg.SensorResult(skip_reason=dg.SkipReason(reason), cursor=context.cursor)
         with database.open(application_name="book-pipeline sensor") as db:
-            failing = failing_now(db, policy)
+            failing = failing_now(db, policy, kinds)
         figure = (
             f"{failing.failing} page(s) failing now: {failing.due} due for a requeue, "
             f"{failing.requeueable - failing.due} waiting for their next, {failing.permanent} permanent "
@@ -89,7 +99,7 @@ def build_failed_tasks_sensor(
             return dg.SensorResult(
                 skip_reason=dg.SkipReason(f"{figure}; their requeue was already requested"), cursor=run_key
             )
-        context.log.info(f"{figure}: requesting recrawl_failed_job")
+        context.log.info(f"{figure}: requesting {job.name}")
         return dg.SensorResult(
             run_requests=[dg.RunRequest(run_key=run_key, tags={"book-pipeline/failing-pages": str(failing.due)})],
             cursor=run_key,
@@ -298,8 +308,7 @@ def drift_cleared_sensor(context: dg.SensorEvaluationContext, database: Database
 
 @dg.definitions
 def sensors() -> dg.Definitions:
-    """The sensors, with the threshold of the settings at load time (a bad value fails the load)."""
-    settings = load_settings()
-    policy = requeue_policy(settings.requeue_max, settings.requeue_backoff_s)
-    failed_tasks = build_failed_tasks_sensor(settings.failed_tasks_threshold, policy)
-    return dg.Definitions(sensors=[failed_tasks, run_failure_summary, alert_sensor, drift_cleared_sensor])
+    """The sensors of the whole location; each catalogue's ``failed_tasks_sensor`` is its own
+    (:mod:`book_assets.defs.crawl.catalogue`). The settings are read, so a bad value fails the load."""
+    load_settings()
+    return dg.Definitions(sensors=[run_failure_summary, alert_sensor, drift_cleared_sensor])

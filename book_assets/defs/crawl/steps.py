@@ -35,7 +35,7 @@ import dagster as dg
 from pydantic import Field
 
 from book_assets import logs
-from book_assets.crawl.config import TASK_TYPES, make_queue
+from book_assets.crawl.config import make_queue
 from book_assets.crawl.pipeline import CrawlRun, begin, begin_retry, drain, finish, join, split_before_details
 from book_assets.crawl.stats import WorkerFigures, WorkerStats
 from book_assets.db.connection import Database
@@ -68,8 +68,9 @@ class CrawlStepsConfig(CrawlRunConfig):
         description="Open a crawl and enqueue the start page; off: drain what is pending (after a requeue or "
         "an interrupted run), listing_discovery not materialized.",
     )
-    task_types: list[str] = Field(
-        default_factory=lambda: list(TASK_TYPES), description="Task types to work on (listing, detail)."
+    task_types: list[str] | None = Field(
+        default=None,
+        description="Task types to work on (books: listing, detail); unset: every page kind of the catalogue.",
     )
     step_per_worker: bool = Field(
         default=False,
@@ -80,6 +81,16 @@ class CrawlStepsConfig(CrawlRunConfig):
         default=None,
         description="Settle this crawl (its id in the crawls table): one whose run was interrupted before it "
         "reported. Unset: the crawl this run opened, or none.",
+    )
+
+
+class StepConfig(CrawlStepsConfig):
+    """A step's config: the graph's, and the catalogue the graph crawls (its config mapping sets it)."""
+
+    site: str | None = Field(
+        default=None,
+        description="The catalogue the run crawls, set by its crawl graph (the asset's site); unset: the site "
+        "resource's, or the site setting's.",
     )
 
 
@@ -127,7 +138,7 @@ def shares(run: CrawlRun, task_types: tuple[str, ...], *, step_per_worker: bool)
 )
 def seed_queue(
     context: dg.OpExecutionContext,
-    config: CrawlStepsConfig,
+    config: StepConfig,
     database: DatabaseResource,
     site: SiteResource,
     fetcher: FetcherResource,
@@ -156,9 +167,9 @@ def seed_queue(
     description="Do what must come before the split (a deep budget's discovery), then fan out the drain steps.",
 )
 def share_work(
-    context: dg.OpExecutionContext, config: CrawlStepsConfig, database: DatabaseResource, run: CrawlRun
+    context: dg.OpExecutionContext, config: StepConfig, database: DatabaseResource, run: CrawlRun
 ) -> Iterator[dg.Output[SharedWork] | dg.DynamicOutput[Share]]:
-    task_types = tuple(config.task_types)
+    task_types = tuple(config.task_types) if config.task_types else run.config.task_types
     with transient_only(context), logs.run_id(context.run_id):
         run, first, shared_types = split_before_details(database.resolved_url(), run, task_types, workers=1)
     split = shares(run, shared_types, step_per_worker=config.step_per_worker)
@@ -212,7 +223,7 @@ def drain_queue(context: dg.OpExecutionContext, database: DatabaseResource, shar
 )
 def report_crawl(
     context: dg.OpExecutionContext,
-    config: CrawlStepsConfig,
+    config: StepConfig,
     database: DatabaseResource,
     shared: SharedWork,
     drained: list[Drained],

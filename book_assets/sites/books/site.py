@@ -12,7 +12,8 @@ from book_assets.scraper.models import BookDetail, ListingPage
 from book_assets.scraper.parsers import parse_book, parse_listing
 from book_assets.settings import LIVE_SITE_URL
 from book_assets.sites.books.publishing import BooksPublishing
-from book_assets.sites.site import Categories, DetailLink, Listing, PageKind, Role, Stored, records_agree
+from book_assets.sites.site import Categories, DataCheck, DetailLink, Listing, PageKind, Role, Stored, records_agree
+from book_assets.sql import load_queries
 from book_assets.store import books
 from book_assets.store.pages import revalidate_book
 
@@ -24,6 +25,33 @@ if TYPE_CHECKING:
 LISTING = PageKind("listing", Role.LISTING, markers=(b"product_pod", b"form-horizontal"))
 DETAIL = PageKind("detail", Role.DETAIL, markers=(b"product_page",))
 BOOK_CATEGORIES = Categories(KNOWN_CATEGORIES, slugify)
+_CHECKS = load_queries("checks")
+#: The rules every stored book holds (the named queries of ``checks.sql``), each a blocking check of
+#: ``book_details``: all four guard against corrupt data, so a failure stops the day's publication.
+BOOK_DATA_CHECKS = (
+    DataCheck("unique_urls", _CHECKS["duplicate_urls"], "one row per URL", "No book URL is stored twice.", "books"),
+    DataCheck(
+        "raw_html_present",
+        _CHECKS["missing_raw_html"],
+        "raw HTML stored",
+        "Every stored book keeps the raw HTML of its page.",
+        "books",
+    ),
+    DataCheck(
+        "no_error_pages",
+        _CHECKS["error_pages_stored"],
+        "a product page served with HTTP 200",
+        "No error page was stored as a book: product block present, real title, HTTP 200.",
+        "books",
+    ),
+    DataCheck(
+        "required_fields_present",
+        _CHECKS["missing_required_fields"],
+        "title, price, UPC and category present",
+        "Title, price, UPC and category are present on every book.",
+        "books",
+    ),
+)
 
 
 def as_listing(page: ListingPage) -> Listing:
@@ -56,6 +84,7 @@ class BooksSite:
     drift_and_removals: bool = True
     #: The books table exported, its versions' feed and snapshot, its pages re-extracted.
     publishing: BooksPublishing = field(default_factory=BooksPublishing)
+    data_checks: tuple[DataCheck, ...] = BOOK_DATA_CHECKS
 
     @property
     def categories(self) -> Categories:

@@ -30,7 +30,7 @@ from book_assets.sites.quotes import store
 from book_assets.sites.quotes.models import Author, Quote, QuotesPage
 from book_assets.sites.quotes.parsers import parse_author, parse_quotes_page
 from book_assets.sites.quotes.publishing import QuotesPublishing
-from book_assets.sites.site import Categories, DetailLink, Listing, PageKind, Role, Stored, records_agree
+from book_assets.sites.site import Categories, DataCheck, DetailLink, Listing, PageKind, Role, Stored, records_agree
 from book_assets.sql import load_queries
 from book_assets.store.pages import StaleCopy, confirm_page
 
@@ -50,6 +50,34 @@ JS_PREFIX = "/js/"
 #: A tag is named as its pages print it; two spellings of one differ in case at most.
 TAGS = Categories((), lambda name: name.strip().lower())
 Q = load_queries("quotes")
+#: The rules the stored authors and quotes hold after a crawl (named queries of ``quotes.sql``), each a blocking
+#: check of the quotes' details asset.
+QUOTES_DATA_CHECKS = (
+    DataCheck(
+        "unique_urls", Q["duplicate_author_urls"], "one row per URL", "No author URL is stored twice.", "authors"
+    ),
+    DataCheck(
+        "raw_html_present",
+        Q["authors_missing_raw_html"],
+        "raw HTML stored",
+        "Every stored author keeps the raw HTML of its page.",
+        "authors",
+    ),
+    DataCheck(
+        "required_fields_present",
+        Q["authors_missing_required_fields"],
+        "name, birth date and birth place present",
+        "Name, birth date and birth place are present on every author.",
+        "authors",
+    ),
+    DataCheck(
+        "quote_authors_stored",
+        Q["quotes_without_their_author"],
+        "the author it links is stored",
+        "Every stored quote that links its author page has that author stored.",
+        "quotes",
+    ),
+)
 
 
 def as_listing(page: QuotesPage) -> Listing:
@@ -77,9 +105,10 @@ class QuotesSite:
     #: ``/js/``: linked from no page of the site, so a crawl starts there too.
     start_paths: tuple[str, ...] = (JS_PREFIX.lstrip("/"),)
     drift_and_removals: bool = False
-    #: The quotes and authors exported, their feed as the timestamps prove it, the authors re-extracted, the
-    #: quotes' snapshot by tag (:mod:`.publishing`).
+    #: The quotes and authors exported, their feed from their versions, the authors re-extracted, the quotes'
+    #: snapshot by tag (:mod:`.publishing`).
     publishing: QuotesPublishing = field(default_factory=QuotesPublishing)
+    data_checks: tuple[DataCheck, ...] = QUOTES_DATA_CHECKS
 
     @property
     def categories(self) -> Categories:
