@@ -202,10 +202,6 @@ FROM (
 JOIN unnest(%(categories)s::text[], %(quotas)s::int[]) AS t(category, quota) ON t.category = s.category
 WHERE s.rank <= t.quota
 ORDER BY s.category, s.rank;
--- Authors stored as new and as changed since a time (by the database's clock), for a run's figures.
-SELECT count(*) FILTER (WHERE first_seen_at >= %(since)s) AS new,
-       count(*) FILTER (WHERE first_seen_at < %(since)s AND updated_at >= %(since)s) AS changed
-FROM authors;
 
 -- duplicate_author_urls --
 -- Author URLs stored more than once (authors.url is UNIQUE, so this guards against a dropped constraint); a
