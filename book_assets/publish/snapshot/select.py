@@ -58,6 +58,7 @@ def day_bounds(day: date) -> tuple[datetime, datetime]:
     return start, start + timedelta(days=1)
 
 
+@dataclass(frozen=True)
 class BookVersions:
     """The books as ``book_versions`` had them at a time (``snapshot_books_as_of_v1``): the books' snapshot
     source, and the one books' definition publishes (:attr:`Publishing.snapshot`)."""

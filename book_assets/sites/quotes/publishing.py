@@ -122,6 +122,7 @@ def _fields(author: Author) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
 class QuotesByTag:
     """The quotes by their first tag as they stood at a time (their versions): the quotes' snapshot source."""
 
