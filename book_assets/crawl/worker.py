@@ -171,6 +171,11 @@ class Worker:
         self._commits = GroupCommit(self.queue, self._db)
         self._stopping = asyncio.Event()
         self._in_flight: dict[int, Task] = {}
+        #: No claim before this ``time.monotonic()`` reading: the last claim left work that waits for politeness
+        #: slots, and the queue said when a claim would find it (``ClaimResult.retry_in_s``). Claiming at each
+        #: page's end instead would hand out one domain's slot a claim, and a claim is the queue's dearest
+        #: statement; waiting, one claim takes every domain whose slot came within reach meanwhile.
+        self._claim_after = 0.0
         #: Tasks waiting for their domain's robots.txt, which takes a politeness slot of its own: like a task
         #: waiting for its slot, one holds no page slot (:func:`claim_room`).
         self._at_robots: set[int] = set()
@@ -254,7 +259,10 @@ class Worker:
             remaining = None if self.max_tasks is None else self.max_tasks - self._claimed
             if remaining is not None:
                 free = min(free, remaining)
-            if free > 0 and (free >= refill_batch(capacity) or not running or free == remaining):
+            held_back_s = self._claim_after - time.monotonic()
+            if held_back_s > 0:
+                wait_s, retry_in_s = min(held_back_s, 1.0), held_back_s
+            elif free > 0 and (free >= refill_batch(capacity) or not running or free == remaining):
                 claim_sent = time.monotonic()
                 result, validators = await self._db(self._claim_with_validators, free)
                 self._claimed_validators.update(validators)
@@ -268,6 +276,10 @@ class Worker:
                 if result.retry_in_s is not None:
                     retry_in_s = result.retry_in_s
                     wait_s = min(max(result.retry_in_s, 0.01), 1.0)
+                    if len(result.tasks) < free:
+                        # The rest of the claimable work waits for politeness slots: a claim before the queue's
+                        # moment would find one domain at a time, a claim per page (_claim_after).
+                        self._claim_after = time.monotonic() + result.retry_in_s
                 if result.tasks and claim_room(capacity, len(running), self._waiting_for_slot()) > 0:
                     continue  # there may be more claimable right now
             if not running:

@@ -178,8 +178,8 @@ class QueueCore:
         so neither starves. Scheduling budgets (:meth:`GroupScheduling.set_group_budgets`) stop a group at 0.
 
         Returns:
-            The tasks in pick order; when none can be handed out because every domain with work waits for
-            its next politeness slot, ``retry_in_s`` says how long to sleep.
+            The tasks in pick order; while a domain with work waits for its next politeness slot,
+            ``retry_in_s`` says when a claim may find that work (with no task handed out: how long to sleep).
         """
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise ValueError(f"n must be an integer >= 1, got {n!r}")
@@ -366,17 +366,16 @@ def _lost(task: Task) -> LeaseLost:
 
 
 def _claim_result(rows: list[dict[str, Any]], clock: DatabaseClock) -> ClaimResult:
-    """The leased tasks; none leased, the row saying when the next politeness slot opens.
+    """The leased tasks, and when a domain with work that waits for its politeness slot is worth claiming again
+    (every row carries it; none leased, one row says only that).
 
     Slots are times on the database's clock: ``clock`` turns them into this host's monotonic readings, never
     comparing them with this host's wall clock.
     """
     tasks = [_task(r, clock) for r in rows if r["id"] is not None]
-    if tasks:
-        return ClaimResult(tasks)
     next_at = rows[0]["next_at"] if rows else None
     retry_in = None if next_at is None else max(0.0, clock.seconds_until(next_at))
-    return ClaimResult([], next_slot_at=next_at, retry_in_s=retry_in)
+    return ClaimResult(tasks, next_slot_at=next_at, retry_in_s=retry_in)
 
 
 def _task(row: Mapping[str, Any], clock: DatabaseClock) -> Task:

@@ -78,10 +78,12 @@ class Task:
 
 @dataclass(frozen=True)
 class ClaimResult:
-    """Tasks handed out, in pick order, and, when none could be, when to ask again.
+    """Tasks handed out, in pick order, and when to ask again for work that waits for a politeness slot.
 
-    ``retry_in_s`` is set when every domain with work is waiting for its next politeness slot: sleep that
-    long (or until :meth:`~book_assets.queue.waiting.Waiting.wait_for_work_async` wakes up) instead of polling.
+    ``retry_in_s`` is set when a domain with work is waiting for its next politeness slot: a claim before then
+    finds none of that work (the queue names a moment a third into the first such slot's window, so the claim
+    then takes every domain whose window opened meanwhile). With no task handed out, sleep that long (or until
+    :meth:`~book_assets.queue.waiting.Waiting.wait_for_work_async` wakes up) instead of polling.
     """
 
     tasks: list[Task]

@@ -128,7 +128,7 @@ CREATE FUNCTION public.queue_claim_domains_v3(p_n integer, p_types text[], p_now
 DECLARE
     r       RECORD;
     v_slot  TIMESTAMPTZ;
-    v_open  TIMESTAMPTZ;
+    v_window DOUBLE PRECISION;
     k       INTEGER;
     claimed queue_claim_state := ROW('{}', '{}', '{}', '{}', '{}', '{}', NULL, '{}', '{}');
 BEGIN
@@ -146,12 +146,12 @@ BEGIN
     LOOP
         v_slot := queue_first_slot_v1(r.next_slot_at, r.min_interval_s, p_now);
         IF r.min_interval_s > 0 THEN
-            -- the first slot within the horizon and within three quarters of an interval: the holder of the slot
-            -- before it has a quarter interval to start on its own before this one is handed out
-            v_open := v_slot - make_interval(secs => least(p_horizon_s, 0.75 * r.min_interval_s));
-            IF v_open > p_now THEN
+            -- the first slot is handed out within its window: the horizon, and three quarters of an interval, so
+            -- the holder of the slot before it has a quarter interval to start on its own slot first
+            v_window := least(p_horizon_s, 0.75 * r.min_interval_s);
+            IF v_slot - make_interval(secs => v_window) > p_now THEN
                 k := 0;
-                claimed.next_at := least(claimed.next_at, v_open);
+                claimed.next_at := least(claimed.next_at, queue_claim_return_at_v1(v_slot, r.min_interval_s, p_horizon_s));
             ELSE
                 k := floor(extract(epoch FROM p_horizon - v_slot) / r.min_interval_s)::INTEGER + 1;
             END IF;
@@ -185,11 +185,12 @@ END $$;
 COMMENT ON FUNCTION public.queue_claim_domains_v3(p_n integer, p_types text[], p_now timestamp with time zone, p_horizon timestamp with time zone, p_horizon_s double precision) IS 'Lock the throttled domains (a politeness interval or an in-flight cap) that have work this claim could hand
 out (a pending task of p_types due at p_now: idx_tasks_pending_domain), in name order, and give each its
 allowance for this claim: the politeness slots that start within the horizon (the first by
-queue_first_slot_v1, and only once it is within three quarters of an interval: until then the slot before it
-stays the domain''s last for a quarter interval after it comes, so a worker that wakes late for it restarts
-the domain''s slots from its own (reslot in queue.sql) and loses the claim''s lead, not an interval; p_n for a domain with only an in-flight cap), capped by its in-flight room. Domains with
-no allowance are blocked; next_at says when the first of them opens. The throttled domains without such work
-are neither locked nor planned, so a claim''s cost follows the domains with work, not the number of domains
+queue_first_slot_v1, and only within its window, the horizon and three quarters of an interval: until then
+the slot before it stays the domain''s last for a quarter interval after it comes, so a worker that wakes late
+for it restarts the domain''s slots from its own (reslot in queue.sql) and loses the claim''s lead, not an
+interval; p_n for a domain with only an in-flight cap), capped by its in-flight room. Domains with
+no allowance are blocked; next_at says when to come back for the first of them (queue_claim_return_at_v1). The throttled
+domains without such work are neither locked nor planned, so a claim''s cost follows the domains with work, not the number of domains
 (docs/growth.md): they are blocked for this claim, since a task that appears in one after the lock (a
 concurrent enqueue, a retry falling due) has no slot read under the lock; the next claim locks its domain.
 Returns the claim''s state (queue_claim_state), with no task picked yet.';
@@ -478,6 +479,17 @@ COMMENT ON FUNCTION public.queue_claim_plain_v1(p_n integer, p_types text[], p_n
 taken or no domain with work has allowance left (a domain that runs out within a batch is left out of the next
 one). One type gets its own statement so that it reads the per-type index.';
 
+CREATE FUNCTION public.queue_claim_return_at_v1(p_slot timestamp with time zone, p_interval_s double precision, p_horizon_s double precision) RETURNS timestamp with time zone
+    LANGUAGE sql IMMUTABLE
+    AS $$
+    SELECT p_slot - make_interval(secs => least(p_horizon_s, 0.75 * p_interval_s) * 2 / 3)
+$$;
+
+COMMENT ON FUNCTION public.queue_claim_return_at_v1(p_slot timestamp with time zone, p_interval_s double precision, p_horizon_s double precision) IS 'When a claim should come back for a throttled domain whose next slot is p_slot: a third into the slot''s
+window (the horizon, and three quarters of the interval: queue_claim_domains_v3 hands the slot out only within
+it). A claim then takes every domain whose window opened meanwhile, one claim for many slots, and the slot is
+still two thirds of a window away, time for the worker to be asleep on it.';
+
 CREATE FUNCTION public.queue_claim_rounds_v2(p_scopes text[], p_interleave jsonb) RETURNS public.queue_claim_rounds
     LANGUAGE sql STABLE
     AS $$
@@ -646,6 +658,11 @@ BEGIN
         UPDATE domains dm SET next_slot_at = u.next
         FROM unnest(claimed.domains, claimed.next_slot, claimed.moved) AS u(name, next, moved)
         WHERE u.moved AND dm.domain = u.name;
+        -- the domains whose slots the picks used up: when to come back for them, as for the blocked ones
+        claimed.next_at := least(claimed.next_at, (
+            SELECT min(queue_claim_return_at_v1(u.next, u.interval_s, p_horizon_s))
+            FROM unnest(claimed.next_slot, claimed.interval_s, claimed.allowance) AS u(next, interval_s, allowance)
+            WHERE u.interval_s > 0 AND u.allowance <= 0));
     END IF;
     -- 6. leases
     RETURN QUERY SELECT * FROM queue_claim_lease_v1(p_request, p_scheduled, p_worker, p_lease_s, v_now, claimed.ids,
@@ -667,9 +684,10 @@ COMMENT ON FUNCTION public.queue_claim_v3(p_request uuid, p_worker text, p_n int
    queue_claim_interleaved_v2 (p_interleave alone: round-robin over types, pick by pick) or
    queue_claim_plain_v1 (priority, then age). A fair strategy starts from the scopes'' round-robin state
    (queue_claim_rounds_v2), which is saved once after (queue_claim_save_rounds_v2); so are the domains'' next
-   slots;
+   slots, and when to come back for the domains whose slots the picks used up (queue_claim_return_at_v1);
 6. the picked tasks are leased, marked with the request and charged to their budgets (queue_claim_lease_v1),
-   or one row with a NULL id says when to come back.
+   each row saying when to come back for the work that waits for a politeness slot, or one row with a NULL id
+   says only that.
 It runs as one autocommit statement, so the scope and domain locks last one statement, never a client round
 trip; and it commits synchronously: a claim acknowledged to a worker survives a server crash, so no lease
 token and no politeness slot is ever handed out twice.';

@@ -223,3 +223,26 @@ def test_tasks_waiting_for_their_domains_robots_txt_hold_no_page_slot(
     first_done = min(r["completed_at"] for r in rows)
     late = next(r for r in rows if r["domain"] == hosts[4])
     assert late["started_at"] < first_done, f"the fifth host waited for a page slot: {rows}"
+
+
+@pytest.mark.slow
+def test_a_worker_claims_politely_limited_work_when_the_queue_says_it_is_in_reach_not_after_each_page(
+    db: Database, database_url: str, sandbox_factory: Any
+) -> None:
+    # Six politely limited hosts, eight pages each, at an interval as long as the claims' horizon (each claim can
+    # give a domain one slot). Claiming after each page ends would hand out one domain's slot a claim, a claim
+    # per page; waiting for the moment the queue names, one claim takes every domain whose slot came within
+    # reach meanwhile.
+    servers = [sandbox_factory() for _ in range(6)]
+    hosts = [urlsplit(s.url).netloc for s in servers]
+    config = sandbox_config(servers[0].url, min_interval_s=2.0, allowed_domains=["127.0.0.1", *hosts[1:]])
+    prepare(db, config)
+    queue = make_queue(db, config)
+    for server in servers:
+        for path in _books_of(server, "Poetry")[:8]:
+            queue.enqueue(DETAIL, {"url": server.url_for(path), "category": "Poetry"}, priority=DETAIL_PRIORITY)
+    stats = drain(database_url, config, task_types=(DETAIL,), workers=1)
+
+    assert WorkerFigures.read(queue, stats).books == 48
+    claims = sum(stats.claim_ms.values())
+    assert claims < 48 / 2, f"{claims} claims for 48 pages"  # one a page and more when claiming after each page
