@@ -1,7 +1,7 @@
 """What a site of the generic record store publishes (:class:`~book_assets.publish.publishing.Publishing`).
 
 - **export**: one table named for the site, a row per stored record: its id and URL, its fields (each a column of
-  its own, as the record dataclass names them), its category and version, the fetch it was read from, when it
+  its own, in the record dataclass's order), its category and version, the fetch it was read from, when it
   was first seen and last changed; the page's HTML with ``--with-html``.
 - **changes of a day**, **reextract** and the **daily snapshot** are refused in one line: the store keeps each
   record's latest state only (:mod:`.store`), so no day's start can be compared with its end nor a day's state
@@ -32,7 +32,8 @@ class RecordsPublishing:
             fields = row.pop("fields")
             if not with_html:
                 row.pop("raw_html", None)
-            rows.append({"id": row.pop("id"), "url": row.pop("url"), **fields, **row})
+            ordered = {name: fields.pop(name, None) for name in self.store.stored}
+            rows.append({"id": row.pop("id"), "url": row.pop("url"), **ordered, **fields, **row})
         return (ExportTable(self.store.site, rows),)
 
     def changes_of_day(self, db: Database, day: date) -> Feed:

@@ -106,13 +106,14 @@ class RecordStore:
             if f.name != KEY and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
         )
 
+    @property
+    def stored(self) -> tuple[str, ...]:
+        """The fields a record keeps in ``fields``, in the dataclass's order: all but its URL and category."""
+        return tuple(f.name for f in dataclasses.fields(self.record) if f.name not in (KEY, CATEGORY))
+
     def fields_of(self, record: Any) -> dict[str, Any]:
         """What ``record`` stores in ``fields``: every field but its URL and category, JSON-ready."""
-        return {
-            f.name: jsonable(getattr(record, f.name))
-            for f in dataclasses.fields(record)
-            if f.name not in (KEY, CATEGORY)
-        }
+        return {name: jsonable(getattr(record, name)) for name in self.stored}
 
     # ------------------------------------------------------------------ the Site's store hooks
 
