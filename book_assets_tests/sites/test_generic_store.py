@@ -160,3 +160,18 @@ def test_a_record_without_a_url_or_with_a_field_named_as_a_stored_fact_is_refuse
         RecordStore("shop", NoUrl)
     with pytest.raises(TypeError, match=r"field named as a stored fact \(version\)"):
         RecordStore("shop", Clashing)
+
+
+def test_the_dagster_check_of_a_generic_store_runs_its_query_for_its_site_alone(
+    db: Database, database_url: str
+) -> None:
+    from book_assets.defs.crawl.checks import run_check
+    from book_assets.defs.resources import DatabaseResource
+
+    _write(db, ITEM, _fetch("<p>1</p>"))
+    _write(db, replace(ITEM, url="http://other.example/1/", title=""), _fetch("<p>1</p>"), store=OTHER)
+    required = STORE.data_checks[2]
+    result = run_check(DatabaseResource(url=database_url), required)
+    assert result.passed and result.description == "all 1 items: required fields present (title, price, released)"
+    broken = run_check(DatabaseResource(url=database_url), OTHER.data_checks[2])
+    assert not broken.passed and (broken.description or "").startswith("1 of 1 records break the rule")

@@ -235,6 +235,7 @@ def test_a_definition_that_binds_no_site_of_its_name_is_one_line_naming_it(besid
         ("Shop", NO_IDENTIFIER),
         ("quotes", "is taken (known sites: books, quotes)"),
         ("registry", "is taken (known sites: books, quotes)"),
+        ("generic", "is taken (known sites: books, quotes)"),
         ("_shop", NO_IDENTIFIER),
         ("café", NO_IDENTIFIER),
     ],
