@@ -395,11 +395,11 @@ def crawled_shop() -> Iterator[str]:
     yield from serve(_CrawledShop)
 
 
-def run_cli(into: Path, database_url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    """``book-pipeline ARGS`` in the scratch project on the test database: one worker, plain HTTP, no politeness
-    interval (the shop is ours). Its sites are searched beside the installed ones by every process of the
-    command, its crawl's worker processes included (a ``sitecustomize`` on ``PYTHONPATH``), as a site written
-    into the project is found."""
+def project_env(into: Path, database_url: str) -> dict[str, str]:
+    """The environment of a command run in the scratch project on the test database: one worker, plain HTTP, no
+    politeness interval (the shop is ours). Its sites are searched beside the installed ones by every process of
+    the command, its crawl's worker processes included (a ``sitecustomize`` on ``PYTHONPATH``), as a site
+    written into the project is found."""
     boot = into / "boot"
     boot.mkdir(exist_ok=True)
     (boot / "sitecustomize.py").write_text(
@@ -407,9 +407,14 @@ def run_cli(into: Path, database_url: str, *args: str) -> subprocess.CompletedPr
         encoding="utf-8",
     )
     settings = {"WORKERS": "1", "FETCH_MODE": "http", "MIN_INTERVAL_S": "0", "DATA_DIR": str(into / ".data")}
-    env = child_env(
+    return child_env(
         DATABASE_URL=database_url, PYTHONPATH=str(boot), **{f"BOOK_PIPELINE_{k}": v for k, v in settings.items()}
     )
+
+
+def run_cli(into: Path, database_url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``book-pipeline ARGS`` in the scratch project (:func:`project_env`)."""
+    env = project_env(into, database_url)
     return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=300, cwd=into, env=env)
 
 
@@ -474,3 +479,66 @@ def test_a_filled_sites_data_checks_hold_on_its_stored_records_and_catch_a_recor
         "required_fields_present": 1,
     }
     assert list(results["required_fields_present"]["sample"]) == [untitled.url]
+
+
+#: The shop's full refresh job run in process through Dagster, its result's success and checks printed as JSON.
+FULL_REFRESH = """
+import json, sys
+import dagster as dg
+from book_assets.defs.crawl.assets import crawl_asset
+from book_assets.defs.crawl.checks import crawl_checks
+from book_assets.defs.crawl.jobs import crawl_jobs
+from book_assets.defs.resources import (
+    ArchiveResource, DatabaseResource, FetcherResource, SchedulingResource, SiteResource,
+)
+from book_assets.sites.registry import site_named
+
+site = site_named("shop")
+definitions = dg.Definitions(
+    assets=[crawl_asset(site)],
+    asset_checks=crawl_checks(site).every,
+    jobs=[crawl_jobs(site).full_refresh],
+    resources={
+        "database": DatabaseResource(url=sys.argv[1]),
+        "site": SiteResource(base_url=sys.argv[2], min_interval_s=0.0),
+        "fetcher": FetcherResource(fetch_mode="http", workers=1, concurrency=4),
+        "scheduling": SchedulingResource(),
+        "archive": ArchiveResource(),
+    },
+    executor=dg.in_process_executor,
+)
+with dg.DagsterInstance.ephemeral() as instance:
+    result = definitions.resolve_job_def("shop_full_refresh_job").execute_in_process(
+        instance=instance, raise_on_error=False
+    )
+checks = {e.check_name: [e.passed, e.description] for e in result.get_asset_check_evaluations()}
+print(json.dumps({"success": result.success, "checks": checks}))
+"""
+
+
+def test_a_filled_sites_dagster_full_refresh_stores_its_records_and_passes_its_checks(
+    scaffolded: Path, crawled_shop: str, db: Database, database_url: str
+) -> None:
+    fill(scaffolded)
+    env = project_env(scaffolded, database_url)
+    run = subprocess.run(
+        [sys.executable, "-c", FULL_REFRESH, database_url, crawled_shop],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=scaffolded,
+        env=env,
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    result = json.loads(run.stdout.strip().splitlines()[-1])
+    assert result["success"], result
+    assert {name: passed for name, (passed, _) in result["checks"].items()} == {
+        "unique_urls": True,
+        "raw_html_present": True,
+        "required_fields_present": True,
+        "crawl_complete": True,
+        "found_records": True,
+        "no_failed_listing_pages": True,
+    }
+    assert result["checks"]["required_fields_present"][1] == "all 3 records: required fields present (title)"
+    assert db.query("SELECT count(*) AS n FROM site_records WHERE site = 'shop'")[0]["n"] == 3
