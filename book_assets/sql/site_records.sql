@@ -77,3 +77,14 @@ WITH bad AS (
 SELECT (SELECT count(*) FROM bad) AS bad,
        (SELECT count(*) FROM site_records WHERE site = %(site)s) AS total,
        coalesce((SELECT (array_agg(url ORDER BY id))[1:5] FROM bad), '{}') AS sample;
+
+-- site_records_for_reextract --
+-- A site's stored pages to parse again, in id order, a batch after a given id (keyset pagination).
+SELECT id, url, raw_html FROM site_records WHERE site = %(site)s AND id > %(after)s ORDER BY id LIMIT %(limit)s;
+
+-- reextract_site_record --
+-- A record's fields parsed again from its stored page (the stored fetch stays): written, with one more version,
+-- only when its fields or category changed. Returns the row when they did (no row: nothing changed).
+UPDATE site_records SET fields = %(fields)s, category = %(category)s, version = version + 1, updated_at = now()
+WHERE id = %(id)s AND (fields, category) IS DISTINCT FROM (%(fields)s::jsonb, %(category)s::text)
+RETURNING id;

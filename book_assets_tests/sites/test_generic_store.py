@@ -1,9 +1,11 @@
 """The generic record store (``site_records``): a scaffolded site's records upserted by (site, URL) with their
 fields as JSON, a 304 confirming the stored copy only, a changed page updating its record and its version, the
-data checks catching a record without a required field, and each site's rows its own."""
+data checks catching a record without a required field, reextract repairing a record from its stored page, and
+each site's rows its own."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
@@ -11,6 +13,7 @@ from decimal import Decimal
 import pytest
 
 from book_assets.db.connection import Cursor, Database
+from book_assets.scraper.errors import ErrorKind, ParseError
 from book_assets.scraper.fetching import FetchResult, Validators, build_result
 from book_assets.settings import ConfigError
 from book_assets.sites.generic import RecordsPublishing, RecordStore
@@ -31,9 +34,22 @@ class Item:
     category: str | None = None
 
 
+class NoItem(ParseError):
+    kind = ErrorKind.NOT_A_DETAIL_PAGE
+
+
+def parse_item(html: str, url: str) -> Item:
+    """An item page of the made-up shop: its title in ``<h1>`` (the other fields as :data:`ITEM`'s)."""
+    title = re.search(r"<h1>(.*?)</h1>", html)
+    if title is None:
+        raise NoItem("no h1")
+    return replace(ITEM, url=url, title=title.group(1))
+
+
 STORE = RecordStore("shop", Item, noun="items")
 OTHER = RecordStore("other", Item)
 ITEM = Item(URL, "The first item", Decimal("12.50"), date(2026, 1, 2), ("a", "b"), "Tools")
+PUBLISHING = RecordsPublishing(STORE, parse_item, record="item")
 
 
 def _fetch(html: str, at: datetime = T0, url: str = URL) -> FetchResult:
@@ -128,13 +144,13 @@ def test_each_site_counts_and_exports_only_its_own_records(db: Database) -> None
     _write(db, replace(ITEM, url="http://other.example/1/"), _fetch("<p>1</p>"), store=OTHER)
     assert STORE.versions_since(db, since) == (1, 0)
     assert STORE.record_counts(db)["total"] == OTHER.record_counts(db)["total"] == 1
-    (table,) = RecordsPublishing(STORE).export_tables(db, with_html=False)
+    (table,) = PUBLISHING.export_tables(db, with_html=False)
     assert table.name == "shop" and [r["url"] for r in table.rows] == [URL]
     row = table.rows[0]
     assert list(row)[:6] == ["id", "url", "title", "price", "released", "tags"]
     assert (row["title"], row["category"], row["version"]) == ("The first item", "Tools", 1)
     assert "raw_html" not in row
-    (with_html,) = RecordsPublishing(STORE).export_tables(db, with_html=True)
+    (with_html,) = PUBLISHING.export_tables(db, with_html=True)
     assert with_html.rows[0]["raw_html"] == "<p>1</p>"
 
 
@@ -142,7 +158,7 @@ def test_each_site_counts_and_exports_only_its_own_records(db: Database) -> None
 def test_a_listing_stores_nothing_and_changes_are_refused_in_one_line() -> None:
     STORE.write_listing(None, Listing("http://shop.example/", (), None), None)  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match=r"^invalid setting site .*'shop' .*keeps no versions: changes needs"):
-        RecordsPublishing(STORE).changes_of_day(None, date(2026, 12, 5))  # type: ignore[arg-type]
+        PUBLISHING.changes_of_day(None, date(2026, 12, 5))  # type: ignore[arg-type]
 
 
 @pytest.mark.unit
@@ -175,3 +191,27 @@ def test_the_dagster_check_of_a_generic_store_runs_its_query_for_its_site_alone(
     assert result.passed and result.description == "all 1 items: required fields present (title, price, released)"
     broken = run_check(DatabaseResource(url=database_url), OTHER.data_checks[2])
     assert not broken.passed and (broken.description or "").startswith("1 of 1 records break the rule")
+
+
+def test_reextract_repairs_a_records_fields_from_its_stored_page_and_reports_a_page_the_parser_refuses(
+    db: Database,
+) -> None:
+    _write(db, ITEM, _fetch("<html><body><h1>The first item</h1></body></html>"))
+    second = "http://shop.example/item/2/"
+    _write(db, replace(ITEM, url=second), _fetch("<html><body><p>no title</p></body></html>", url=second))
+    _write(db, replace(ITEM, url="http://other.example/1/"), _fetch("<p>1</p>"), store=OTHER)
+    db.query(
+        'UPDATE site_records SET fields = fields || \'{"title": "corrupted"}\' WHERE url = %(url)s RETURNING id',
+        {"url": URL},
+    )
+    done = PUBLISHING.reextract(db, batch_size=1)
+    assert done.line() == "re-extracted 2 items: 1 changed, 1 unparseable (1 not_a_detail_page)"
+    assert done.errors == (f"{second}: not_a_detail_page: no h1",)
+    rows = db.query(
+        "SELECT url, fields ->> 'title' AS title, version FROM site_records WHERE site = 'shop' ORDER BY id"
+    )
+    assert [(r["url"], r["title"], r["version"]) for r in rows] == [
+        (URL, "The first item", 2),
+        (second, "The first item", 1),
+    ]
+    assert PUBLISHING.reextract(db).changed == 0

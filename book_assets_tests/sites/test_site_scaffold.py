@@ -450,6 +450,10 @@ def test_a_filled_site_crawls_and_stores_its_records_which_status_and_export_sho
     exported_rows = sorted((json.loads(line) for line in lines), key=lambda row: row["url"])  # in id order: as stored
     assert [row["title"] for row in exported_rows] == ["The first item", "The second item", "The third item"]
 
+    reextracted = run_cli(scaffolded, database_url, "reextract", "--site", NAME)
+    assert reextracted.returncode == 0, reextracted.stdout + reextracted.stderr
+    assert reextracted.stdout.startswith("re-extracted 3 records: 0 changed, 0 unparseable"), reextracted.stdout
+
     refused = run_cli(scaffolded, database_url, "changes", "--site", NAME)
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stdout + refused.stderr
     assert "keeps no versions: changes needs a store of its own" in refused.stderr

@@ -6,7 +6,7 @@ record's fields as JSON, its category (the record's ``category`` field, where it
 from (its HTML, the served bytes when the HTML does not reproduce them, the fetch's hash, status and time) and
 when it was first seen and last changed. A :class:`RecordStore` is bound to one site and its record dataclass and
 gives the definition its store hooks (``write_detail``, ``revalidate_detail``, ``write_listing``,
-``record_counts``, ``versions_since``) and its data checks; :mod:`.publishing` gives its export.
+``record_counts``, ``versions_since``) and its data checks; :mod:`.publishing` gives its export and re-extraction.
 
 Only each record's latest state is kept: ``version`` counts the states it went through (1 at first sight, one
 more each time its fields or category changed), so ``status`` and a run's figures count new and changed records,
@@ -117,17 +117,23 @@ class RecordStore:
 
     # ------------------------------------------------------------------ the Site's store hooks
 
+    def columns_of(self, record: Any) -> dict[str, Any]:
+        """``record``'s ``fields`` (as JSON) and ``category`` as a query takes them."""
+        category = getattr(record, CATEGORY, None)
+        return {
+            "fields": psycopg2.extras.Json(self.fields_of(record), dumps=_dumps),
+            "category": None if category is None else str(category),
+        }
+
     def write_detail(self, cur: Cursor, record: Any, fetched: FetchResult, *, requested_url: str) -> Stored:
         """Upsert ``record`` by its site and URL, with the page's HTML and the fetch it came from; new, changed
         (its fields or category differ from the stored ones) or unchanged, and its version."""
-        category = getattr(record, CATEGORY, None)
         cur.execute(
             Q["upsert_site_record"],
             {
                 "site": self.site,
                 "url": getattr(record, KEY),
-                "fields": psycopg2.extras.Json(self.fields_of(record), dumps=_dumps),
-                "category": None if category is None else str(category),
+                **self.columns_of(record),
                 "raw_html": fetched.html,
                 "raw_body": None if fetched.html.encode("utf-8") == fetched.body else psycopg2.Binary(fetched.body),
                 "content_hash": fetched.content_hash,
