@@ -283,7 +283,7 @@ class _Shop(BaseHTTPRequestHandler):
     """A made-up shop: its listing at ``/``, its item at ``/item/1/``, nothing else. Each page carries an ETag (its
     body's hash) and answers a request that sends it back with a 304."""
 
-    pages = SHOP_PAGES
+    pages: ClassVar[dict[str, str]] = SHOP_PAGES
     #: The paths answered with a 304, in turn.
     not_modified: ClassVar[list[str]] = []
 
@@ -385,12 +385,14 @@ CRAWLED_SHOP = {
 
 
 class _CrawledShop(_Shop):
-    pages = CRAWLED_SHOP
+    pages: ClassVar[dict[str, str]] = dict(CRAWLED_SHOP)
     not_modified: ClassVar[list[str]] = []
 
 
 @pytest.fixture
 def crawled_shop() -> Iterator[str]:
+    """The shop of :data:`CRAWLED_SHOP` served: a test may change a page of ``_CrawledShop.pages``."""
+    _CrawledShop.pages = dict(CRAWLED_SHOP)
     _CrawledShop.not_modified.clear()
     yield from serve(_CrawledShop)
 
@@ -432,23 +434,29 @@ def test_a_filled_site_crawls_and_stores_its_records_which_status_and_export_sho
     ]
     assert [r["raw_html"] for r in rows] == [CRAWLED_SHOP[f"/item/{n}/"] for n in (1, 2, 3)]
 
+    _CrawledShop.pages["/item/2/"] = _item("The second item, revised")
     again = run_cli(scaffolded, database_url, "crawl", "--site", NAME, "--base-url", crawled_shop)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
-    confirmed = db.query("SELECT version, fetched_at FROM site_records ORDER BY url")
-    assert {"/item/1/", "/item/2/", "/item/3/"} <= set(_CrawledShop.not_modified)
-    assert [r["version"] for r in confirmed] == [1, 1, 1]  # each item page answered 304: its record stands
-    assert all(c["fetched_at"] > r["fetched_at"] for c, r in zip(confirmed, rows, strict=True))
+    recrawled = db.query("SELECT fields ->> 'title' AS title, version, fetched_at FROM site_records ORDER BY url")
+    assert {"/item/1/", "/item/3/"} <= set(_CrawledShop.not_modified) and "/item/2/" not in _CrawledShop.not_modified
+    # items 1 and 3 answered 304: their records stand, seen again; item 2 changed: its record is updated
+    assert [(r["title"], r["version"]) for r in recrawled] == [
+        ("The first item", 1),
+        ("The second item, revised", 2),
+        ("The third item", 1),
+    ]
+    assert all(c["fetched_at"] > r["fetched_at"] for c, r in zip(recrawled, rows, strict=True))
 
     status = run_cli(scaffolded, database_url, "status", "--site", NAME)
     assert status.returncode == 0, status.stdout + status.stderr
-    assert "records total 3 / unique URLs 3 / with raw HTML 3; versions 3" in status.stdout
+    assert "records total 3 / unique URLs 3 / with raw HTML 3; versions 4" in status.stdout
 
     exported = run_cli(scaffolded, database_url, "export", "--site", NAME, "--into", str(scaffolded / "out"))
     assert exported.returncode == 0, exported.stdout + exported.stderr
     assert exported.stdout == f"wrote 3 {NAME} to {scaffolded / 'out' / f'{NAME}.jsonl'}\n"
     lines = (scaffolded / "out" / f"{NAME}.jsonl").read_text(encoding="utf-8").splitlines()
     exported_rows = sorted((json.loads(line) for line in lines), key=lambda row: row["url"])  # in id order: as stored
-    assert [row["title"] for row in exported_rows] == ["The first item", "The second item", "The third item"]
+    assert [row["title"] for row in exported_rows] == ["The first item", "The second item, revised", "The third item"]
 
     reextracted = run_cli(scaffolded, database_url, "reextract", "--site", NAME)
     assert reextracted.returncode == 0, reextracted.stdout + reextracted.stderr
