@@ -120,6 +120,8 @@ class DataCheck:
         rule: The rule in a few words, for the result ("one row per URL").
         description: What the check guards, for the catalog.
         rows: What the rows looked at are called in the result ("books").
+        params: The statement's parameters (``%(site)s``), where it takes any: a check of a table that several
+            sites share names its site (:mod:`book_assets.sites.generic`); None: a statement without any.
     """
 
     name: str
@@ -127,6 +129,7 @@ class DataCheck:
     rule: str
     description: str
     rows: str
+    params: Mapping[str, Any] | None = field(default=None, hash=False)
 
 
 @dataclass(frozen=True)

@@ -1627,6 +1627,61 @@ CREATE TABLE public.schema_migrations (
     applied_at timestamp with time zone DEFAULT now() NOT NULL
 );
 
+CREATE TABLE public.site_records (
+    id bigint NOT NULL,
+    site text NOT NULL,
+    url text NOT NULL,
+    fields jsonb NOT NULL,
+    category text,
+    version integer DEFAULT 1 NOT NULL,
+    raw_html text NOT NULL,
+    raw_body bytea,
+    content_hash text NOT NULL,
+    http_status smallint,
+    fetched_at timestamp with time zone,
+    first_seen_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+COMMENT ON TABLE public.site_records IS 'Every detail record of the catalogues stored by the generic record store, one row per site and page URL, in
+its latest state with the page it was read from (upsert_site_record in site_records.sql). Its earlier states are
+not kept: version counts them.';
+
+COMMENT ON COLUMN public.site_records.id IS 'Surrogate key.';
+
+COMMENT ON COLUMN public.site_records.site IS 'The site definition''s name (--site).';
+
+COMMENT ON COLUMN public.site_records.url IS 'The canonical URL the page was served from: the record''s key within its site.';
+
+COMMENT ON COLUMN public.site_records.fields IS 'The record''s fields but its URL and category, as JSON (dates as ISO text, decimals as text, tuples as arrays).';
+
+COMMENT ON COLUMN public.site_records.category IS 'The record''s category field, where its record has one; else NULL.';
+
+COMMENT ON COLUMN public.site_records.version IS '1 when first stored, then one more each time its fields or category changed.';
+
+COMMENT ON COLUMN public.site_records.raw_html IS 'The served HTML the row was read from, as decoded.';
+
+COMMENT ON COLUMN public.site_records.raw_body IS 'The served bytes when raw_html does not reproduce them (invalid UTF-8, a legacy charset), else NULL.';
+
+COMMENT ON COLUMN public.site_records.content_hash IS 'sha256 of the served bytes of that fetch: what a 304 is checked against.';
+
+COMMENT ON COLUMN public.site_records.http_status IS 'HTTP status of that fetch.';
+
+COMMENT ON COLUMN public.site_records.fetched_at IS 'When the page was last fetched or confirmed by a 304: the last time the record was seen.';
+
+COMMENT ON COLUMN public.site_records.first_seen_at IS 'When the record was first stored.';
+
+COMMENT ON COLUMN public.site_records.updated_at IS 'When its fields or category last changed (first_seen_at until then).';
+
+ALTER TABLE public.site_records ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.site_records_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
 CREATE TABLE public.tasks (
     id bigint NOT NULL,
     task_type text NOT NULL,
@@ -1754,6 +1809,12 @@ ALTER TABLE ONLY public.robots_txt
 
 ALTER TABLE ONLY public.schema_migrations
     ADD CONSTRAINT schema_migrations_pkey PRIMARY KEY (version);
+
+ALTER TABLE ONLY public.site_records
+    ADD CONSTRAINT site_records_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.site_records
+    ADD CONSTRAINT site_records_site_url_key UNIQUE (site, url);
 
 ALTER TABLE ONLY public.tasks
     ADD CONSTRAINT tasks_pkey PRIMARY KEY (id);

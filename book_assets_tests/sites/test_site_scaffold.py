@@ -1,17 +1,24 @@
 """``book-pipeline site new NAME``: a new catalogue's definition and tests, written into a scratch project.
 
 What it writes must type-check, lint and import as it stands, its test must fail naming what to fill until
-the TODO marks are done and pass once they are, and the registry must reach it by name with no edit of its own.
+the TODO marks are done and pass once they are, the registry must reach it by name with no edit of its own, and,
+once filled, it must crawl a local copy and store its records in the generic record store, which ``status`` and
+``export`` read.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any, ClassVar
 
 import dagster as dg
 import pytest
@@ -19,7 +26,9 @@ from click.testing import CliRunner
 
 import book_assets.sites
 from book_assets.cli import main
+from book_assets.db.connection import Cursor, Database
 from book_assets.scraper.errors import NotAListingPage
+from book_assets.scraper.fetching import build_result
 from book_assets.settings import PROJECT_ROOT, ConfigError
 from book_assets.sites.registry import known, site_named
 from book_assets_tests.conftest import child_env
@@ -121,15 +130,20 @@ def test_the_generated_test_names_the_selectors_to_fill_once_pages_are_recorded(
     )
 
 
-def test_the_generated_test_passes_once_the_selectors_read_the_recorded_pages(scaffolded: Path) -> None:
-    pages = scaffolded / "book_assets_tests" / "sites" / NAME / "pages"
+def fill(into: Path) -> None:
+    """Record the shop's pages and fill the written definition's selectors, as a user does."""
+    pages = into / "book_assets_tests" / "sites" / NAME / "pages"
     (pages / "listing.html").write_text(LISTING, encoding="utf-8")
     (pages / "detail.html").write_text(DETAIL, encoding="utf-8")
-    definition = scaffolded / "book_assets" / "sites" / NAME / "definition.py"
+    definition = into / "book_assets" / "sites" / NAME / "definition.py"
     text = definition.read_text(encoding="utf-8")
     for todo, selector in FILLED.items():
         text = text.replace(todo, selector)
     definition.write_text(text, encoding="utf-8")
+
+
+def test_the_generated_test_passes_once_the_selectors_read_the_recorded_pages(scaffolded: Path) -> None:
+    fill(scaffolded)
     result = run_generated_tests(scaffolded)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "4 passed" in result.stdout
@@ -182,7 +196,14 @@ def test_the_code_location_serves_a_written_definition_as_a_catalogue_of_its_own
     schedule = repo.get_schedule_def("shop_daily_full_refresh")
     assert schedule.default_status == dg.DefaultScheduleStatus.STOPPED
     checks = {k.name for k in repo.asset_graph.asset_check_keys if k.asset_key.path[0] == NAME}
-    assert checks == {"crawl_complete", "found_records", "no_failed_listing_pages"}
+    assert checks == {
+        "unique_urls",
+        "raw_html_present",
+        "required_fields_present",
+        "crawl_complete",
+        "found_records",
+        "no_failed_listing_pages",
+    }
 
 
 def test_a_definition_that_does_not_load_is_left_out_of_the_code_location_with_a_warning(
@@ -214,6 +235,7 @@ def test_a_definition_that_binds_no_site_of_its_name_is_one_line_naming_it(besid
         ("Shop", NO_IDENTIFIER),
         ("quotes", "is taken (known sites: books, quotes)"),
         ("registry", "is taken (known sites: books, quotes)"),
+        ("generic", "is taken (known sites: books, quotes)"),
         ("_shop", NO_IDENTIFIER),
         ("café", NO_IDENTIFIER),
     ],
@@ -258,14 +280,28 @@ SHOP_PAGES = {"/": LISTING, "/item/1/": DETAIL}
 
 
 class _Shop(BaseHTTPRequestHandler):
-    """A made-up shop: its listing at ``/``, its item at ``/item/1/``, nothing else."""
+    """A made-up shop: its listing at ``/``, its item at ``/item/1/``, nothing else. Each page carries an ETag (its
+    body's hash) and answers a request that sends it back with a 304."""
+
+    pages: ClassVar[dict[str, str]] = SHOP_PAGES
+    #: The paths answered with a 304, in turn.
+    not_modified: ClassVar[list[str]] = []
 
     def do_GET(self) -> None:
-        page = SHOP_PAGES.get(self.path)
+        page = self.pages.get(self.path)
         body = (page or "<html><body>Not Found</body></html>").encode()
+        etag = f'"{hashlib.sha256(body).hexdigest()[:16]}"'
+        if page and self.headers.get("If-None-Match") == etag:
+            self.not_modified.append(self.path)
+            self.send_response(304)
+            self.send_header("ETag", etag)
+            self.end_headers()
+            return
         self.send_response(200 if page else 404)
         self.send_header("Content-Type", "text/html; charset=utf-8")
         self.send_header("Content-Length", str(len(body)))
+        if page:
+            self.send_header("ETag", etag)
         self.end_headers()
         self.wfile.write(body)
 
@@ -273,9 +309,8 @@ class _Shop(BaseHTTPRequestHandler):
         pass
 
 
-@pytest.fixture
-def shop_server() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Shop)
+def serve(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -283,6 +318,11 @@ def shop_server() -> Iterator[str]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+@pytest.fixture
+def shop_server() -> Iterator[str]:
+    yield from serve(_Shop)
 
 
 def test_recorded_pages_are_saved_as_the_fixtures_the_generated_test_reads(tmp_path: Path, shop_server: str) -> None:
@@ -327,3 +367,191 @@ def test_a_page_that_cannot_be_recorded_is_one_line_and_nothing_is_written(tmp_p
         result.stderr.startswith(f"error: --record {shop_server}missing/: http_404") and result.stderr.count("\n") == 1
     )
     assert list(tmp_path.iterdir()) == []
+
+
+def _item(title: str) -> str:
+    return f'<html><body><div class="item"><h1>{title}</h1></div></body></html>'
+
+
+#: A shop of two listing pages and three items, which the filled selectors read.
+CRAWLED_SHOP = {
+    "/": '<html><body><ul class="items"><li><a href="item/1/">One</a></li><li><a href="item/2/">Two</a></li></ul>'
+    '<a class="next" href="page/2/">next</a></body></html>',
+    "/page/2/": '<html><body><ul class="items"><li><a href="/item/3/">Three</a></li></ul></body></html>',
+    "/item/1/": _item(" The  first item "),
+    "/item/2/": _item("The second item"),
+    "/item/3/": _item("The third item"),
+}
+
+
+class _CrawledShop(_Shop):
+    pages: ClassVar[dict[str, str]] = dict(CRAWLED_SHOP)
+    not_modified: ClassVar[list[str]] = []
+
+
+@pytest.fixture
+def crawled_shop() -> Iterator[str]:
+    """The shop of :data:`CRAWLED_SHOP` served: a test may change a page of ``_CrawledShop.pages``."""
+    _CrawledShop.pages = dict(CRAWLED_SHOP)
+    _CrawledShop.not_modified.clear()
+    yield from serve(_CrawledShop)
+
+
+def project_env(into: Path, database_url: str) -> dict[str, str]:
+    """The environment of a command run in the scratch project on the test database: one worker, plain HTTP, no
+    politeness interval (the shop is ours). Its sites are searched beside the installed ones by every process of
+    the command, its crawl's worker processes included (a ``sitecustomize`` on ``PYTHONPATH``), as a site
+    written into the project is found."""
+    boot = into / "boot"
+    boot.mkdir(exist_ok=True)
+    (boot / "sitecustomize.py").write_text(
+        f"import book_assets.sites\nbook_assets.sites.__path__.append({str(into / 'book_assets' / 'sites')!r})\n",
+        encoding="utf-8",
+    )
+    settings = {"WORKERS": "1", "FETCH_MODE": "http", "MIN_INTERVAL_S": "0", "DATA_DIR": str(into / ".data")}
+    return child_env(
+        DATABASE_URL=database_url, PYTHONPATH=str(boot), **{f"BOOK_PIPELINE_{k}": v for k, v in settings.items()}
+    )
+
+
+def run_cli(into: Path, database_url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``book-pipeline ARGS`` in the scratch project (:func:`project_env`)."""
+    env = project_env(into, database_url)
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=300, cwd=into, env=env)
+
+
+def test_a_filled_site_crawls_and_stores_its_records_which_status_and_export_show(
+    scaffolded: Path, crawled_shop: str, db: Database, database_url: str
+) -> None:
+    fill(scaffolded)
+    first = run_cli(scaffolded, database_url, "crawl", "--site", NAME, "--base-url", crawled_shop)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    rows = db.query("SELECT url, fields, category, version, raw_html, fetched_at FROM site_records ORDER BY url")
+    assert [(r["url"], r["fields"], r["version"]) for r in rows] == [
+        (f"{crawled_shop}item/1/", {"title": "The first item"}, 1),
+        (f"{crawled_shop}item/2/", {"title": "The second item"}, 1),
+        (f"{crawled_shop}item/3/", {"title": "The third item"}, 1),
+    ]
+    assert [r["raw_html"] for r in rows] == [CRAWLED_SHOP[f"/item/{n}/"] for n in (1, 2, 3)]
+
+    _CrawledShop.pages["/item/2/"] = _item("The second item, revised")
+    again = run_cli(scaffolded, database_url, "crawl", "--site", NAME, "--base-url", crawled_shop)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    recrawled = db.query("SELECT fields ->> 'title' AS title, version, fetched_at FROM site_records ORDER BY url")
+    assert {"/item/1/", "/item/3/"} <= set(_CrawledShop.not_modified) and "/item/2/" not in _CrawledShop.not_modified
+    # items 1 and 3 answered 304: their records stand, seen again; item 2 changed: its record is updated
+    assert [(r["title"], r["version"]) for r in recrawled] == [
+        ("The first item", 1),
+        ("The second item, revised", 2),
+        ("The third item", 1),
+    ]
+    assert all(c["fetched_at"] > r["fetched_at"] for c, r in zip(recrawled, rows, strict=True))
+
+    status = run_cli(scaffolded, database_url, "status", "--site", NAME)
+    assert status.returncode == 0, status.stdout + status.stderr
+    assert "records total 3 / unique URLs 3 / with raw HTML 3; versions 4" in status.stdout
+
+    exported = run_cli(scaffolded, database_url, "export", "--site", NAME, "--into", str(scaffolded / "out"))
+    assert exported.returncode == 0, exported.stdout + exported.stderr
+    assert exported.stdout == f"wrote 3 {NAME} to {scaffolded / 'out' / f'{NAME}.jsonl'}\n"
+    lines = (scaffolded / "out" / f"{NAME}.jsonl").read_text(encoding="utf-8").splitlines()
+    exported_rows = sorted((json.loads(line) for line in lines), key=lambda row: row["url"])  # in id order: as stored
+    assert [row["title"] for row in exported_rows] == ["The first item", "The second item, revised", "The third item"]
+
+    reextracted = run_cli(scaffolded, database_url, "reextract", "--site", NAME)
+    assert reextracted.returncode == 0, reextracted.stdout + reextracted.stderr
+    assert reextracted.stdout.startswith("re-extracted 3 records: 0 changed, 0 unparseable"), reextracted.stdout
+
+    refused = run_cli(scaffolded, database_url, "changes", "--site", NAME)
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stdout + refused.stderr
+    assert "keeps no versions: changes needs a store of its own" in refused.stderr
+
+
+def test_a_filled_sites_data_checks_hold_on_its_stored_records_and_catch_a_record_without_its_title(
+    beside_the_shipped_sites: Path, db: Database
+) -> None:
+    fill(beside_the_shipped_sites)
+    site = site_named(NAME)
+    url = "http://127.0.0.1:8800/item/1/"
+    html = _item("The first item")
+    record = site.parse_detail(html, None, url)
+    untitled = replace(record, url="http://127.0.0.1:8800/item/2/", title="")
+    fetched = build_result(
+        url=url, final_url=url, status=200, headers={}, body=html.encode(), fetched_at=datetime.now(UTC), elapsed_s=0.0
+    )
+    for stored in (record, untitled):
+
+        def _write(cur: Cursor, r: Any = stored) -> None:
+            site.write_detail(cur, r, fetched, requested_url=r.url)
+
+        db.run(_write)
+    results = {check.name: db.query(check.sql, check.params)[0] for check in site.data_checks}
+    assert {name: int(row["bad"]) for name, row in results.items()} == {
+        "unique_urls": 0,
+        "raw_html_present": 0,
+        "required_fields_present": 1,
+    }
+    assert list(results["required_fields_present"]["sample"]) == [untitled.url]
+
+
+#: The shop's full refresh job run in process through Dagster, its result's success and checks printed as JSON.
+FULL_REFRESH = """
+import json, sys
+import dagster as dg
+from book_assets.defs.crawl.assets import crawl_asset
+from book_assets.defs.crawl.checks import crawl_checks
+from book_assets.defs.crawl.jobs import crawl_jobs
+from book_assets.defs.resources import (
+    ArchiveResource, DatabaseResource, FetcherResource, SchedulingResource, SiteResource,
+)
+from book_assets.sites.registry import site_named
+
+site = site_named("shop")
+definitions = dg.Definitions(
+    assets=[crawl_asset(site)],
+    asset_checks=crawl_checks(site).every,
+    jobs=[crawl_jobs(site).full_refresh],
+    resources={
+        "database": DatabaseResource(url=sys.argv[1]),
+        "site": SiteResource(base_url=sys.argv[2], min_interval_s=0.0),
+        "fetcher": FetcherResource(fetch_mode="http", workers=1, concurrency=4),
+        "scheduling": SchedulingResource(),
+        "archive": ArchiveResource(),
+    },
+    executor=dg.in_process_executor,
+)
+with dg.DagsterInstance.ephemeral() as instance:
+    result = definitions.resolve_job_def("shop_full_refresh_job").execute_in_process(
+        instance=instance, raise_on_error=False
+    )
+checks = {e.check_name: [e.passed, e.description] for e in result.get_asset_check_evaluations()}
+print(json.dumps({"success": result.success, "checks": checks}))
+"""
+
+
+def test_a_filled_sites_dagster_full_refresh_stores_its_records_and_passes_its_checks(
+    scaffolded: Path, crawled_shop: str, db: Database, database_url: str
+) -> None:
+    fill(scaffolded)
+    env = project_env(scaffolded, database_url)
+    run = subprocess.run(
+        [sys.executable, "-c", FULL_REFRESH, database_url, crawled_shop],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=scaffolded,
+        env=env,
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    result = json.loads(run.stdout.strip().splitlines()[-1])
+    assert result["success"], result
+    assert {name: passed for name, (passed, _) in result["checks"].items()} == {
+        "unique_urls": True,
+        "raw_html_present": True,
+        "required_fields_present": True,
+        "crawl_complete": True,
+        "found_records": True,
+        "no_failed_listing_pages": True,
+    }
+    assert result["checks"]["required_fields_present"][1] == "all 3 records: required fields present (title)"
+    assert db.query("SELECT count(*) AS n FROM site_records WHERE site = 'shop'")[0]["n"] == 3

@@ -52,7 +52,7 @@ from book_assets.store.drift import unaccepted_drift
 def run_check(database: DatabaseResource, check: DataCheck) -> dg.AssetCheckResult:
     """The result of one of a site's data checks: passed when no row breaks its rule."""
     with transient_only(None), database.open(application_name="book-pipeline checks") as db:
-        row = db.query(check.sql)[0]
+        row = db.query(check.sql, check.params)[0]
     bad, total = int(row["bad"]), int(row["total"])
     sample = list(row["sample"] or [])
     rows, rule = check.rows, check.rule

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 TEMPLATES = Path(__file__).parent / "templates"
 #: Names a new site cannot take: the modules of ``book_assets.sites`` that are not sites.
-RESERVED = frozenset({"site", "registry", "scaffold"})
+RESERVED = frozenset({"site", "registry", "scaffold", "generic"})
 #: The start page a definition is written with when ``site new`` is given none: a TODO of its own.
 PLACEHOLDER_URL = "https://example.com/"
 #: Characters a URL written into a generated module's string literal may not hold.
