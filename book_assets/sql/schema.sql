@@ -531,6 +531,21 @@ END $$;
 COMMENT ON FUNCTION public.queue_claim_save_rounds_v2(p_rounds public.queue_claim_rounds) IS 'Save a fair claim''s round-robin state (queue_claim_rounds): each member''s current, budget and idleness,
 writing only the rows that changed. The claim holds its scopes'' locks, so the state is shared by every worker.';
 
+CREATE FUNCTION public.queue_claim_save_slots_v1(p_claimed public.queue_claim_state, p_horizon_s double precision) RETURNS timestamp with time zone
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    UPDATE domains dm SET next_slot_at = u.next
+    FROM unnest(p_claimed.domains, p_claimed.next_slot, p_claimed.moved) AS u(name, next, moved)
+    WHERE u.moved AND dm.domain = u.name;
+    RETURN (SELECT min(queue_claim_return_at_v1(u.next, u.interval_s, p_horizon_s))
+            FROM unnest(p_claimed.next_slot, p_claimed.interval_s, p_claimed.allowance) AS u(next, interval_s, allowance)
+            WHERE u.interval_s > 0 AND u.allowance <= 0);
+END $$;
+
+COMMENT ON FUNCTION public.queue_claim_save_slots_v1(p_claimed public.queue_claim_state, p_horizon_s double precision) IS 'Save the next slots of the domains a claim''s picks moved, and return when to come back for the throttled domains
+whose slots the picks used up (queue_claim_return_at_v1), as the claim says for the domains it found blocked.';
+
 CREATE FUNCTION public.queue_claim_scheduled_v2(p_n integer, p_types text[], p_interleaved boolean, p_now timestamp with time zone, INOUT claimed public.queue_claim_state, INOUT rounds public.queue_claim_rounds) RETURNS record
     LANGUAGE plpgsql
     AS $$
@@ -655,14 +670,7 @@ BEGIN
             claimed := r.claimed;
             PERFORM queue_claim_save_rounds_v2(r.rounds);
         END IF;
-        UPDATE domains dm SET next_slot_at = u.next
-        FROM unnest(claimed.domains, claimed.next_slot, claimed.moved) AS u(name, next, moved)
-        WHERE u.moved AND dm.domain = u.name;
-        -- the domains whose slots the picks used up: when to come back for them, as for the blocked ones
-        claimed.next_at := least(claimed.next_at, (
-            SELECT min(queue_claim_return_at_v1(u.next, u.interval_s, p_horizon_s))
-            FROM unnest(claimed.next_slot, claimed.interval_s, claimed.allowance) AS u(next, interval_s, allowance)
-            WHERE u.interval_s > 0 AND u.allowance <= 0));
+        claimed.next_at := least(claimed.next_at, queue_claim_save_slots_v1(claimed, p_horizon_s));
     END IF;
     -- 6. leases
     RETURN QUERY SELECT * FROM queue_claim_lease_v1(p_request, p_scheduled, p_worker, p_lease_s, v_now, claimed.ids,
@@ -684,7 +692,7 @@ COMMENT ON FUNCTION public.queue_claim_v3(p_request uuid, p_worker text, p_n int
    queue_claim_interleaved_v2 (p_interleave alone: round-robin over types, pick by pick) or
    queue_claim_plain_v1 (priority, then age). A fair strategy starts from the scopes'' round-robin state
    (queue_claim_rounds_v2), which is saved once after (queue_claim_save_rounds_v2); so are the domains'' next
-   slots, and when to come back for the domains whose slots the picks used up (queue_claim_return_at_v1);
+   slots, with when to come back for the domains whose slots the picks used up (queue_claim_save_slots_v1);
 6. the picked tasks are leased, marked with the request and charged to their budgets (queue_claim_lease_v1),
    each row saying when to come back for the work that waits for a politeness slot, or one row with a NULL id
    says only that.
