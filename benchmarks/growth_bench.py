@@ -257,9 +257,54 @@ def _crawl(url: str, settings: dict[str, Any], extra_starts: list[str], out: Con
     out.close()
 
 
+#: The statements a crawl's breakdown lists, by their time in PostgreSQL's executor.
+TOP_STATEMENTS = 8
+
+
+def _statements_reset(url: str) -> str | None:
+    """Start pg_stat_statements' count afresh for this database; why not, when the server cannot (the extension
+    is not in ``shared_preload_libraries``, as on the embedded server)."""
+    conn = psycopg2.connect(url)
+    conn.autocommit = True
+    try:
+        with conn.cursor() as cur:
+            cur.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+            cur.execute("SELECT pg_stat_statements_reset()")
+    except psycopg2.Error as exc:
+        return f"unavailable: {str(exc).strip().splitlines()[0]}"
+    finally:
+        conn.close()
+    return None
+
+
+def _statements(url: str, pages: int) -> list[dict[str, Any]]:
+    """The crawl's top-level statements in this database by executor time: calls and milliseconds a page."""
+    conn = psycopg2.connect(url)
+    with conn.cursor() as cur:
+        cur.execute(
+            "SELECT calls, total_exec_time, rows, left(regexp_replace(query, '\\s+', ' ', 'g'), 90)"
+            " FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())"
+            " ORDER BY total_exec_time DESC LIMIT %s",
+            (TOP_STATEMENTS,),
+        )
+        rows = cur.fetchall()
+    conn.close()
+    return [
+        {
+            "query": query,
+            "calls_per_page": round(calls / pages, 3),
+            "exec_ms_per_page": round(total_ms / pages, 3),
+            "mean_ms": round(total_ms / calls, 3) if calls else 0.0,
+        }
+        for calls, total_ms, _rows, query in rows
+    ]
+
+
 def measure(url: str, sandbox: Sandbox, settings: dict[str, Any], extra_starts: list[str]) -> dict[str, Any]:
-    """One crawl in a spawned process, with the CPU of every process involved over its span."""
+    """One crawl in a spawned process, with the CPU of every process involved over its span, and PostgreSQL's
+    time by statement where the server keeps pg_stat_statements."""
     postmaster = _postmaster(url)
+    statements_unavailable = _statements_reset(url)
     ctx = multiprocessing.get_context("spawn")
     receive, send = ctx.Pipe(duplex=False)
     pg0, sb0 = _postgres_cpu_s(postmaster), sandbox.cpu_s()
@@ -285,6 +330,7 @@ def measure(url: str, sandbox: Sandbox, settings: dict[str, Any], extra_starts: 
         1000 * (cpu["coordinator"] + cpu["workers"] + cpu["postgres"]) / pages, 3
     )
     result["sandbox_peak_rss_mb"] = sandbox.peak_rss_mb()
+    result["postgres_statements"] = statements_unavailable or _statements(url, pages)
     return result
 
 
@@ -504,6 +550,13 @@ def machine() -> dict[str, Any]:
     }
 
 
+def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run whose day-0 share of the politeness bound is the median of ``runs``, with every run's share."""
+    ranked = sorted(runs, key=lambda run: float(run["day0"]["share_of_bound"]))
+    median = ranked[(len(ranked) - 1) // 2]
+    return {**median, "shares_of_bound": [run["day0"]["share_of_bound"] for run in runs]}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cases", default="1000,10000", help="comma-separated: 1000, 10000, 100000, hosts, none")
@@ -516,6 +569,9 @@ def main() -> None:
     parser.add_argument("--sandbox-pass", type=int, default=0, metavar="N", help="only a full pass over N books")
     parser.add_argument("--fetch-mode", default="http", choices=("http", "browser", "adaptive"))
     parser.add_argument("--day0-only", action="store_true", help="no day-1 re-crawl")
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="crawl the hosts case N times and report the run of median share"
+    )
     parser.add_argument("--svg", type=Path, help="write the plot of CPU ms per page against catalogue size here")
     parser.add_argument(
         "--merge", type=Path, nargs="*", default=[], help="earlier outputs of this script whose cases join this run's"
@@ -529,7 +585,9 @@ def main() -> None:
     cases: dict[str, Any] = {}
     for name in names:
         if name == "hosts":
-            case = run_case(url, args.host_books, args.hosts, args.interval, args)
+            case = median_run(
+                [run_case(url, args.host_books, args.hosts, args.interval, args) for _ in range(args.repeat)]
+            )
         else:
             case = run_case(url, int(name), 1, None, args)
         name = name if args.fetch_mode == "http" else f"{args.fetch_mode}-{name}"
