@@ -128,10 +128,15 @@ CREATE FUNCTION public.queue_claim_domains_v3(p_n integer, p_types text[], p_now
 DECLARE
     r       RECORD;
     v_slot  TIMESTAMPTZ;
-    v_window DOUBLE PRECISION;
     k       INTEGER;
     claimed queue_claim_state := ROW('{}', '{}', '{}', '{}', '{}', '{}', NULL, '{}', '{}');
 BEGIN
+    -- the domains whose next slot is not within its window yet are neither probed nor locked (at many hosts most
+    -- are, and a claim's cost would follow them): when to come back for the first of them, work or none (one
+    -- without work costs at most an early claim)
+    claimed.next_at := (SELECT min(queue_claim_return_at_v1(d.next_slot_at, d.min_interval_s, p_horizon_s))
+                        FROM domains d WHERE d.min_interval_s > 0
+                          AND queue_claim_window_closed_v1(d.next_slot_at, d.min_interval_s, p_now, p_horizon_s));
     FOR r IN
         SELECT d.domain, d.min_interval_s, d.max_in_flight, d.next_slot_at FROM domains d
         -- one probe of idx_tasks_pending_domain per domain: LIMIT 1 rules out a hash join over every due task,
@@ -141,20 +146,14 @@ BEGIN
                             WHERE t.status = 'pending' AND t.domain = d.domain AND t.run_at <= p_now
                               AND t.task_type = ANY(p_types)
                             ORDER BY t.run_at LIMIT 1) due
-        WHERE d.min_interval_s > 0 OR d.max_in_flight IS NOT NULL
+        WHERE (d.min_interval_s > 0 OR d.max_in_flight IS NOT NULL)
+          AND NOT queue_claim_window_closed_v1(d.next_slot_at, d.min_interval_s, p_now, p_horizon_s)
         ORDER BY d.domain FOR UPDATE OF d
     LOOP
         v_slot := queue_first_slot_v1(r.next_slot_at, r.min_interval_s, p_now);
         IF r.min_interval_s > 0 THEN
-            -- the first slot is handed out within its window: the horizon, and three quarters of an interval, so
-            -- the holder of the slot before it has a quarter interval to start on its own slot first
-            v_window := least(p_horizon_s, 0.75 * r.min_interval_s);
-            IF v_slot - make_interval(secs => v_window) > p_now THEN
-                k := 0;
-                claimed.next_at := least(claimed.next_at, queue_claim_return_at_v1(v_slot, r.min_interval_s, p_horizon_s));
-            ELSE
-                k := floor(extract(epoch FROM p_horizon - v_slot) / r.min_interval_s)::INTEGER + 1;
-            END IF;
+            -- within its window (the query's rule): every slot up to the horizon
+            k := floor(extract(epoch FROM p_horizon - v_slot) / r.min_interval_s)::INTEGER + 1;
         ELSE
             k := p_n;
         END IF;
@@ -182,18 +181,17 @@ BEGIN
     RETURN claimed;
 END $$;
 
-COMMENT ON FUNCTION public.queue_claim_domains_v3(p_n integer, p_types text[], p_now timestamp with time zone, p_horizon timestamp with time zone, p_horizon_s double precision) IS 'Lock the throttled domains (a politeness interval or an in-flight cap) that have work this claim could hand
-out (a pending task of p_types due at p_now: idx_tasks_pending_domain), in name order, and give each its
-allowance for this claim: the politeness slots that start within the horizon (the first by
-queue_first_slot_v1, and only within its window, the horizon and three quarters of an interval: until then
-the slot before it stays the domain''s last for a quarter interval after it comes, so a worker that wakes late
-for it restarts the domain''s slots from its own (reslot in queue.sql) and loses the claim''s lead, not an
-interval; p_n for a domain with only an in-flight cap), capped by its in-flight room. Domains with
-no allowance are blocked; next_at says when to come back for the first of them (queue_claim_return_at_v1). The throttled
-domains without such work are neither locked nor planned, so a claim''s cost follows the domains with work, not the number of domains
-(docs/growth.md): they are blocked for this claim, since a task that appears in one after the lock (a
-concurrent enqueue, a retry falling due) has no slot read under the lock; the next claim locks its domain.
-Returns the claim''s state (queue_claim_state), with no task picked yet.';
+COMMENT ON FUNCTION public.queue_claim_domains_v3(p_n integer, p_types text[], p_now timestamp with time zone, p_horizon timestamp with time zone, p_horizon_s double precision) IS 'Lock the throttled domains (a politeness interval or an in-flight cap) whose first slot is within its window
+(queue_claim_window_closed_v1: the horizon, and three quarters of an interval) and that have work this claim
+could hand out (a pending task of p_types due at p_now: idx_tasks_pending_domain), in name order, and give each
+its allowance for this claim: the politeness slots that start within the horizon (the first by
+queue_first_slot_v1; p_n for a domain with only an in-flight cap), capped by its in-flight room; a domain with
+no allowance left is blocked. The throttled domains whose window is closed are neither probed nor locked, and
+next_at says when to come back for the first of them (queue_claim_return_at_v1), so at many hosts a claim''s
+cost follows the domains whose slots came within reach, not every host with work. The throttled domains
+without such work are neither locked nor planned either: they are blocked for this claim, since a task that
+appears in one after the lock (a concurrent enqueue, a retry falling due) has no slot read under the lock; the
+next claim locks its domain. Returns the claim''s state (queue_claim_state), with no task picked yet.';
 
 CREATE FUNCTION public.queue_claim_fetch_plan_v2(p_rounds public.queue_claim_rounds, p_groups integer[], p_now timestamp with time zone, p_claimed public.queue_claim_state, OUT task_ids bigint[], OUT task_domains text[], OUT member_next integer[], OUT member_last integer[]) RETURNS record
     LANGUAGE plpgsql
@@ -777,6 +775,19 @@ Where a group has none left to give, or the plan ends before n, the rounds so fa
 reference pick (queue_claim_pick_fair_v2) made instead, and the walk ends: the caller plans again. Each
 pick''s domain hands out a slot (queue_claim_take_v1). done: nothing more can be picked, or every domain is
 out of slots.';
+
+CREATE FUNCTION public.queue_claim_window_closed_v1(p_next_slot_at timestamp with time zone, p_interval_s double precision, p_now timestamp with time zone, p_horizon_s double precision) RETURNS boolean
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT p_interval_s > 0
+       AND queue_first_slot_v1(p_next_slot_at, p_interval_s, p_now)
+           - make_interval(secs => least(p_horizon_s, 0.75 * p_interval_s)) > p_now
+$$;
+
+COMMENT ON FUNCTION public.queue_claim_window_closed_v1(p_next_slot_at timestamp with time zone, p_interval_s double precision, p_now timestamp with time zone, p_horizon_s double precision) IS 'Whether a throttled domain''s first slot from now (queue_first_slot_v1) is still outside its window: the horizon, and
+three quarters of the interval. A claim hands a slot out only within it, so the holder of the slot before has a
+quarter interval to start on its own, and a late wake within it costs the claim''s lead (reslot), not an
+interval.';
 
 CREATE FUNCTION public.queue_failing_v1(p_kinds text[], p_max_requeues integer, p_backoff_s double precision, p_growth double precision) RETURNS TABLE(id bigint, started_at timestamp with time zone, requeueable boolean, due boolean)
     LANGUAGE sql STABLE
