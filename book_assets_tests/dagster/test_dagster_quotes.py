@@ -178,3 +178,9 @@ def test_a_quote_whose_author_is_not_stored_fails_the_blocking_check(
     assert stored.description == "1 of 2 quotes break the rule: the author it links is stored"
     assert stored.metadata["sample"].value == "- http://q.test/author/Lost/"
     assert evaluations["required_fields_present"].passed
+
+
+def test_the_quotes_jobs_say_what_launches_them_and_what_follows() -> None:
+    jobs = crawl_jobs(QUOTES)
+    assert (jobs.recrawl_failed.description or "").endswith("Launched by quotes_failed_tasks_sensor.")
+    assert (jobs.full_refresh.description or "").endswith("and the day's snapshot by automation (quotes_publish_job).")
