@@ -138,15 +138,15 @@ class CrawlReport:
     @property
     def failure(self) -> str | None:
         """Why this run failed though it ran to its end, or None: its start page yielded nothing, every task it
-        worked on failed, or every book page did (a site that answers only errors, or a start page that is a
+        worked on failed, or every detail page did (a site that answers only errors, or a start page that is a
         maintenance page, must end as a failed run, never pass as a crawl)."""
-        run = self.run
+        run, record = self.run, self.config.site.record
         if self.start_failure is not None:
             return f"the start page {self.config.base_url} yielded nothing: {self.start_failure}"
         if run.failed and not run.pages:
             return f"every task this run worked on failed ({run.failed}): nothing was stored"
         if run.failed_details and not run.detail_pages:
-            return f"every book page this run worked on failed ({run.failed_details}): no book was stored"
+            return f"every {record} page this run worked on failed ({run.failed_details}): no {record} was stored"
         return None
 
     @property

@@ -1,4 +1,5 @@
-"""A crawl whose every book page failed ends as a failed run (exit status 1), never as a quiet success."""
+"""A crawl whose every book page failed ends as a failed run (exit status 1), never as a quiet success; a quotes
+crawl whose every author page failed says so in its own record word."""
 
 from __future__ import annotations
 
@@ -7,9 +8,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from book_assets.crawl.pipeline import crawl
 from book_assets.db.connection import Database
 from book_assets.sandbox import Faults
+from book_assets.sandbox.quotes import truth
+from book_assets.sandbox.quotes.server import QuotesServer
 from book_assets_tests.conftest import child_env
+from book_assets_tests.sites.quotes.crawling import quotes_config
 
 
 def test_a_crawl_whose_every_book_page_fails_exits_with_an_error_and_stores_nothing(
@@ -61,3 +66,13 @@ def test_the_crawl_asset_records_a_run_whose_every_book_page_failed_then_fails_i
     assert error.metadata["failed"].value == len(travel)
     # Not recorded as a fresh book_details for the snapshot to build on.
     assert result.get_asset_materialization_events() == []
+
+
+def test_a_quotes_crawl_whose_every_author_page_fails_says_so_in_the_sites_record_word(
+    db: Database, database_url: str
+) -> None:
+    scripted = {f"/author/{slug}/": [404] for slug in truth.authors()}
+    with QuotesServer(scripted=scripted) as server:
+        report = crawl(database_url, quotes_config(server))
+    assert report.failure == f"every author page this run worked on failed ({len(scripted)}): no author was stored"
+    assert db.query("SELECT count(*) AS n FROM authors")[0]["n"] == 0

@@ -133,7 +133,8 @@ def test_each_catalogue_observes_its_own_records_and_its_own_crawls(
     (observed,) = observations(quotes)
     assert observed.asset_key == dg.AssetKey(["quotes", "details"])
     metadata: dict[str, Any] = {k: getattr(v, "value", v) for k, v in observed.metadata.items()}
-    assert (metadata["books_new"], metadata["dagster/row_count"]) == (50, 50)  # the authors
+    assert (metadata["authors_new"], metadata["dagster/row_count"]) == (50, 50)
+    assert not [key for key in metadata if key.startswith("book")]
     assert metadata["pages"] == report.run.pages and metadata["failed"] == 1  # /js/, no listing in http mode
     (ledger,) = metadata["crawls_finished"].records
     assert ledger.data["crawl"] == report.crawl_id

@@ -100,10 +100,10 @@ def site(sandbox_factory: Any) -> SandboxServer:
     return server
 
 
-@pytest.fixture
-def daemon_env(database_url: str, tmp_path: Path, site: SandboxServer) -> Iterator[dict[str, str]]:
+@contextlib.contextmanager
+def daemon_environment(database_url: str, tmp_path: Path, **settings: str) -> Iterator[dict[str, str]]:
     """The environment of the daemon and the ``dagster`` CLI: a DAGSTER_HOME with the project's dagster.yaml,
-    the instance in a fresh ``<test database>_dagster`` database."""
+    the instance in a fresh ``<test database>_dagster`` database, and the pipeline's ``settings``."""
     home = tmp_path / "dagster_home"
     home.mkdir()
     # The project's instance settings, with run monitoring's timers shortened from minutes to seconds.
@@ -115,16 +115,7 @@ def daemon_env(database_url: str, tmp_path: Path, site: SandboxServer) -> Iterat
         DATABASE_URL=database_url,
         DAGSTER_HOME=str(home),
         BOOK_PIPELINE_DATA_DIR=str(tmp_path / "data"),
-        BOOK_PIPELINE_BASE_URL=site.url + "/",
-        BOOK_PIPELINE_FETCH_MODE="http",
-        BOOK_PIPELINE_MIN_INTERVAL_S="0",
-        BOOK_PIPELINE_CATEGORIES=",".join(CATEGORIES),
-        BOOK_PIPELINE_WORKERS="2",
-        BOOK_PIPELINE_CONCURRENCY="2",
-        BOOK_PIPELINE_SCHEDULE_CRON="* * * * *",
-        BOOK_PIPELINE_FAILED_TASKS_THRESHOLD="3",
-        BOOK_PIPELINE_REQUEUE_BACKOFF_S="0",
-        BOOK_PIPELINE_SNAPSHOT_BUDGET="10",
+        **settings,
     )
     # A fresh instance: the session's other Dagster tests may have used the same database for theirs.
     admin, _name = _admin_and_name()
@@ -141,13 +132,33 @@ def daemon_env(database_url: str, tmp_path: Path, site: SandboxServer) -> Iterat
 
 
 @pytest.fixture
-def daemon(daemon_env: dict[str, str], tmp_path: Path) -> Iterator[Path]:
-    """``book-pipeline daemon`` running on that instance (its own process group); yields its log file."""
+def daemon_env(database_url: str, tmp_path: Path, site: SandboxServer) -> Iterator[dict[str, str]]:
+    """The daemon's environment for the books: three categories of the sandbox, two workers, a one-minute cron."""
+    with daemon_environment(
+        database_url,
+        tmp_path,
+        BOOK_PIPELINE_BASE_URL=site.url + "/",
+        BOOK_PIPELINE_FETCH_MODE="http",
+        BOOK_PIPELINE_MIN_INTERVAL_S="0",
+        BOOK_PIPELINE_CATEGORIES=",".join(CATEGORIES),
+        BOOK_PIPELINE_WORKERS="2",
+        BOOK_PIPELINE_CONCURRENCY="2",
+        BOOK_PIPELINE_SCHEDULE_CRON="* * * * *",
+        BOOK_PIPELINE_FAILED_TASKS_THRESHOLD="3",
+        BOOK_PIPELINE_REQUEUE_BACKOFF_S="0",
+        BOOK_PIPELINE_SNAPSHOT_BUDGET="10",
+    ) as env:
+        yield env
+
+
+@contextlib.contextmanager
+def running_daemon(env: dict[str, str], tmp_path: Path) -> Iterator[Path]:
+    """``book-pipeline daemon`` running with ``env`` (its own process group); yields its log file."""
     log = tmp_path / "daemon.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(
             [str(BIN / "book-pipeline"), "daemon"],
-            env=daemon_env,
+            env=env,
             cwd=tmp_path,
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -163,11 +174,31 @@ def daemon(daemon_env: dict[str, str], tmp_path: Path) -> Iterator[Path]:
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-        home = daemon_env["DAGSTER_HOME"]
+        home = env["DAGSTER_HOME"]
         for process in psutil.process_iter():  # whatever the daemon started that outlived it (run workers)
             with contextlib.suppress(psutil.Error):
                 if process.environ().get("DAGSTER_HOME") == home:
                     process.kill()
+
+
+@pytest.fixture
+def daemon(daemon_env: dict[str, str], tmp_path: Path) -> Iterator[Path]:
+    """``book-pipeline daemon`` running on that instance; yields its log file."""
+    with running_daemon(daemon_env, tmp_path) as log:
+        yield log
+
+
+def start_schedule(name: str, env: dict[str, str], cwd: Path) -> None:
+    """``dagster schedule start NAME`` on the daemon's instance."""
+    started = subprocess.run(
+        [str(BIN / "dagster"), "schedule", "start", name, "-w", str(PROJECT_ROOT / "workspace.yaml")],
+        env=env,
+        cwd=cwd,  # not the project folder: its .env would point dagster at the project's instance
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert started.returncode == 0, started.stdout + started.stderr
 
 
 def _fail(db: Database, urls: list[str], kind: str) -> None:
@@ -183,15 +214,7 @@ def test_the_daemon_runs_the_schedule_requeues_transient_failures_once_and_gets_
     db: Database, database_url: str, site: SandboxServer, daemon_env: dict[str, str], daemon: Path
 ) -> None:
     workspace = str(PROJECT_ROOT / "workspace.yaml")
-    started = subprocess.run(
-        [str(BIN / "dagster"), "schedule", "start", "daily_full_refresh", "-w", workspace],
-        env=daemon_env,
-        cwd=daemon.parent,  # not the project folder: its .env would point dagster at the project's instance
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    assert started.returncode == 0, started.stdout + started.stderr
+    start_schedule("daily_full_refresh", daemon_env, daemon.parent)
     runs = DagsterRuns(_dagster_url(database_url))
 
     # 1. A tick's run succeeds.

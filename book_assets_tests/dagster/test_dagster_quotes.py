@@ -91,8 +91,43 @@ def test_quotes_full_refresh_job_materializes_the_quotes_assets_stores_the_truth
         f"{ErrorKind.NOT_A_LISTING_PAGE}"
     }
     assert evaluations["no_failed_listing_pages"].severity == dg.AssetCheckSeverity.WARN
-    assert evaluations["found_authors"].metadata["books_found"].value == 50
+    assert evaluations["found_authors"].metadata["authors_found"].value == 50
     assert evaluations["quote_authors_stored"].description == "all 100 quotes: the author it links is stored"
+
+
+def test_the_quotes_materializations_and_found_check_speak_of_authors_not_books(
+    db: Database, database_url: str, quotes_site: QuotesServer
+) -> None:
+    result = run_full_refresh(database_url, quotes_site)
+    assert result.success
+    metadata = {
+        m.asset_key.to_user_string(): m.metadata
+        for m in (e.step_materialization_data.materialization for e in result.get_asset_materialization_events())
+    }
+    listing, details = metadata["quotes/listing_discovery"], metadata["quotes/details"]
+    assert listing["authors_found"].value == 50
+    assert {key: details[key].value for key in ("authors_stored", "authors_new", "authors_total")} == {
+        "authors_stored": 50,
+        "authors_new": 50,
+        "authors_total": 50,
+    }
+    assert {"authors_changed", "authors_unchanged", "author_versions", "authors_by_category"} <= set(details)
+    by_category = details["authors_by_category"]
+    assert isinstance(by_category, dg.TableMetadataValue)
+    assert by_category.schema.columns[1].name == "authors stored this run"
+    booked = [key for one in metadata.values() for key in one if key.startswith("book")]
+    assert booked == []
+    found = next(e for e in result.get_asset_check_evaluations() if e.check_name == "found_authors")
+    assert set(found.metadata) == {"authors_found", "source"}
+    assert (found.description or "").startswith("50 authors found (authors_found of this run's materialization")
+    drained = [
+        e.step_output_data.metadata
+        for e in result.all_events
+        if e.step_key
+        and e.step_key.startswith("quotes_crawl.drain_queue")
+        and e.event_type == dg.DagsterEventType.STEP_OUTPUT
+    ]
+    assert drained and all("authors_stored" in one and "books_stored" not in one for one in drained)
 
 
 def failed_listing_total(db: Database) -> int:
@@ -143,3 +178,9 @@ def test_a_quote_whose_author_is_not_stored_fails_the_blocking_check(
     assert stored.description == "1 of 2 quotes break the rule: the author it links is stored"
     assert stored.metadata["sample"].value == "- http://q.test/author/Lost/"
     assert evaluations["required_fields_present"].passed
+
+
+def test_the_quotes_jobs_say_what_launches_them_and_what_follows() -> None:
+    jobs = crawl_jobs(QUOTES)
+    assert (jobs.recrawl_failed.description or "").endswith("Launched by quotes_failed_tasks_sensor.")
+    assert (jobs.full_refresh.description or "").endswith("and the day's snapshot by automation (quotes_publish_job).")

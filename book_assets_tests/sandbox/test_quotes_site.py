@@ -144,6 +144,18 @@ def test_stand_in_serves_each_recorded_page_byte_for_byte(
     assert response.content == (FIXTURES / page.file).read_bytes()
 
 
+def test_a_scripted_path_answers_its_statuses_in_order_then_serves_the_page() -> None:
+    with QuotesServer(scripted={"/author/Albert-Einstein/": [500, 503]}) as server:
+        statuses = [httpx.get(server.url_for("/author/Albert-Einstein/")).status_code for _ in range(3)]
+        other = httpx.get(server.url_for("/author/Jane-Austen/")).status_code
+    assert (statuses, other) == ([500, 503, 200], 200)
+
+
+def test_a_scripted_status_that_is_no_http_status_is_refused_at_start() -> None:
+    with pytest.raises(ValueError, match="999"):
+        QuotesServer(scripted={"/": [999]})
+
+
 def test_recorded_pages_manifest_lists_every_recorded_page() -> None:
     manifest = json.loads((FIXTURES / fixtures.MANIFEST).read_text(encoding="utf-8"))
     assert manifest == [{"path": p.path, "file": p.file, "status": p.status} for p in fixtures.PAGES]

@@ -11,8 +11,9 @@ What the engine judges of every catalogue, from its queue and its run:
   (``no_failed_listing_pages``, WARN: the records behind a failed listing page are missing, the rest are
   sound). A crawl that found nothing fails its run, so the failure alert fires; as the crawl's report
   materializes both passes at once, the block stops only what runs on the discovery asset after that step, not
-  the details. The count found is the discovery's own materialization metadata (``books_found``, the detail
-  links found); the failures are the queue's dead-lettered tasks of the site's listing kinds, by error kind.
+  the details. The count found is the discovery's own materialization metadata (``books_found``,
+  ``authors_found``: ``<record>s_found``, the detail links found); the failures are the queue's dead-lettered
+  tasks of the site's listing kinds, by error kind.
 
 What a site declares (:attr:`~book_assets.sites.site.Site.data_checks`): the rules its stored records hold,
 each one named query returning the offending row count, the rows looked at and a sample of offending URLs
@@ -41,6 +42,7 @@ import dagster as dg
 
 from book_assets.crawl.config import make_queue
 from book_assets.defs.catalog import CrawlKeys, crawl_keys, once_per_site
+from book_assets.defs.crawl.metadata import record_key
 from book_assets.defs.resources import DatabaseResource
 from book_assets.defs.retries import TRANSIENT_RETRY, transient_only
 from book_assets.settings import default
@@ -202,12 +204,13 @@ def no_field_drift_check(keys: CrawlKeys) -> dg.AssetChecksDefinition:
 def found_by_discovery(
     context: dg.AssetCheckExecutionContext, database: DatabaseResource, site: Site, keys: CrawlKeys
 ) -> tuple[int, str]:
-    """Records the judged discovery found (its ``books_found`` metadata: the detail links found), else the
-    site's detail tasks the queue holds."""
+    """Records the judged discovery found (its ``<record>s_found`` metadata, ``books_found``: the detail links
+    found), else the site's detail tasks the queue holds."""
     judged = materialization_judged(context, keys.listing_discovery)
-    found = judged.materialization.metadata.get("books_found") if judged.materialization is not None else None
+    key = record_key(site, "found")
+    found = judged.materialization.metadata.get(key) if judged.materialization is not None else None
     if found is not None:
-        return int(str(found.value)), f"books_found of {judged.source} (run {(judged.run_id or '')[:8]})"
+        return int(str(found.value)), f"{key} of {judged.source} (run {(judged.run_id or '')[:8]})"
     with transient_only(context.op_execution_context), database.open(application_name="book-pipeline checks") as db:
         counts = make_queue(db).stats().counts
     return sum(counts.get(default_kind(site, Role.DETAIL), {}).values()), "detail tasks in the queue"
@@ -225,18 +228,19 @@ def found_records_check(site: Site, keys: CrawlKeys) -> dg.AssetChecksDefinition
         "stale data).",
     )
     def found_records(context: dg.AssetCheckExecutionContext, database: DatabaseResource) -> dg.AssetCheckResult:
-        return found_result(*found_by_discovery(context, database, site, keys), record=site.record)
+        return found_result(*found_by_discovery(context, database, site, keys), site=site)
 
     return found_records
 
 
-def found_result(found: int, source: str, *, record: str) -> dg.AssetCheckResult:
-    """The found check of a discovery that found ``found`` records (as ``source`` says)."""
+def found_result(found: int, source: str, *, site: Site) -> dg.AssetCheckResult:
+    """The found check of ``site``'s discovery that found ``found`` records (as ``source`` says)."""
+    record = site.record
     return dg.AssetCheckResult(
         passed=found > 0,
         severity=dg.AssetCheckSeverity.ERROR,
         description=f"{found} {record}s found ({source})" if found else f"no {record} found ({source})",
-        metadata={"books_found": found, "source": source},
+        metadata={record_key(site, "found"): found, "source": source},
     )
 
 

@@ -10,8 +10,8 @@ requeue of dead letters.
   is now, whatever day a run is for).
 - ``recrawl_failed_job``: the crawl asset with ``requeue_failed``: the failed tasks that can succeed back to
   pending, drained, ``book_details`` materialized and checked; launched by ``failed_tasks_sensor``. Every other
-  catalogue has its own (``quotes_recrawl_failed_job``), launched by hand: the requeue moves the due failures
-  of every catalogue back (the queue's policy is not per task type), and each catalogue's drain claims its own.
+  catalogue has its own (``quotes_recrawl_failed_job``), launched by its own sensor
+  (``quotes_failed_tasks_sensor``): the requeue moves back the failures of the catalogue's own task types only.
 - ``requeue_failed_tasks``: move dead-lettered tasks back to pending (filters: task type, domain, error), for
   an operator; the requeued tasks are fetched by the next drain.
 - ``recheck_drift_job``: the blocking check ``no_field_drift`` alone, on the latest crawl; launched by
@@ -35,6 +35,7 @@ from book_assets.crawl.config import make_queue
 from book_assets.defs.catalog import crawl_keys, crawl_name, once_per_site
 from book_assets.defs.crawl.assets import crawl_run_tags
 from book_assets.defs.resources import DatabaseResource
+from book_assets.defs.snapshot.catalogues import SITE_SNAPSHOTS, snapshot_key
 from book_assets.settings import default
 from book_assets.sites.registry import site_named
 from book_assets.sites.site import Site
@@ -61,6 +62,7 @@ def crawl_jobs(site: Site) -> CrawlJobs:
     selection = dg.AssetSelection.assets(keys.listing_discovery, keys.details)
     tags = crawl_run_tags(site.name)
     details = keys.details.to_user_string()
+    published = next((s.job.name for s in SITE_SNAPSHOTS if s.asset.key == snapshot_key(site.name)), None)
     full_refresh = dg.define_asset_job(
         name=crawl_name(site.name, "full_refresh_job"),
         selection=selection,
@@ -69,7 +71,8 @@ def crawl_jobs(site: Site) -> CrawlJobs:
         + (
             " and removed books; the day's snapshot, change feed and archive follow by automation (publish_job)."
             if site.name == default("site")
-            else "; its checks follow."
+            else "; its checks follow"
+            + (f", and the day's snapshot by automation ({published})." if published else ".")
         ),
     )
     recrawl_failed = dg.define_asset_job(
@@ -78,7 +81,7 @@ def crawl_jobs(site: Site) -> CrawlJobs:
         tags=tags,
         config={"ops": {crawl_name(site.name, "crawl"): {"config": {"requeue_failed": True}}}},
         description=f"Move the failed tasks back to pending and drain them: {details} is materialized and its "
-        "checks evaluated." + (" Launched by failed_tasks_sensor." if site.name == default("site") else ""),
+        f"checks evaluated. Launched by {crawl_name(site.name, 'failed_tasks_sensor')}.",
     )
     return CrawlJobs(full_refresh, recrawl_failed)
 

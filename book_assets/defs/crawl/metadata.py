@@ -1,10 +1,14 @@
 """The materialization metadata of the crawl's two assets, from the run's report (what the CLI prints).
 
-``book_details`` carries the run's figures (books new, changed, unchanged, pages, failures by reason), the
-table's counts (``dagster/row_count``), removals, a deep budget's outcome, and what the crawl cost (``cost``:
-fetches, bytes, fetch wall time and parse CPU per page type, category and fetch mode, with the workers'
-CPU and the bytes in all as figures the UI plots across runs); ``listing_discovery`` the discovery's (pages,
-books found). Both carry the run's configuration and politeness.
+The details asset (``book_details``, ``quotes/details``) carries the run's figures (records new, changed,
+unchanged, pages, failures by reason), the table's counts (``dagster/row_count``), removals, a deep budget's
+outcome, and what the crawl cost (``cost``: fetches, bytes, fetch wall time and parse CPU per page type,
+category and fetch mode, with the workers' CPU and the bytes in all as figures the UI plots across runs); the
+discovery asset the discovery's (pages, records found). Both carry the run's configuration and politeness.
+
+The keys of the records' figures are in the site's record word (:attr:`~book_assets.sites.site.Site.record`,
+:func:`record_key`): ``books_found``, ``books_new``, ``book_versions`` for books, ``authors_found``,
+``authors_new``, ``author_versions`` for quotes.
 """
 
 import dagster as dg
@@ -12,7 +16,14 @@ import dagster as dg
 from book_assets.crawl.pipeline import CrawlReport, budget_line
 from book_assets.crawl.stats import WorkerStats
 from book_assets.defs.catalog import AssetMetadata, count_table
+from book_assets.sites.site import Site
 from book_assets.store.drift import WHOLE_CRAWL, Coverage
+
+
+def record_key(site: Site, figure: str) -> str:
+    """The metadata key of a figure of ``site``'s records, in its record word: ``record_key(books, "found")`` is
+    ``books_found``, ``record_key(quotes, "found")`` ``authors_found``."""
+    return f"{site.record}s_{figure}"
 
 
 def _fetch_metadata(report: CrawlReport) -> AssetMetadata:
@@ -123,36 +134,37 @@ def _run_metadata(report: CrawlReport) -> AssetMetadata:
 
 
 def listing_metadata(report: CrawlReport) -> AssetMetadata:
-    """``listing_discovery``'s metadata of a crawl."""
+    """The discovery asset's metadata of a crawl."""
+    site = report.config.site
     return {
         "start_url": dg.MetadataValue.url(report.config.base_url),
         "seeded": report.seeded,
         "requeued": report.requeued,
         "listing_pages": report.run.listing_pages,
-        "books_found": report.run.books_found,
+        record_key(site, "found"): report.run.books_found,
         "new_detail_tasks": report.run.new_detail_tasks,
         **_run_metadata(report),
     }
 
 
 def details_metadata(report: CrawlReport) -> AssetMetadata:
-    """``book_details``' metadata of a crawl (with the deep budget's outcome when one was set)."""
-    run, counts = report.run, report.counts
+    """The details asset's metadata of a crawl (with the deep budget's outcome when one was set)."""
+    run, counts, site = report.run, report.counts, report.config.site
     metadata: AssetMetadata = {
         "dagster/row_count": counts["total"],
-        "books_stored": run.books_stored,
-        "books_new": run.books_new,
-        "books_changed": run.books_changed,
-        "books_unchanged": run.books_unchanged,
+        record_key(site, "stored"): run.books_stored,
+        record_key(site, "new"): run.books_new,
+        record_key(site, "changed"): run.books_changed,
+        record_key(site, "unchanged"): run.books_unchanged,
         "pages_not_modified": run.not_modified,
         "pages": run.pages,
         "pages_per_s": round(report.pages_per_s, 2),
         "workers": report.config.workers,
-        "books_total": counts["total"],
+        record_key(site, "total"): counts["total"],
         "unique_urls": counts["unique_urls"],
         "with_raw_html": counts["with_html"],
-        "book_versions": counts.get("versions", 0),
-        "books_by_category": count_table(run.by_category, "category", "books stored this run"),
+        f"{site.record}_versions": counts.get("versions", 0),
+        record_key(site, "by_category"): count_table(run.by_category, "category", f"{site.record}s stored this run"),
         "tasks_pruned": report.tasks_pruned,
         **_run_metadata(report),
         **_cost_metadata(report.stats),
@@ -164,8 +176,8 @@ def details_metadata(report: CrawlReport) -> AssetMetadata:
         metadata["field_drift"] = dg.MetadataValue.md("\n".join(f"- {line.strip()}" for line in report.fields.lines()))
         metadata["field_coverage"] = _coverage_table(report.fields.coverage)
     if report.removals is not None:
-        metadata["books_removed"] = report.removals.removed
-        metadata["books_returned"] = report.removals.returned
+        metadata[record_key(site, "removed")] = report.removals.removed
+        metadata[record_key(site, "returned")] = report.removals.returned
         metadata["removals"] = report.removals.line()
     if report.budgets:
         metadata["quotas"] = count_table(report.quotas, "category", "quota")

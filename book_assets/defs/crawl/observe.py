@@ -4,9 +4,9 @@ other catalogue's observer likewise.
 The CLI (``book-pipeline crawl``), workers on other hosts (``book-pipeline work``, a Kubernetes worker
 Deployment) and a Dagster run killed before its report all write books that no materialization of
 ``book_details`` accounts for. This sensor reads the database they share and records what they wrote as an
-``AssetObservation`` of ``book_details``: the pages, the books new and changed, the table's row count and the
-crawls of the ledger (the ``crawls`` table) that finished, from its cursor (a time on the database's clock)
-to now.
+``AssetObservation`` of ``book_details``: the pages, the books new and changed (``books_new``, ...; another
+catalogue's in its record word: ``authors_new``), the table's row count and the crawls of the ledger (the
+``crawls`` table) that finished, from its cursor (a time on the database's clock) to now.
 
 Why a sensor that reads the database, rather than the alternatives Dagster 1.13 offers:
 
@@ -40,6 +40,7 @@ from book_assets.crawl.config import make_queue
 from book_assets.crawl.pipeline import RunFigures
 from book_assets.defs.catalog import crawl_keys, once_per_site
 from book_assets.defs.crawl.assets import CRAWL_TAG, SITE_TAG
+from book_assets.defs.crawl.metadata import record_key
 from book_assets.defs.resources import DatabaseResource
 from book_assets.settings import default
 from book_assets.sites.registry import site_named
@@ -141,9 +142,9 @@ def details_observer(site: Site) -> dg.SensorDefinition:
                 "until": now.isoformat(),
                 "pages": figures.pages,
                 "listing_pages": figures.listing_pages,
-                "books_new": figures.books_new,
-                "books_changed": figures.books_changed,
-                "books_unchanged": figures.books_unchanged,
+                record_key(site, "new"): figures.books_new,
+                record_key(site, "changed"): figures.books_changed,
+                record_key(site, "unchanged"): figures.books_unchanged,
                 "failed": figures.failed,
                 "dagster/row_count": rows,
                 "crawls_finished": ledger_table(crawls),

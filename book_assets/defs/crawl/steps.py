@@ -39,8 +39,8 @@ from book_assets.crawl.config import make_queue
 from book_assets.crawl.pipeline import CrawlRun, begin, begin_retry, drain, finish, join, split_before_details
 from book_assets.crawl.stats import WorkerFigures, WorkerStats
 from book_assets.db.connection import Database
-from book_assets.defs.catalog import CRAWL_POOL, AssetMetadata
-from book_assets.defs.crawl.metadata import details_metadata, listing_metadata
+from book_assets.defs.catalog import CRAWL_POOL, AssetMetadata, crawl_keys
+from book_assets.defs.crawl.metadata import details_metadata, listing_metadata, record_key
 from book_assets.defs.resources import (
     CrawlRunConfig,
     DatabaseResource,
@@ -208,9 +208,8 @@ def drain_queue(context: dg.OpExecutionContext, database: DatabaseResource, shar
     with database.open() as db:
         done = WorkerFigures.read(make_queue(db, share.run.config), stats)
     context.log.info(f"{worker} drained its share: {done.pages} pages")
-    return dg.Output(
-        Drained(stats, worker), metadata={"worker": worker, "pages": done.pages, "books_stored": done.books}
-    )
+    stored = record_key(share.run.config.site, "stored")
+    return dg.Output(Drained(stats, worker), metadata={"worker": worker, "pages": done.pages, stored: done.books})
 
 
 @dg.op(
@@ -263,5 +262,6 @@ def report_crawl(
         }
         if errors:
             partial["drain_errors"] = dg.MetadataValue.md("\n".join(f"- {e}" for e in errors))
-            context.log.error(f"{len(errors)} of {len(drained)} drain step(s) failed: book_details is partial")
+            details = crawl_keys(crawled.site.name).details.to_user_string()
+            context.log.error(f"{len(errors)} of {len(drained)} drain step(s) failed: {details} is partial")
         yield dg.Output(None, output_name="book_details", metadata={**details_metadata(report), **partial})
