@@ -19,7 +19,11 @@ and of the sandbox; the workers' claims and their p50/p99 latency as the workers
 crawl's start, its work and its end (``report``), and within the end the steps it runs (book counts, run
 figures, removals, robots, task pruning, WARC index); the database's size per 1,000 books (over the
 migrated empty database's). ``ratios`` gives each single-host http case's per-page figures over the
-``1000`` case's. ``--fetch-mode browser`` crawls in Chromium (cases named ``browser-N``), ``--day0-only``
+``1000`` case's. Where the server keeps ``pg_stat_statements`` (in ``shared_preload_libraries``: point
+``DATABASE_URL`` at such a server; the embedded one has not the extension), ``postgres_statements`` lists the
+crawl's top statements by executor time, calls and milliseconds a page. ``--repeat N`` crawls the hosts case N
+times and reports the run of median share of the bound, with every run's share.
+``--fetch-mode browser`` crawls in Chromium (cases named ``browser-N``), ``--day0-only``
 skips the re-crawl, ``--merge`` adds the cases of earlier outputs and ``--svg`` writes the plot of CPU ms per
 page against the catalogue's size. ``--sandbox-pass N``
 instead fetches every page of an N-book sandbox once and reports the sandbox's peak RSS (its memory serving
