@@ -131,7 +131,7 @@ def test_definitions_snapshot(repo: dg.RepositoryDefinition) -> None:
             "deps": ["book_details"],
         },
         "quotes/category_balanced_snapshot": {
-            "group": "snapshot",
+            "group": "quotes_snapshot",
             "kinds": ["pandas", "parquet"],
             "owners": ["team:book-pipeline"],
             "tags": {"book-pipeline/layer": "publish"},

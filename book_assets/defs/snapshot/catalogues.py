@@ -20,7 +20,7 @@ import dagster as dg
 import pandas as pd
 
 from book_assets.db.connection import Cursor, Database
-from book_assets.defs.catalog import OWNERS, PUBLISH_AUTOMATION, crawl_keys, tags_for
+from book_assets.defs.catalog import OWNERS, PUBLISH_AUTOMATION, crawl_keys, crawl_name, tags_for
 from book_assets.defs.resources import DatabaseResource, SchedulingResource, run_settings
 from book_assets.defs.retries import TRANSIENT_RETRY, transient_only
 from book_assets.defs.snapshot.assets import GROUP, SNAPSHOT_DAYS, embedded_png, snapshot_day, summary_table
@@ -75,7 +75,7 @@ def site_snapshot(site: Site) -> SiteSnapshot:
 
     @dg.asset(
         key=key,
-        group_name=GROUP,
+        group_name=crawl_name(site.name, GROUP),
         kinds={"pandas", "parquet"},
         deps=[crawl_keys(name).details],
         partitions_def=SNAPSHOT_DAYS,
