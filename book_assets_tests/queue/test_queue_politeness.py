@@ -35,7 +35,9 @@ def test_four_processes_on_one_domain_keep_the_interval_and_use_the_slots(db: Da
     for worker in workers:
         worker.join(10)
     started = [pair for worker in per_worker for pair in worker]
-    assert sum(1 for worker in per_worker if worker) >= 3, "the slots were not shared between processes"
+    # Which process wins each slot is the scheduler's doing (on a loaded host one may take most of them), so the
+    # test asks only that the slots went to more than one process: the interval is then held across processes.
+    assert sum(1 for worker in per_worker if worker) >= 2, "every slot went to one process: nothing was shared"
     # The database hands the domain's slots out an interval apart across the processes ...
     slots = sorted(slot for slot, _ in started if slot is not None)
     assert len(slots) == len(started), "a request started without a slot"
