@@ -21,9 +21,10 @@ The rules:
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import socket
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -123,18 +124,36 @@ def is_internal(host: str) -> bool:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class AllowedTargets:
+    """A crawl's allowed entries read once and looked up by host: every link of every page is checked against
+    them, and a crawl of a thousand sites allows a thousand entries."""
+
+    by_host: Mapping[str, tuple[AllowedEntry, ...]]
+    given: bool  # entries were given, readable or not
+
+    def allows(self, target: Target) -> bool:
+        """Whether the target may be requested (the module docstring's rules)."""
+        if self.by_host:
+            return any(entry.matches(target) for entry in self.by_host.get(target.host, ()))
+        if self.given:
+            return False  # entries were given but none was readable: allow nothing rather than everything
+        return ip_literal(target.host) is None and not is_internal(target.host)
+
+
+@functools.lru_cache(maxsize=64)
+def allowed_targets(allowed: frozenset[str]) -> AllowedTargets:
+    """The entries of ``allowed`` read and indexed by host (cached: a crawl passes the same set for each URL)."""
+    by_host: dict[str, list[AllowedEntry]] = {}
+    for entry in filter(None, map(parse_allowed, allowed)):
+        by_host.setdefault(entry.host, []).append(entry)
+    return AllowedTargets({host: tuple(entries) for host, entries in by_host.items()}, given=bool(allowed))
+
+
 def target_allowed(url: str, allowed: Iterable[str]) -> bool:
     """Whether ``url`` may be requested under the allowed entries (see the module docstring)."""
     target = parse_target(url)
-    if target is None:
-        return False
-    given = tuple(allowed)
-    entries = [e for e in (parse_allowed(a) for a in given) if e is not None]
-    if entries:
-        return any(entry.matches(target) for entry in entries)
-    if given:
-        return False  # entries were given but none was readable: allow nothing rather than everything
-    return ip_literal(target.host) is None and not is_internal(target.host)
+    return target is not None and allowed_targets(frozenset(allowed)).allows(target)
 
 
 def with_start_port(allowed: Iterable[str], start_url: str) -> frozenset[str]:
