@@ -340,7 +340,8 @@ class QueueCore:
         ]
         if not rows:
             return 0
-        return len(self.db.query(named_queries()["record_failed"], {"rows": json.dumps(rows)}))
+        params = {"rows": json.dumps(rows), "interval_s": self.ctx.default_interval_s}
+        return len(self.db.query(named_queries()["record_failed"], params))
 
     def release(self, tasks: Sequence[Task]) -> int:
         """Give held tasks back without counting the attempt (graceful shutdown); returns how many."""

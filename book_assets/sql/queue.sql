@@ -114,11 +114,16 @@ SELECT status FROM failed UNION ALL SELECT status FROM replayed;
 -- Insert tasks that failed before anyone could claim them (a link refused where it was found), failed for good
 -- with their kind and error and no attempt made: counted with the other failures, never handed out. A row
 -- whose URL already failed as found by the same task (the payload names it) is not inserted again, so a
--- replay after a lost acknowledgement records each refusal once.
+-- replay after a lost acknowledgement records each refusal once. Its domain is registered as enqueue_many
+-- registers one: a claim knows every task's domain (queue_claim_pickable_v1), a failed task requeued included.
 WITH input AS (
     SELECT * FROM jsonb_to_recordset(%(rows)s::jsonb) AS x(
         task_type TEXT, payload JSONB, priority INTEGER, domain TEXT, task_group TEXT, max_attempts INTEGER,
         error TEXT, kind TEXT)
+), new_domains AS (
+    INSERT INTO domains (domain, min_interval_s)
+    SELECT DISTINCT domain, %(interval_s)s::DOUBLE PRECISION FROM input
+    ON CONFLICT (domain) DO NOTHING
 )
 INSERT INTO tasks (task_type, payload, priority, domain, task_group, max_attempts, status, error, error_kind,
                    started_at, completed_at)

@@ -32,7 +32,8 @@ CREATE TYPE public.queue_claim_state AS (
 	blocked text[],
 	next_at timestamp with time zone,
 	ids bigint[],
-	slots timestamp with time zone[]
+	slots timestamp with time zone[],
+	pickable text[]
 );
 
 COMMENT ON TYPE public.queue_claim_state IS 'The state a claim carries from step to step (queue_claim_v3): the throttled
@@ -40,7 +41,9 @@ domains with work it locked, in name order (a domain''s index in domains, interv
 moved), their next slots, what each may still give and whether its next slot moved (saved at the end of the
 claim); the domains it may no longer give tasks (blocked: those out of allowance, and the throttled domains it
 did not lock); when the first closed domain opens (next_at); the tasks picked so far and their slots (ids,
-slots). One value instead of parallel INOUT arrays: each step takes it and returns it.';
+slots); and, when they are few beside the blocked ones, the domains it may still give tasks (pickable, NULL
+otherwise: queue_claim_pickable_v1). One value instead of parallel INOUT arrays: each step takes it and
+returns it.';
 
 CREATE FUNCTION public.book_changes_v1(p_day date) RETURNS TABLE(day date, change text, book_id bigint, url text, title text, category text, price numeric, version integer, fields text[], changed_at timestamp with time zone)
     LANGUAGE sql STABLE
@@ -129,7 +132,7 @@ DECLARE
     r       RECORD;
     v_slot  TIMESTAMPTZ;
     k       INTEGER;
-    claimed queue_claim_state := ROW('{}', '{}', '{}', '{}', '{}', '{}', NULL, '{}', '{}');
+    claimed queue_claim_state := ROW('{}', '{}', '{}', '{}', '{}', '{}', NULL, '{}', '{}', NULL);
 BEGIN
     -- the domains whose next slot is not within its window yet are neither probed nor locked (at many hosts most
     -- are, and a claim's cost would follow them): when to come back for the first of them, work or none (one
@@ -178,6 +181,7 @@ BEGIN
         SELECT d.domain FROM domains d
         WHERE (d.min_interval_s > 0 OR d.max_in_flight IS NOT NULL) AND NOT (d.domain = ANY(claimed.domains))
         ORDER BY d.domain);
+    claimed.pickable := queue_claim_pickable_v1(claimed);
     RETURN claimed;
 END $$;
 
@@ -191,7 +195,9 @@ next_at says when to come back for the first of them (queue_claim_return_at_v1),
 cost follows the domains whose slots came within reach, not every host with work. The throttled domains
 without such work are neither locked nor planned either: they are blocked for this claim, since a task that
 appears in one after the lock (a concurrent enqueue, a retry falling due) has no slot read under the lock; the
-next claim locks its domain. Returns the claim''s state (queue_claim_state), with no task picked yet.';
+next claim locks its domain. When the domains it may give tasks are few beside the blocked ones, they are its
+pickable ones (queue_claim_pickable_v1). Returns the claim''s state (queue_claim_state), with no task picked
+yet.';
 
 CREATE FUNCTION public.queue_claim_fetch_plan_v2(p_rounds public.queue_claim_rounds, p_groups integer[], p_now timestamp with time zone, p_claimed public.queue_claim_state, OUT task_ids bigint[], OUT task_domains text[], OUT member_next integer[], OUT member_last integer[]) RETURNS record
     LANGUAGE plpgsql
@@ -205,12 +211,8 @@ BEGIN
     INTO v_member, task_ids, task_domains
     FROM (SELECT u.j, t.id, t.domain, t.priority
           FROM (SELECT w.j, count(*)::INTEGER AS picks FROM unnest(p_groups) w(j) GROUP BY w.j) u
-          CROSS JOIN LATERAL (
-              SELECT t.id, t.domain, t.priority FROM tasks t
-              WHERE t.status = 'pending' AND t.task_type = substr(p_rounds.scope[u.j], 8)
-                AND t.task_group = p_rounds.member[u.j] AND t.run_at <= p_now
-                AND NOT (t.domain = ANY(p_claimed.blocked)) AND NOT (t.id = ANY(p_claimed.ids))
-              ORDER BY t.priority DESC, t.id LIMIT u.picks FOR UPDATE SKIP LOCKED) t) x;
+          CROSS JOIN LATERAL queue_claim_group_tasks_v1(substr(p_rounds.scope[u.j], 8), p_rounds.member[u.j],
+                                                        p_now, p_claimed, u.picks) t) x;
     member_next := array_fill(NULL::INTEGER, ARRAY[cardinality(p_rounds.member)]);
     member_last := member_next;
     FOR q IN 1..cardinality(v_member) LOOP
@@ -220,10 +222,43 @@ BEGIN
 END $$;
 
 COMMENT ON FUNCTION public.queue_claim_fetch_plan_v2(p_rounds public.queue_claim_rounds, p_groups integer[], p_now timestamp with time zone, p_claimed public.queue_claim_state, OUT task_ids bigint[], OUT task_domains text[], OUT member_next integer[], OUT member_last integer[]) IS 'The tasks of a planned walk, in one statement: for each group member of p_groups, as many of its next tasks
-as the plan gives it picks (priority, then age; outside the blocked domains and the tasks taken; FOR UPDATE
-SKIP LOCKED). They come grouped by member in each member''s order (task_ids, task_domains), with each
-member''s first and last position (member_next, member_last; NULL: none fetched). A group''s fetched tasks
-are those the reference pick would take from it one by one, since blocked domains only grow during a claim.';
+as the plan gives it picks (queue_claim_group_tasks_v1: priority, then age; outside the blocked domains and the
+tasks taken; locked). They come grouped by member in each member''s order (task_ids, task_domains), with each
+member''s first and last position (member_next, member_last; NULL: none fetched). A group''s fetched tasks are
+those the reference pick would take from it one by one, since blocked domains only grow during a claim.';
+
+CREATE FUNCTION public.queue_claim_group_tasks_v1(p_type text, p_group text, p_now timestamp with time zone, p_claimed public.queue_claim_state, p_limit integer) RETURNS TABLE(id bigint, domain text, priority integer)
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF p_claimed.pickable IS NULL THEN  -- the group's tasks in order, past the blocked domains'
+        RETURN QUERY
+        SELECT t.id, t.domain, t.priority FROM tasks t
+        WHERE t.status = 'pending' AND t.task_type = p_type AND t.task_group = p_group AND t.run_at <= p_now
+          AND NOT (t.domain = ANY(p_claimed.blocked)) AND NOT (t.id = ANY(p_claimed.ids))
+        ORDER BY t.priority DESC, t.id LIMIT p_limit FOR UPDATE SKIP LOCKED;
+        RETURN;
+    END IF;
+    -- each pickable domain's first tasks of the group (idx_tasks_pending_domain_group), then the first of them
+    RETURN QUERY
+    SELECT t.id, t.domain, t.priority FROM tasks t
+    WHERE t.id = ANY(ARRAY(
+              SELECT c.id FROM unnest(p_claimed.pickable) AS u(name)
+              CROSS JOIN LATERAL (SELECT t.id FROM tasks t
+                                  WHERE t.status = 'pending' AND t.domain = u.name AND t.task_type = p_type
+                                    AND t.task_group = p_group AND t.run_at <= p_now
+                                    AND NOT (t.id = ANY(p_claimed.ids))
+                                  ORDER BY t.priority DESC, t.id LIMIT p_limit) c))
+      AND t.status = 'pending'
+    ORDER BY t.priority DESC, t.id LIMIT p_limit FOR UPDATE SKIP LOCKED;
+END $$;
+
+COMMENT ON FUNCTION public.queue_claim_group_tasks_v1(p_type text, p_group text, p_now timestamp with time zone, p_claimed public.queue_claim_state, p_limit integer) IS 'The first p_limit pending tasks of a group due at p_now by priority then age, outside the claim''s blocked domains
+and the tasks it took, locked (SKIP LOCKED). With pickable domains (queue_claim_pickable_v1), the first of each
+one''s first tasks (idx_tasks_pending_domain_group), locked as they are chosen: a throttled one''s tasks are
+the claim''s alone (it holds its domain''s lock), and a task of an unthrottled one that another claim holds is
+left out, not replaced. Else the group''s tasks in order, past the blocked domains'' and those another claim
+holds.';
 
 CREATE FUNCTION public.queue_claim_has_work_v1(p_type text, p_group text, p_now timestamp with time zone, p_taken bigint[]) RETURNS boolean
     LANGUAGE plpgsql STABLE
@@ -323,25 +358,24 @@ END $$;
 COMMENT ON FUNCTION public.queue_claim_lock_scopes_v1(p_types text[], p_scheduled boolean, p_interleave jsonb) IS 'Lock the round-robin scopes a fair claim uses, in name order (lock order everywhere: scopes, then domains),
 creating them as needed; an interleaved claim first stores its task types'' weights. Returns the scopes.';
 
-CREATE FUNCTION public.queue_claim_next_task_v1(p_type text, p_group text, p_now timestamp with time zone, p_blocked text[], p_taken bigint[], OUT task_id bigint, OUT task_domain text) RETURNS record
+CREATE FUNCTION public.queue_claim_next_task_v2(p_type text, p_group text, p_now timestamp with time zone, p_claimed public.queue_claim_state, OUT task_id bigint, OUT task_domain text) RETURNS record
     LANGUAGE plpgsql
     AS $$
 BEGIN
-    IF p_group IS NULL THEN  -- two statements, so that each reads its own index
-        SELECT t.id, t.domain INTO task_id, task_domain FROM tasks t
-        WHERE t.status = 'pending' AND t.task_type = p_type AND t.run_at <= p_now
-          AND NOT (t.domain = ANY(p_blocked)) AND NOT (t.id = ANY(p_taken))
-        ORDER BY t.priority DESC, t.id LIMIT 1 FOR UPDATE SKIP LOCKED;
+    IF p_group IS NOT NULL THEN
+        SELECT c.id, c.domain INTO task_id, task_domain
+        FROM queue_claim_group_tasks_v1(p_type, p_group, p_now, p_claimed, 1) c;
         RETURN;
     END IF;
     SELECT t.id, t.domain INTO task_id, task_domain FROM tasks t
-    WHERE t.status = 'pending' AND t.task_type = p_type AND t.task_group = p_group AND t.run_at <= p_now
-      AND NOT (t.domain = ANY(p_blocked)) AND NOT (t.id = ANY(p_taken))
+    WHERE t.status = 'pending' AND t.task_type = p_type AND t.run_at <= p_now
+      AND NOT (t.domain = ANY(p_claimed.blocked)) AND NOT (t.id = ANY(p_claimed.ids))
     ORDER BY t.priority DESC, t.id LIMIT 1 FOR UPDATE SKIP LOCKED;
 END $$;
 
-COMMENT ON FUNCTION public.queue_claim_next_task_v1(p_type text, p_group text, p_now timestamp with time zone, p_blocked text[], p_taken bigint[], OUT task_id bigint, OUT task_domain text) IS 'The next task of a type (p_group NULL: any group) by priority then age, outside blocked domains and the tasks
-already taken, locked (SKIP LOCKED); NULLs when there is none.';
+COMMENT ON FUNCTION public.queue_claim_next_task_v2(p_type text, p_group text, p_now timestamp with time zone, p_claimed public.queue_claim_state, OUT task_id bigint, OUT task_domain text) IS 'The next task of a type (p_group NULL: any group) by priority then age, outside the claim''s blocked domains and
+the tasks it took, locked (SKIP LOCKED); NULLs when there is none. A group''s is queue_claim_group_tasks_v1''s
+first.';
 
 CREATE FUNCTION public.queue_claim_pick_fair_v2(p_types text[], p_scheduled boolean, p_interleave boolean, p_now timestamp with time zone, p_claimed public.queue_claim_state, INOUT rounds public.queue_claim_rounds, OUT task_id bigint, OUT task_domain text) RETURNS record
     LANGUAGE plpgsql
@@ -378,7 +412,7 @@ BEGIN
             task_domain := r.task_domain;
         ELSIF NOT p_scheduled THEN
             SELECT * INTO task_id, task_domain
-            FROM queue_claim_next_task_v1(v_type, NULL, p_now, p_claimed.blocked, p_claimed.ids);
+            FROM queue_claim_next_task_v2(v_type, NULL, p_now, p_claimed);
         END IF;
         IF task_id IS NULL THEN
             IF tj IS NULL THEN
@@ -420,7 +454,7 @@ BEGIN
             RETURN;
         END IF;
         SELECT * INTO task_id, task_domain
-        FROM queue_claim_next_task_v1(p_type, rounds.member[gj], p_now, p_claimed.blocked, p_claimed.ids);
+        FROM queue_claim_next_task_v2(p_type, rounds.member[gj], p_now, p_claimed);
         IF task_id IS NOT NULL THEN
             RETURN;
         END IF;
@@ -432,6 +466,28 @@ END $$;
 COMMENT ON FUNCTION public.queue_claim_pick_group_v2(p_type text, p_g integer, p_now timestamp with time zone, p_claimed public.queue_claim_state, INOUT rounds public.queue_claim_rounds, OUT gj integer, OUT task_id bigint, OUT task_domain text) IS 'Pick a group of a task type (the members of scope p_g) by round-robin and its next task. A group without one
 is skipped without losing its place (its current is left as is) and marked idle if it has no work at all.
 Returns the state, the group''s index and the task, or NULLs when no group has a task to give.';
+
+CREATE FUNCTION public.queue_claim_pickable_v1(p_claimed public.queue_claim_state) RETURNS text[]
+    LANGUAGE sql STABLE
+    AS $$
+    WITH open AS (
+        SELECT u.name FROM unnest(p_claimed.domains, p_claimed.allowance) AS u(name, allowance)
+        WHERE u.allowance > 0
+        UNION ALL
+        (SELECT d.domain FROM domains d
+         WHERE d.min_interval_s = 0 AND d.max_in_flight IS NULL
+         LIMIT cardinality(p_claimed.blocked) / 8 + 1)
+    )
+    SELECT CASE WHEN count(*) * 8 <= cardinality(p_claimed.blocked) THEN array_agg(o.name ORDER BY o.name) END
+    FROM open o
+$$;
+
+COMMENT ON FUNCTION public.queue_claim_pickable_v1(p_claimed public.queue_claim_state) IS 'The domains a claim may give tasks, when they are at most an eighth of those it may not (else NULL): the
+throttled domains it locked with allowance, and the unthrottled ones (every task''s domain has a row). A pick then
+reads each of them through idx_tasks_pending_domain_group, an index probe each, rather than a group''s pending
+tasks in order past every blocked domain''s, comparing each with the blocked list: at a thousand hosts behind a
+politeness interval the blocked are most of them, and a group with no task in an open domain was read to its
+end.';
 
 CREATE FUNCTION public.queue_claim_plain_v1(p_n integer, p_types text[], p_now timestamp with time zone, INOUT claimed public.queue_claim_state) RETURNS public.queue_claim_state
     LANGUAGE plpgsql
@@ -605,6 +661,7 @@ BEGIN
         claimed.allowance[k] := claimed.allowance[k] - 1;
         IF claimed.allowance[k] <= 0 THEN
             claimed.blocked := claimed.blocked || p_domain;
+            claimed.pickable := array_remove(claimed.pickable, p_domain);
         END IF;
     END IF;
     claimed.ids := claimed.ids || p_id;
@@ -613,7 +670,7 @@ END $$;
 
 COMMENT ON FUNCTION public.queue_claim_take_v1(INOUT claimed public.queue_claim_state, p_id bigint, p_domain text) IS 'Add task p_id of domain p_domain to the claim: a throttled domain hands out its next
 politeness slot (NULL when it only caps in-flight requests), spends one unit of its allowance, and is blocked
-when none is left; its next slot is marked moved, to be saved at the end of the claim.';
+(and no longer pickable) when none is left; its next slot is marked moved, to be saved at the end of the claim.';
 
 CREATE FUNCTION public.queue_claim_v3(p_request uuid, p_worker text, p_n integer, p_types text[], p_lease_s double precision, p_horizon_s double precision, p_scheduled boolean, p_interleave jsonb) RETURNS TABLE(id bigint, task_type text, payload jsonb, priority integer, domain text, task_group text, attempts integer, max_attempts integer, lease_token bigint, lease_expires_at timestamp with time zone, slot_at timestamp with time zone, next_at timestamp with time zone)
     LANGUAGE plpgsql
@@ -1873,6 +1930,8 @@ CREATE UNIQUE INDEX idx_tasks_payload_url ON public.tasks USING btree (((payload
 CREATE INDEX idx_tasks_pending ON public.tasks USING btree (priority DESC, id) WHERE (status = 'pending'::text);
 
 CREATE INDEX idx_tasks_pending_domain ON public.tasks USING btree (domain, run_at) INCLUDE (task_type) WHERE (status = 'pending'::text);
+
+CREATE INDEX idx_tasks_pending_domain_group ON public.tasks USING btree (task_type, task_group, domain, priority DESC, id) WHERE (status = 'pending'::text);
 
 CREATE INDEX idx_tasks_pending_group ON public.tasks USING btree (task_type, task_group, priority DESC, id) WHERE (status = 'pending'::text);
 

@@ -262,3 +262,50 @@ def test_a_claim_neither_locks_nor_waits_for_a_throttled_domain_without_claimabl
         claimer.close()
     assert [t.domain for t in tasks] == ["ready.example"]
     assert tasks[0].slot_at is not None  # its own domain was locked and gave a slot
+
+
+def test_among_many_closed_hosts_a_claim_gives_the_open_hosts_tasks_in_fair_order(db: Database) -> None:
+    """At many hosts most windows are closed: a claim reads the open hosts' tasks by host (the pending index by
+    group and domain) and hands out what reading every group's tasks in order would, unthrottled hosts
+    included."""
+    queue = make_queue(db, default_interval_s=10.0, slot_horizon_s=1.0)
+    hosts = [f"h{i:02}.example" for i in range(40)]
+    queue.set_domain_policy("free.example", min_interval_s=0)
+    # ids grow host by host, so the first tasks of every group are in hosts whose window is closed
+    queue.enqueue_many(
+        NewTask("detail", {"url": url(f"{group}{i}", host=host)}, group=group)
+        for host in [*hosts, "free.example"]
+        for group in "ABC"
+        for i in range(2)
+    )
+    open_hosts = {"h07.example", "h21.example", "h33.example"}
+    db.query(
+        "UPDATE domains SET next_slot_at = clock_timestamp() + interval '8 seconds' "
+        "WHERE min_interval_s > 0 AND NOT (domain = ANY(%(open)s)) RETURNING domain",
+        {"open": sorted(open_hosts)},
+    )
+    rows = db.query("SELECT id, domain, task_group FROM tasks ORDER BY id")
+    # the oracle: groups in turn (equal weights), each the first task of its group in a host with a slot left
+    left = {host: 1 for host in open_hosts} | {"free.example": 7}
+    expected: list[int] = []
+    for group in "ABCABCA":
+        task = next(r for r in rows if r["task_group"] == group and left.get(r["domain"]) and r["id"] not in expected)
+        expected.append(int(task["id"]))
+        left[task["domain"]] -= 1
+    # the claim reads by host: what its domains step leaves pickable is the open hosts and the unthrottled one
+    state = db.query(
+        "SELECT (queue_claim_domains_v3(7, ARRAY['detail'], clock_timestamp(), "
+        "clock_timestamp() + interval '1 second', 1.0)).pickable"
+    )
+    assert state[0]["pickable"] == sorted([*open_hosts, "free.example"])
+    tasks = queue.claim("w", 7, task_types=["detail"], scheduled=True).tasks
+    assert [t.id for t in tasks] == expected
+
+
+def test_a_task_recorded_as_failed_registers_its_domain_with_the_default_interval(db: Database) -> None:
+    """Every task's domain has a row, so a claim that reads by domain knows a requeued refusal's."""
+    queue = make_queue(db, default_interval_s=3.0)
+    refused = NewTask("detail", {"url": url(1, host="refused.example"), "refused_by": 1})
+    assert queue.record_failed([(refused, "a link too long to store")], kind="url_too_long") == 1
+    rows = db.query("SELECT min_interval_s FROM domains WHERE domain = 'refused.example'")
+    assert [r["min_interval_s"] for r in rows] == [3.0]
