@@ -129,11 +129,14 @@ class RobotsCheck:
         verdict: allowed, disallowed (fail for good) or unreachable (fail, retry after ``retry_in_s``).
         reslot: the task was claimed before this worker knew the Crawl-delay, so its politeness slot may be
             too early: take a fresh one (``TaskQueue.reslot``) before fetching.
+        took_slot: the robots.txt request went out on the task's politeness slot (``slot_due``): the task has
+            none left, and goes back to the queue for one of its domain's next.
         reason: one line for the task's error.
     """
 
     verdict: Verdict
     reslot: bool = False
+    took_slot: bool = False
     retry_in_s: float | None = None
     reason: str = ""
 
@@ -239,6 +242,14 @@ def _from_row(row: dict[str, Any], user_agent: str) -> RobotsFile:
     )
 
 
+@dataclass
+class _SlotOffer:
+    """The politeness slot of the task whose check fetches robots.txt, which its first request may take."""
+
+    due: float  # time.monotonic() when it comes
+    taken: bool = False
+
+
 class RobotsGate:
     """One worker's robots.txt checks: a copy of each origin's file, loaded from (or fetched into) PostgreSQL.
 
@@ -271,24 +282,31 @@ class RobotsGate:
         if self._http is not None:
             await self._http.close()
 
-    async def check(self, url: str, *, claimed_at: float) -> RobotsCheck:
-        """The verdict on ``url`` for a task claimed at ``claimed_at`` (``time.monotonic()``)."""
+    async def check(self, url: str, *, claimed_at: float, slot_due: float | None = None) -> RobotsCheck:
+        """The verdict on ``url`` for a task claimed at ``claimed_at`` (``time.monotonic()``).
+
+        ``slot_due``: when the task's politeness slot comes (``time.monotonic()``). When this check fetches the
+        file, its request goes out on that slot rather than the domain's next one (``took_slot``): the task's
+        slot is its domain's permission for one request, and the robots.txt request comes first. Taking the next
+        slot instead would leave the task's unused and hold the task for two intervals.
+        """
         if not host_allowed(url, self.config.fetch.allowed_domains):
             return RobotsCheck(Verdict.ALLOWED)  # never fetched: the fetcher refuses it with its own error
         origin = origin_of(url)
-        file = await self._file(origin)
+        offer = None if slot_due is None else _SlotOffer(slot_due)
+        file = await self._file(origin, offer)
+        took_slot = offer is not None and offer.taken
         verdict = file.verdict(url, self._user_agent)
         if verdict is Verdict.UNREACHABLE:
-            return RobotsCheck(
-                verdict, retry_in_s=file.retry_in_s, reason=f"robots.txt of {origin} unreachable: {file.error}"
-            )
+            reason = f"robots.txt of {origin} unreachable: {file.error}"
+            return RobotsCheck(verdict, retry_in_s=file.retry_in_s, took_slot=took_slot, reason=reason)
         if verdict is Verdict.DISALLOWED:
-            return RobotsCheck(verdict, reason=f"robots.txt of {origin} disallows {url}")
+            return RobotsCheck(verdict, took_slot=took_slot, reason=f"robots.txt of {origin} disallows {url}")
         delay = self._applied_delay(file)
         reslot = delay is not None and delay > self.config.min_interval_s and claimed_at < self._learnt_at[origin]
-        return RobotsCheck(verdict, reslot=reslot)
+        return RobotsCheck(verdict, reslot=reslot, took_slot=took_slot)
 
-    async def _file(self, origin: str) -> RobotsFile:
+    async def _file(self, origin: str, offer: _SlotOffer | None = None) -> RobotsFile:
         known = self._files.get(origin)
         if known is not None and time.monotonic() < known[1]:
             return known[0]
@@ -296,19 +314,19 @@ class RobotsGate:
             known = self._files.get(origin)
             if known is not None and time.monotonic() < known[1]:
                 return known[0]
-            file = await self._load(origin)
+            file = await self._load(origin, offer)
             now = time.monotonic()
             trust_s = (file.retry_in_s or 0.0) if file.state is RobotsState.UNREACHABLE else REFRESH_S
             self._files[origin] = (file, now + trust_s)
             self._learnt_at.setdefault(origin, now)
             return file
 
-    async def _load(self, origin: str) -> RobotsFile:
+    async def _load(self, origin: str, offer: _SlotOffer | None) -> RobotsFile:
         """The shared file: fetched by this worker if nobody else holds the fetch, else read when stored."""
         while True:
             taken, row = await self._run(functools.partial(self._take_or_read, origin))
             if taken:
-                file = await self._fetch_holding(origin)
+                file = await self._fetch_holding(origin, offer)
                 if file is not None:
                     return file
                 continue  # the hold ran out and another worker fetches it: read its outcome when stored
@@ -329,7 +347,7 @@ class RobotsGate:
         rows = self.db.query(Q["read_robots"], {"origin": origin})
         return False, rows[0] if rows else None
 
-    async def _fetch_holding(self, origin: str) -> RobotsFile | None:
+    async def _fetch_holding(self, origin: str, offer: _SlotOffer | None) -> RobotsFile | None:
         """Fetch and share the file while holding its fetch; None when the hold was lost to another worker.
 
         A fetch that ends without an outcome (cancelled by a stop, a lost lease or the run's end; or failed)
@@ -337,7 +355,7 @@ class RobotsGate:
         every other worker would wait for the hold to run out.
         """
         try:
-            return await self._fetch_and_share(origin)
+            return await self._fetch_and_share(origin, offer)
         except _HoldLost:
             return None
         except BaseException:
@@ -353,8 +371,8 @@ class RobotsGate:
     def _release(self, origin: str) -> None:
         self.db.query(Q["release_robots_fetch"], {"origin": origin, "holder": self.holder})
 
-    async def _fetch_and_share(self, origin: str) -> RobotsFile:
-        file = await self._fetch(origin)
+    async def _fetch_and_share(self, origin: str, offer: _SlotOffer | None) -> RobotsFile:
+        file = await self._fetch(origin, offer)
         delay = self._applied_delay(file)
         if delay is not None and delay != file.crawl_delay_s:
             log.warning(
@@ -372,7 +390,7 @@ class RobotsGate:
         log.info("robots.txt of %s: %s (HTTP %s)", origin, file.state, file.http_status)
         return file
 
-    async def _fetch(self, origin: str) -> RobotsFile:
+    async def _fetch(self, origin: str, offer: _SlotOffer | None) -> RobotsFile:
         if self._http is None:  # opened, so its first request starts on its slot (the client is warm)
             # Imported here: the crawl's own process reads and forgets stored files, only a worker fetches
             # them, so that process does without the HTTP client's modules (aiohttp, about 6 MB).
@@ -383,7 +401,11 @@ class RobotsGate:
         error: FetchError | None = None
         for attempt in range(FETCH_ATTEMPTS):
             pause_s = RETRY_PAUSE_S * 2 ** (attempt - 1) if attempt else 0.0
-            due = await self._run(functools.partial(self.queue.take_slot, domain_of(url)))
+            due: float | None
+            if offer is not None and not offer.taken:
+                offer.taken, due = True, offer.due
+            else:
+                due = await self._run(functools.partial(self.queue.take_slot, domain_of(url)))
             start = max(time.monotonic() + pause_s, due if due is not None else 0.0)
             # The hold covers this step: its wait, then one request of at most the fetch timeout.
             hold_s = step_hold_s(self.config.fetch.timeout_s, start - time.monotonic())

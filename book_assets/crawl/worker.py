@@ -141,6 +141,10 @@ def claim_room(capacity: int, held: int, waiting: int) -> int:
     return max(0, min(capacity - busy, capacity * (1 + SLOT_WAITERS_PER_PAGE) - held))
 
 
+class _HandedBack(Exception):
+    """The task went back to the queue unattempted (:meth:`Worker._obey_robots`)."""
+
+
 class Worker:
     """Drain the queue with up to ``config.fetch.concurrency`` pages in flight (autoscaled from
     ``config.min_concurrency``, see :mod:`book_assets.crawl.autoscale`)."""
@@ -385,6 +389,8 @@ class Worker:
             outcome = Outcome.COMPLETED
         except asyncio.CancelledError:
             raise
+        except _HandedBack:
+            outcome = Outcome.HANDED_BACK
         except LeaseLost:  # another worker owns the task now; it will finish it
             self._emit(LeaseGone(task))
             outcome = Outcome.LEASE_LOST
@@ -461,9 +467,11 @@ class Worker:
             return task
         self._emit(StageEntered(task, Stage.ROBOTS))
         url = str(task.payload["url"])
+        # The task's politeness slot, unless it is already too late to start on: a robots.txt fetch goes out on it
+        slot_due = task.slot_due if self.queue.slot_wait_s(task) is not None else None
         self._at_robots.add(task.id)
         try:
-            check = await self._robots.check(url, claimed_at=self._claimed_at.get(task.id, 0.0))
+            check = await self._robots.check(url, claimed_at=self._claimed_at.get(task.id, 0.0), slot_due=slot_due)
         finally:
             self._at_robots.discard(task.id)
         if check.verdict is Verdict.DISALLOWED:
@@ -474,6 +482,12 @@ class Worker:
             kind = ErrorKind.ROBOTS_UNREACHABLE
             await self._fail(task, kind, f"{kind}: {check.reason}", retry_after_s=check.retry_in_s)
             return None
+        if check.took_slot:
+            # Its slot went to robots.txt: it goes back to the queue, which hands it out on one of its domain's next
+            # slots. Held for that slot (an interval), each of a crawl's new domains would keep a task out of the
+            # worker's room for an interval, and a crawl of many sites would reach them a few at a time.
+            await self._db(self.queue.release, [task])
+            raise _HandedBack
         return await self._db(self.queue.reslot, task) if check.reslot else task
 
     async def _fetch_paced(self, task: Task, validators: Validators | None) -> Fetched:

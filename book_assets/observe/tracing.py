@@ -152,6 +152,7 @@ class Outcome(StrEnum):
     FAILED = "failed"  #: failed for good (``error.type`` says why)
     LEASE_LOST = "lease_lost"  #: another worker took it over (this one stalled past its lease)
     ABANDONED = "abandoned"  #: cancelled: the worker stopped and released it, or found its lease gone
+    HANDED_BACK = "handed_back"  #: back to the queue unattempted: its politeness slot went to robots.txt
 
 
 def keeps_task(task_id: int, attempt: int, outcome: str, ratio: float) -> bool:

@@ -191,10 +191,10 @@ def test_a_worker_stopped_or_cancelled_while_fetching_robots_txt_releases_the_fe
 def test_tasks_waiting_for_their_domains_robots_txt_hold_no_page_slot(
     db: Database, database_url: str, sandbox_factory: Any
 ) -> None:
-    # Politely limited hosts and one page slot: each host's robots.txt takes the slot after its first task's, so
-    # that task waits an interval for it once its own slot has passed. Waiting, it holds no page slot (as a task
-    # waiting for its politeness slot holds none), so a task of a fifth host enqueued meanwhile is claimed at
-    # once, not after the four hosts' pages are done.
+    # Politely limited hosts and one page slot: each host's first task waits for its host's robots.txt, and then
+    # goes back to the queue for its host's next slot. Waiting, it holds no page slot (as a task waiting for its
+    # politeness slot holds none), so a task of a fifth host enqueued meanwhile is claimed at once, not after the
+    # four hosts' pages are done.
     servers = [sandbox_factory() for _ in range(5)]
     hosts = [urlsplit(s.url).netloc for s in servers]
     allowed = ["127.0.0.1", *hosts[1:]]  # the start URL's host, and each other host's domain (host and port)
@@ -219,10 +219,38 @@ def test_tasks_waiting_for_their_domains_robots_txt_hold_no_page_slot(
         stats = drained.result(timeout=120)
 
     assert WorkerFigures.read(queue, stats).books == 5
-    rows = db.query("SELECT domain, started_at, completed_at FROM tasks ORDER BY started_at")
-    first_done = min(r["completed_at"] for r in rows)
-    late = next(r for r in rows if r["domain"] == hosts[4])
-    assert late["started_at"] < first_done, f"the fifth host waited for a page slot: {rows}"
+    first_page = min(t for s in servers[:4] for p, t in zip(*_requests(s), strict=True) if p != ROBOTS)
+    fifth_robots = next(t for p, t in zip(*_requests(servers[4]), strict=True) if p == ROBOTS)
+    assert fifth_robots < first_page, "the fifth host waited for a page slot"
+
+
+def _requests(server: SandboxServer) -> tuple[list[str], list[float]]:
+    seen = server.stats()
+    return seen.request_paths, seen.request_times
+
+
+def test_robots_txt_goes_out_on_the_first_tasks_slot_and_the_task_waits_for_the_next_in_the_queue(
+    db: Database, database_url: str, sandbox_factory: Any
+) -> None:
+    # A host's robots.txt is the first request its first claimed slot allows. The task then goes back to the queue
+    # (no attempt spent) and is claimed again within its window of the host's next slot: it is never held for the
+    # intervals between, which at a crawl's start would keep one task a new host out of the worker's room.
+    server = sandbox_factory()
+    interval = 2.0
+    config = sandbox_config(server.url, min_interval_s=interval, allowed_domains=["127.0.0.1"])
+    prepare(db, config)
+    _enqueue_details(db, config, server, _books_of(server, "Poetry")[:1])
+    stats = drain(database_url, config, task_types=(DETAIL,), workers=1)
+
+    assert WorkerFigures.read(make_queue(db, config), stats).books == 1
+    seen = server.stats()
+    assert seen.request_paths[0] == ROBOTS and seen.hits[ROBOTS] == 1
+    robots_at, page_at = seen.request_times[:2]
+    assert page_at >= robots_at + interval - EARLY_S, "the page came less than an interval after robots.txt"
+    (task,) = db.query("SELECT attempts, started_at, slot_at FROM tasks")
+    assert task["attempts"] == 1
+    held_s = (task["slot_at"] - task["started_at"]).total_seconds()
+    assert held_s < interval, f"the task was held {held_s:.2f} s for its slot: robots.txt took another"
 
 
 @pytest.mark.slow
