@@ -304,8 +304,9 @@ class Worker:
 
     def _waiting_for_slot(self) -> int:
         """Tasks held whose politeness slot, or whose domain's robots.txt, has not come yet (they hold no page
-        slot, :func:`claim_room`). A domain's robots.txt takes the slot after the first task's, so without this a
-        crawl's start would hold a page slot per domain for an interval and reach its domains a few at a time."""
+        slot, :func:`claim_room`). A task whose domain's robots.txt another task is fetching waits for that fetch,
+        which may wait for its own slot: holding a page slot meanwhile, a crawl's start would reach its domains a
+        few at a time."""
         now = time.monotonic()
         return sum(
             1 for task in self._in_flight.values() if task.id in self._at_robots or task.seconds_until_slot(now) > 0
