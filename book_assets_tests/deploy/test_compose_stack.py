@@ -149,6 +149,40 @@ def test_the_monitoring_profile_the_stack_test_brings_up_is_the_compose_files() 
     assert set(script.LEFT_OUT) < monitoring
 
 
+def _waits_for(services: dict[str, dict[str, object]], name: str) -> set[str]:
+    """The services ``name`` is started after, directly or through the ones it depends on."""
+    seen: set[str] = set()
+    todo = [name]
+    while todo:
+        depends = services[todo.pop()].get("depends_on") or {}
+        for dependency in depends:
+            if dependency not in seen:
+                seen.add(dependency)
+                todo.append(dependency)
+    return seen
+
+
+def test_only_the_migration_mounts_a_fresh_data_volume_every_other_service_waits_for_it() -> None:
+    """Docker fills a fresh named volume with the image's files at its first mount; two containers created at
+    once both fill it and one fails (``mkdir .../dagster/storage: file exists``). So the migration is the one
+    service of the shared data volume that compose creates first, and the rest are created once it is done."""
+    services = _compose()["services"]
+    assert isinstance(services, dict)
+    mounting = {
+        name
+        for name, service in services.items()
+        if any(str(volume).startswith("pipeline-data:") for volume in service.get("volumes", ()))
+    }
+    assert {"migrate", "user-code", "dagster-webserver", "dagster-daemon", "worker", "metrics"} <= mounting
+    assert "migrate" not in _waits_for(services, "migrate")
+    for name in mounting - {"migrate"}:
+        assert "migrate" in _waits_for(services, name), name
+    for name, service in services.items():
+        depends = service.get("depends_on") or {}
+        if "migrate" in depends:
+            assert depends["migrate"] == {"condition": "service_completed_successfully"}, name
+
+
 def _missing_tools() -> list[str]:
     tools = ("dockerd", "debootstrap", "npm", "ip", "nsenter", "unshare", "tar")
     return [tool for tool in tools if shutil.which(tool) is None]
