@@ -64,23 +64,31 @@ class Prometheus:
         self.url = f"http://127.0.0.1:{self.port}"
         self._until(lambda: httpx.get(f"{self.url}/-/ready", timeout=2).status_code == 200, "ready")
 
-    def query(self, promql: str) -> list[dict[str, Any]]:
-        answer = httpx.get(f"{self.url}/api/v1/query", params={"query": promql}, timeout=10).json()
+    def query(self, promql: str, at: float | None = None) -> list[dict[str, Any]]:
+        """``promql`` evaluated now, or at ``at`` (epoch seconds)."""
+        params = {"query": promql} if at is None else {"query": promql, "time": str(at)}
+        answer = httpx.get(f"{self.url}/api/v1/query", params=params, timeout=10).json()
         assert answer["status"] == "success", answer
         result: list[dict[str, Any]] = answer["data"]["result"]
         return result
 
-    def by(self, promql: str, label: str) -> dict[str, int]:
-        return {r["metric"].get(label, ""): round(float(r["value"][1])) for r in self.query(promql)}
+    def by(self, promql: str, label: str, at: float | None = None) -> dict[str, int]:
+        return {r["metric"].get(label, ""): round(float(r["value"][1])) for r in self.query(promql, at)}
 
-    def scraped_after(self, job: str, moment: float) -> None:
-        """Wait for a scrape of ``job`` that started after ``moment`` (epoch seconds) to be stored."""
+    def scraped_after(self, job: str, moment: float) -> float:
+        """Wait for a successful scrape of ``job`` that started after ``moment`` (epoch seconds) to be stored;
+        returns when it started. Figures are read at that moment: a later scrape that fails (1 s is a short
+        timeout on a busy machine) marks every series of its job stale, and a query of now would find none."""
+        scraped: list[float] = []
 
         def done() -> bool:
             found = self.query(f'timestamp(up{{job="{job}"}} == 1)')
-            return bool(found) and float(found[0]["value"][1]) > moment
+            if found and float(found[0]["value"][1]) > moment:
+                scraped.append(float(found[0]["value"][1]))
+            return bool(scraped)
 
         self._until(done, f"a scrape of {job} after the crawl")
+        return scraped[0]
 
     def _until(self, ok: Any, what: str) -> None:
         deadline = time.monotonic() + PATIENCE_S
@@ -118,8 +126,11 @@ def test_prometheus_figures_of_a_faulty_crawl_equal_the_databases(
         metrics_final_scrape_s=0,
     )
     queue = make_queue(db, config)
+    # The exporter reads on a connection of its own, as `book-pipeline metrics` does: the test's reads on
+    # ``db`` never meet a scrape's on one connection.
+    exporter_db = Database(database_url, application_name="book-pipeline-metrics")
     _exporter, stop_exporter = metrics.serve_queue(
-        queue, "127.0.0.1", queue_port, answer_within_s=default("queue_metrics_timeout_s")
+        make_queue(exporter_db, config), "127.0.0.1", queue_port, answer_within_s=default("queue_metrics_timeout_s")
     )
     prometheus = Prometheus(
         prometheus_folder, {"workers": f"127.0.0.1:{worker_port}", "queue": f"127.0.0.1:{queue_port}"}
@@ -128,8 +139,8 @@ def test_prometheus_figures_of_a_faulty_crawl_equal_the_databases(
         since = queue.now()
         crawl(database_url, config)
         ended = time.time()
-        prometheus.scraped_after("workers", ended)
-        prometheus.scraped_after("queue", ended)
+        at_workers = prometheus.scraped_after("workers", ended)
+        at_queue = prometheus.scraped_after("queue", ended)
 
         stats = queue.stats()
         completed = {t: stats.counts.get(t, {}).get("completed", 0) for t in TASK_TYPES}
@@ -137,27 +148,33 @@ def test_prometheus_figures_of_a_faulty_crawl_equal_the_databases(
         retries = queue.activity_since(since).retries
         assert sum(dead.values()) > 0 and retries > 0, "the faults should have failed and retried pages"
 
-        workers_completed = prometheus.by("sum by (task_type) (book_pipeline_tasks_completed_total)", "task_type")
+        workers_completed = prometheus.by(
+            "sum by (task_type) (book_pipeline_tasks_completed_total)", "task_type", at_workers
+        )
         assert workers_completed == completed
         assert (
             prometheus.by(
-                f'sum by (error_kind) (book_pipeline_task_failures_total{{outcome="{FailOutcome.DEAD}"}})', "error_kind"
+                f'sum by (error_kind) (book_pipeline_task_failures_total{{outcome="{FailOutcome.DEAD}"}})',
+                "error_kind",
+                at_workers,
             )
             == dead
         )
-        assert prometheus.by(f'sum(book_pipeline_task_failures_total{{outcome="{FailOutcome.RETRY}"}})', "") == {
-            "": retries
-        }
+        assert prometheus.by(
+            f'sum(book_pipeline_task_failures_total{{outcome="{FailOutcome.RETRY}"}})', "", at_workers
+        ) == {"": retries}
         # Every page fetched got a response or a kind of failure; successes are what was completed or parsed.
-        fetched = prometheus.by("sum(book_pipeline_fetches_total)", "")[""]
+        fetched = prometheus.by("sum(book_pipeline_fetches_total)", "", at_workers)[""]
         assert fetched >= sum(completed.values())
 
         queue_completed = prometheus.by(
-            'sum by (task_type) (book_pipeline_queue_tasks{status="completed"})', "task_type"
+            'sum by (task_type) (book_pipeline_queue_tasks{status="completed"})', "task_type", at_queue
         )
         assert queue_completed == completed
-        assert prometheus.by("sum by (error_kind) (book_pipeline_queue_dead_letters) > 0", "error_kind") == dead
-        assert prometheus.by("book_pipeline_queue_up", "") == {"": 1}
+        assert (
+            prometheus.by("sum by (error_kind) (book_pipeline_queue_dead_letters) > 0", "error_kind", at_queue) == dead
+        )
+        assert prometheus.by("book_pipeline_queue_up", "", at_queue) == {"": 1}
         # No label or value names a URL or carries the database's credentials.
         password = urlsplit(database_url).password
         for port in (worker_port, queue_port):
@@ -165,8 +182,9 @@ def test_prometheus_figures_of_a_faulty_crawl_equal_the_databases(
             assert "book_pipeline_" in text and "://" not in text
             assert password is None or password not in text
         # The workers have ended: their live gauges (workers, pages in flight, memory) went with them.
-        assert prometheus.query("book_pipeline_workers") == []
-        assert prometheus.query("book_pipeline_worker_resident_memory_bytes") == []
+        assert prometheus.query("book_pipeline_workers", at_workers) == []
+        assert prometheus.query("book_pipeline_worker_resident_memory_bytes", at_workers) == []
     finally:
         prometheus.stop()
         stop_exporter()
+        exporter_db.close()
