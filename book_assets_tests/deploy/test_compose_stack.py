@@ -18,6 +18,7 @@ import sys
 import threading
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 import yaml
@@ -149,7 +150,7 @@ def test_the_monitoring_profile_the_stack_test_brings_up_is_the_compose_files() 
     assert set(script.LEFT_OUT) < monitoring
 
 
-def _waits_for(services: dict[str, dict[str, object]], name: str) -> set[str]:
+def _waits_for(services: dict[str, dict[str, Any]], name: str) -> set[str]:
     """The services ``name`` is started after, directly or through the ones it depends on."""
     seen: set[str] = set()
     todo = [name]
