@@ -759,15 +759,20 @@ CREATE FUNCTION public.queue_claim_wake_members_v1(p_scopes text[], p_now timest
     LANGUAGE sql
     AS $$
     UPDATE queue_members m SET idle = false, current = 0
-    WHERE m.scope = ANY(p_scopes) AND m.idle
+    WHERE m.scope = 'interleave' AND 'interleave' = ANY(p_scopes) AND m.idle
       AND EXISTS (SELECT 1 FROM tasks t
-                  WHERE t.status = 'pending' AND t.run_at <= p_now
-                    AND CASE WHEN m.scope = 'interleave' THEN t.task_type = m.member
-                             ELSE t.task_type = substr(m.scope, 8) AND t.task_group = m.member END)
+                  WHERE t.status = 'pending' AND t.task_type = m.member AND t.run_at <= p_now);
+    UPDATE queue_members m SET idle = false, current = 0
+    WHERE m.scope = ANY(p_scopes) AND m.scope LIKE 'groups:%' AND m.idle
+      AND EXISTS (SELECT 1 FROM tasks t
+                  WHERE t.status = 'pending' AND t.task_type = substr(m.scope, 8) AND t.task_group = m.member
+                    AND t.run_at <= p_now);
 $$;
 
 COMMENT ON FUNCTION public.queue_claim_wake_members_v1(p_scopes text[], p_now timestamp with time zone) IS 'Members last seen without work (idle) that have claimable work again re-enter the rounds at current 0: no
-burst of saved credit, no old debt. The others stay out of the rounds until they do.';
+burst of saved credit, no old debt. The others stay out of the rounds until they do. Each kind of scope is asked
+apart, so each member''s question is one probe of an index (a task type''s, or a type''s group''s), never a read of
+the pending tasks.';
 
 CREATE FUNCTION public.queue_claim_walk_v2(p_types text[], p_k integer, p_now timestamp with time zone, p_types_plan integer[], p_groups_plan integer[], INOUT claimed public.queue_claim_state, INOUT rounds public.queue_claim_rounds, OUT done boolean) RETURNS record
     LANGUAGE plpgsql

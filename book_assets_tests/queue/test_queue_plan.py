@@ -75,3 +75,22 @@ def test_candidate_query_plan_is_an_ordered_index_scan(db: Database) -> None:
     )
     assert "Index Scan using idx_tasks_pending_type" in plan
     assert "Seq Scan" not in plan and "Sort" not in plan
+
+
+@pytest.mark.slow
+def test_a_claim_wakes_idle_members_by_index_with_100000_pending_tasks(queue: TaskQueue, db: Database) -> None:
+    """Every fair claim asks each idle member whether it has due work again; that question reads an index,
+    one entry a member, never the pending tasks (at a thousand hosts most members go idle between claims)."""
+    _fill(db, PENDING)
+    db.query(
+        "INSERT INTO queue_members (scope, member) VALUES ('groups:detail', 'no-work'),"
+        " ('interleave', 'listing'), ('interleave', 'detail'), ('interleave', 'no-work')"
+    )
+    seq_before, _ = _scans(db)
+    for _ in range(10):  # past plpgsql's five custom plans, into the cached generic plan
+        db.query("UPDATE queue_members SET idle = true")
+        assert len(queue.claim("w", 4, type_weights={"listing": 1, "detail": 3}, scheduled=True)) == 4
+    seq_after, _ = _scans(db)
+    assert seq_after == seq_before, "waking the idle members scanned the whole tasks table"
+    idle = {(r["scope"], r["member"]) for r in db.query("SELECT scope, member FROM queue_members WHERE idle")}
+    assert idle == {("groups:detail", "no-work"), ("interleave", "no-work")}
