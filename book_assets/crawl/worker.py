@@ -468,11 +468,14 @@ class Worker:
             return task
         self._emit(StageEntered(task, Stage.ROBOTS))
         url = str(task.payload["url"])
-        # The task's politeness slot, unless it is already too late to start on: a robots.txt fetch goes out on it
-        slot_due = task.slot_due if self.queue.slot_wait_s(task) is not None else None
+        if self.queue.slot_wait_s(task) is None:
+            # Too late to start on its slot (a claim that waited on a lock, a busy worker): a fresh one, as the fetch
+            # would take, which a robots.txt fetch may go out on. Left to robots.txt, it would take the domain's
+            # next slot, an interval on, and the task the one after.
+            task = await self._db(self.queue.reslot, task)
         self._at_robots.add(task.id)
         try:
-            check = await self._robots.check(url, claimed_at=self._claimed_at.get(task.id, 0.0), slot_due=slot_due)
+            check = await self._robots.check(url, claimed_at=self._claimed_at.get(task.id, 0.0), slot_due=task.slot_due)
         finally:
             self._at_robots.discard(task.id)
         if check.verdict is Verdict.DISALLOWED:

@@ -253,6 +253,43 @@ def test_robots_txt_goes_out_on_the_first_tasks_slot_and_the_task_waits_for_the_
     assert held_s < interval, f"the task was held {held_s:.2f} s for its slot: robots.txt took another"
 
 
+def test_robots_txt_goes_out_at_once_for_a_task_that_arrives_late_for_its_slot(
+    db: Database, database_url: str, sandbox_factory: Any
+) -> None:
+    # A claim hands a new domain's slot out a moment ahead of the claim's start; a claim that waits on a lock (or a
+    # busy worker) delivers the task after that slot. robots.txt then goes out on a fresh slot of the task's, at
+    # once, not on the domain's next (an interval later), and the page comes one interval after robots.txt.
+    server = sandbox_factory()
+    interval = 2.0
+    config = sandbox_config(server.url, min_interval_s=interval, allowed_domains=["127.0.0.1"])
+    prepare(db, config)
+    _enqueue_details(db, config, server, _books_of(server, "Poetry")[:1])
+    domain = urlsplit(server.url).netloc
+    holder = Database(database_url, application_name="book-pipeline-tests-lock")
+    with ThreadPoolExecutor(1) as pool:
+        with holder.transaction() as cur:
+            # The claim takes its moment, then waits for the domain's row: its slot is past when it returns.
+            cur.execute("SELECT 1 FROM domains WHERE domain = %s FOR UPDATE", (domain,))
+            draining = pool.submit(drain, database_url, config, task_types=(DETAIL,), workers=1)
+            deadline = time.monotonic() + 120  # a broken set-up fails instead of hanging; never a verdict
+            while not db.query(
+                "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%%queue_claim%%'"
+            ):
+                assert time.monotonic() < deadline and not draining.done(), "no claim waited for the domain"
+                time.sleep(0.02)
+            time.sleep(0.3)
+            released_at = time.time()
+        stats = draining.result()
+    holder.close()
+
+    assert WorkerFigures.read(make_queue(db, config), stats).books == 1
+    seen = server.stats()
+    assert seen.request_paths[0] == ROBOTS and seen.hits[ROBOTS] == 1
+    robots_at, page_at = seen.request_times[:2]
+    assert robots_at - released_at < interval / 2, "robots.txt waited for the domain's next slot"
+    assert interval - EARLY_S <= page_at - robots_at < 1.5 * interval
+
+
 @pytest.mark.slow
 def test_a_worker_claims_politely_limited_work_when_the_queue_says_it_is_in_reach_not_after_each_page(
     db: Database, database_url: str, sandbox_factory: Any
