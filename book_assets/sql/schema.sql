@@ -131,25 +131,20 @@ CREATE FUNCTION public.queue_claim_domains_v3(p_n integer, p_types text[], p_now
 DECLARE
     r       RECORD;
     v_slot  TIMESTAMPTZ;
+    v_open  TEXT[] := queue_claim_open_domains_v1(p_n, p_types, p_now, p_horizon_s);
     k       INTEGER;
     claimed queue_claim_state := ROW('{}', '{}', '{}', '{}', '{}', '{}', NULL, '{}', '{}', NULL);
 BEGIN
     -- the domains whose next slot is not within its window yet are neither probed nor locked (at many hosts most
     -- are, and a claim's cost would follow them): when to come back for the first of them, work or none (one
-    -- without work costs at most an early claim)
-    claimed.next_at := (SELECT min(queue_claim_return_at_v1(d.next_slot_at, d.min_interval_s, p_horizon_s))
+    -- without work costs at most an early claim); at once when open domains with work were left out
+    claimed.next_at := CASE WHEN cardinality(v_open) = greatest(4 * p_n, 32) THEN p_now ELSE
+                       (SELECT min(queue_claim_return_at_v1(d.next_slot_at, d.min_interval_s, p_horizon_s))
                         FROM domains d WHERE d.min_interval_s > 0
-                          AND queue_claim_window_closed_v1(d.next_slot_at, d.min_interval_s, p_now, p_horizon_s));
+                          AND queue_claim_window_closed_v1(d.next_slot_at, d.min_interval_s, p_now, p_horizon_s)) END;
     FOR r IN
         SELECT d.domain, d.min_interval_s, d.max_in_flight, d.next_slot_at FROM domains d
-        -- one probe of idx_tasks_pending_domain per domain: LIMIT 1 rules out a hash join over every due task,
-        -- and the order by run_at a scan of the table that stops at its first match (or never, for a domain
-        -- without work), which the planner would otherwise pick for a domain holding most of the tasks
-        CROSS JOIN LATERAL (SELECT 1 FROM tasks t
-                            WHERE t.status = 'pending' AND t.domain = d.domain AND t.run_at <= p_now
-                              AND t.task_type = ANY(p_types)
-                            ORDER BY t.run_at LIMIT 1) due
-        WHERE (d.min_interval_s > 0 OR d.max_in_flight IS NOT NULL)
+        WHERE d.domain = ANY(v_open)
           AND NOT queue_claim_window_closed_v1(d.next_slot_at, d.min_interval_s, p_now, p_horizon_s)
         ORDER BY d.domain FOR UPDATE OF d
     LOOP
@@ -185,15 +180,14 @@ BEGIN
     RETURN claimed;
 END $$;
 
-COMMENT ON FUNCTION public.queue_claim_domains_v3(p_n integer, p_types text[], p_now timestamp with time zone, p_horizon timestamp with time zone, p_horizon_s double precision) IS 'Lock the throttled domains (a politeness interval or an in-flight cap) whose first slot is within its window
-(queue_claim_window_closed_v1: the horizon, and three quarters of an interval) and that have work this claim
-could hand out (a pending task of p_types due at p_now: idx_tasks_pending_domain), in name order, and give each
-its allowance for this claim: the politeness slots that start within the horizon (the first by
-queue_first_slot_v1; p_n for a domain with only an in-flight cap), capped by its in-flight room; a domain with
-no allowance left is blocked. The throttled domains whose window is closed are neither probed nor locked, and
-next_at says when to come back for the first of them (queue_claim_return_at_v1), so at many hosts a claim''s
-cost follows the domains whose slots came within reach, not every host with work. The throttled domains
-without such work are neither locked nor planned either: they are blocked for this claim, since a task that
+COMMENT ON FUNCTION public.queue_claim_domains_v3(p_n integer, p_types text[], p_now timestamp with time zone, p_horizon timestamp with time zone, p_horizon_s double precision) IS 'Lock the throttled domains (a politeness interval or an in-flight cap) a claim of p_n tasks may give slots
+(queue_claim_open_domains_v1: within their window, with work it could hand out, at most four times p_n, those
+waiting longest), in name order, and give each its allowance for this claim: the politeness slots that start
+within the horizon (the first by queue_first_slot_v1; p_n for a domain with only an in-flight cap), capped by its
+in-flight room; a domain with no allowance left is blocked. The throttled domains whose window is closed are
+neither probed nor locked, and next_at says when to come back for the first of them (queue_claim_return_at_v1),
+or at once when open domains with work were left out, so at many hosts a claim''s cost follows what it can give,
+not every host with work. The throttled domains it did not lock are blocked for this claim, since a task that
 appears in one after the lock (a concurrent enqueue, a retry falling due) has no slot read under the lock; the
 next claim locks its domain. When the domains it may give tasks are few beside the blocked ones, they are its
 pickable ones (queue_claim_pickable_v1). Returns the claim''s state (queue_claim_state), with no task picked
@@ -376,6 +370,29 @@ END $$;
 COMMENT ON FUNCTION public.queue_claim_next_task_v2(p_type text, p_group text, p_now timestamp with time zone, p_claimed public.queue_claim_state, OUT task_id bigint, OUT task_domain text) IS 'The next task of a type (p_group NULL: any group) by priority then age, outside the claim''s blocked domains and
 the tasks it took, locked (SKIP LOCKED); NULLs when there is none. A group''s is queue_claim_group_tasks_v1''s
 first.';
+
+CREATE FUNCTION public.queue_claim_open_domains_v1(p_n integer, p_types text[], p_now timestamp with time zone, p_horizon_s double precision) RETURNS text[]
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT coalesce(array_agg(o.domain), '{}')
+    FROM (SELECT d.domain FROM domains d
+          -- one probe of idx_tasks_pending_domain per domain: LIMIT 1 rules out a hash join over every due task,
+          -- and the order by run_at a scan of the table that stops at its first match (or never, for a domain
+          -- without work), which the planner would otherwise pick for a domain holding most of the tasks
+          CROSS JOIN LATERAL (SELECT 1 FROM tasks t
+                              WHERE t.status = 'pending' AND t.domain = d.domain AND t.run_at <= p_now
+                                AND t.task_type = ANY(p_types)
+                              ORDER BY t.run_at LIMIT 1) due
+          WHERE (d.min_interval_s > 0 OR d.max_in_flight IS NOT NULL)
+            AND NOT queue_claim_window_closed_v1(d.next_slot_at, d.min_interval_s, p_now, p_horizon_s)
+          ORDER BY d.next_slot_at, d.domain
+          LIMIT greatest(4 * p_n, 32)) o
+$$;
+
+COMMENT ON FUNCTION public.queue_claim_open_domains_v1(p_n integer, p_types text[], p_now timestamp with time zone, p_horizon_s double precision) IS 'The throttled domains a claim of p_n tasks locks: those whose first slot is within its window
+(queue_claim_window_closed_v1) and that have work it could hand out (a pending task of p_types due at p_now), at
+most four times p_n (at least 32), those whose next slot came first. A claim''s cost then follows what it can
+give, not every open domain, and the domains waiting longest are served first.';
 
 CREATE FUNCTION public.queue_claim_pick_fair_v2(p_types text[], p_scheduled boolean, p_interleave boolean, p_now timestamp with time zone, p_claimed public.queue_claim_state, INOUT rounds public.queue_claim_rounds, OUT task_id bigint, OUT task_domain text) RETURNS record
     LANGUAGE plpgsql

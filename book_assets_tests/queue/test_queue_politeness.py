@@ -309,3 +309,23 @@ def test_a_task_recorded_as_failed_registers_its_domain_with_the_default_interva
     assert queue.record_failed([(refused, "a link too long to store")], kind="url_too_long") == 1
     rows = db.query("SELECT min_interval_s FROM domains WHERE domain = 'refused.example'")
     assert [r["min_interval_s"] for r in rows] == [3.0]
+
+
+def test_among_more_open_domains_than_a_claim_can_use_it_serves_those_waiting_longest_and_says_come_back_now(
+    db: Database,
+) -> None:
+    """A claim locks at most four times the tasks it may give (at least 32) of the domains whose slot is open,
+    those whose slot came first: at a thousand hosts a claim that locked them all cost more than its tasks were
+    worth, and slots passed unclaimed. It says to come back at once for the domains it left out."""
+    queue = make_queue(db, default_interval_s=10.0)
+    hosts = [f"h{i:02d}.example" for i in range(40)]
+    queue.enqueue_many(NewTask("detail", {"url": url(0, host)}) for host in hosts)  # h00's task is the oldest
+    # h39's slot came first, h00's last
+    db.query(
+        "UPDATE domains SET next_slot_at = now() - make_interval(secs => 1 + substr(domain, 2, 2)::int)"
+        " WHERE domain LIKE 'h%%'"
+    )
+    result = queue.claim("w", 2)
+    # the 32 domains waiting longest are h08..h39; among them, the oldest tasks
+    assert [t.domain for t in result.tasks] == ["h08.example", "h09.example"]
+    assert result.retry_in_s is not None and result.retry_in_s < 1.0
