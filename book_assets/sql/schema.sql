@@ -120,10 +120,13 @@ CREATE FUNCTION public.queue_claim_all_blocked_v1(p_blocked text[]) RETURNS bool
     LANGUAGE sql STABLE
     AS $$
     SELECT cardinality(p_blocked) > 0
+       AND cardinality(p_blocked) >= (SELECT count(*) FROM domains)
        AND NOT EXISTS (SELECT 1 FROM domains d WHERE NOT (d.domain = ANY(p_blocked)))
 $$;
 
-COMMENT ON FUNCTION public.queue_claim_all_blocked_v1(p_blocked text[]) IS 'Whether every known domain is blocked, so that nothing more can be handed out.';
+COMMENT ON FUNCTION public.queue_claim_all_blocked_v1(p_blocked text[]) IS 'Whether every known domain is blocked, so that nothing more can be handed out. The blocked domains are known
+domains: while they are fewer than the known ones, some domain is not; the names are compared only once they are
+as many.';
 
 CREATE FUNCTION public.queue_claim_domains_v3(p_n integer, p_types text[], p_now timestamp with time zone, p_horizon timestamp with time zone, p_horizon_s double precision) RETURNS public.queue_claim_state
     LANGUAGE plpgsql

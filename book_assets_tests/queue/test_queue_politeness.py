@@ -329,3 +329,20 @@ def test_among_more_open_domains_than_a_claim_can_use_it_serves_those_waiting_lo
     # the 32 domains waiting longest are h08..h39; among them, the oldest tasks
     assert [t.domain for t in result.tasks] == ["h08.example", "h09.example"]
     assert result.retry_in_s is not None and result.retry_in_s < 1.0
+
+
+@pytest.mark.parametrize(
+    ("blocked", "expected"),
+    [
+        ([], False),
+        (["a.example", "b.example"], False),
+        (["a.example", "b.example", "a.example"], False),  # as many names as domains, one of them twice
+        (["c.example", "a.example", "b.example"], True),
+    ],
+)
+def test_a_claim_ends_when_every_known_domain_is_blocked_and_only_then(
+    db: Database, blocked: list[str], expected: bool
+) -> None:
+    db.query("INSERT INTO domains (domain) VALUES ('a.example'), ('b.example'), ('c.example')")
+    (row,) = db.query("SELECT queue_claim_all_blocked_v1(%(blocked)s::TEXT[]) AS all_blocked", {"blocked": blocked})
+    assert row["all_blocked"] is expected
