@@ -134,14 +134,15 @@ CREATE FUNCTION public.queue_claim_domains_v3(p_n integer, p_types text[], p_now
 DECLARE
     r       RECORD;
     v_slot  TIMESTAMPTZ;
-    v_open  TEXT[] := queue_claim_open_domains_v1(p_n, p_types, p_now, p_horizon_s);
+    v_limit INTEGER := greatest(4 * p_n, 32);  -- the open domains it locks at most
+    v_open  TEXT[] := queue_claim_open_domains_v1(v_limit, p_types, p_now, p_horizon_s);
     k       INTEGER;
     claimed queue_claim_state := ROW('{}', '{}', '{}', '{}', '{}', '{}', NULL, '{}', '{}', NULL);
 BEGIN
     -- the domains whose next slot is not within its window yet are neither probed nor locked (at many hosts most
     -- are, and a claim's cost would follow them): when to come back for the first of them, work or none (one
     -- without work costs at most an early claim); at once when open domains with work were left out
-    claimed.next_at := CASE WHEN cardinality(v_open) = greatest(4 * p_n, 32) THEN p_now ELSE
+    claimed.next_at := CASE WHEN cardinality(v_open) = v_limit THEN p_now ELSE
                        (SELECT min(queue_claim_return_at_v1(d.next_slot_at, d.min_interval_s, p_horizon_s))
                         FROM domains d WHERE d.min_interval_s > 0
                           AND queue_claim_window_closed_v1(d.next_slot_at, d.min_interval_s, p_now, p_horizon_s)) END;
@@ -374,7 +375,7 @@ COMMENT ON FUNCTION public.queue_claim_next_task_v2(p_type text, p_group text, p
 the tasks it took, locked (SKIP LOCKED); NULLs when there is none. A group''s is queue_claim_group_tasks_v1''s
 first.';
 
-CREATE FUNCTION public.queue_claim_open_domains_v1(p_n integer, p_types text[], p_now timestamp with time zone, p_horizon_s double precision) RETURNS text[]
+CREATE FUNCTION public.queue_claim_open_domains_v1(p_limit integer, p_types text[], p_now timestamp with time zone, p_horizon_s double precision) RETURNS text[]
     LANGUAGE sql STABLE
     AS $$
     SELECT coalesce(array_agg(o.domain), '{}')
@@ -389,13 +390,13 @@ CREATE FUNCTION public.queue_claim_open_domains_v1(p_n integer, p_types text[], 
           WHERE (d.min_interval_s > 0 OR d.max_in_flight IS NOT NULL)
             AND NOT queue_claim_window_closed_v1(d.next_slot_at, d.min_interval_s, p_now, p_horizon_s)
           ORDER BY d.next_slot_at, d.domain
-          LIMIT greatest(4 * p_n, 32)) o
+          LIMIT p_limit) o
 $$;
 
-COMMENT ON FUNCTION public.queue_claim_open_domains_v1(p_n integer, p_types text[], p_now timestamp with time zone, p_horizon_s double precision) IS 'The throttled domains a claim of p_n tasks locks: those whose first slot is within its window
-(queue_claim_window_closed_v1) and that have work it could hand out (a pending task of p_types due at p_now), at
-most four times p_n (at least 32), those whose next slot came first. A claim''s cost then follows what it can
-give, not every open domain, and the domains waiting longest are served first.';
+COMMENT ON FUNCTION public.queue_claim_open_domains_v1(p_limit integer, p_types text[], p_now timestamp with time zone, p_horizon_s double precision) IS 'The throttled domains a claim locks: those whose first slot is within its window (queue_claim_window_closed_v1)
+and that have work it could hand out (a pending task of p_types due at p_now), at most p_limit, those whose next
+slot came first. A claim''s cost then follows what it can give, not every open domain, and the domains waiting
+longest are served first.';
 
 CREATE FUNCTION public.queue_claim_pick_fair_v2(p_types text[], p_scheduled boolean, p_interleave boolean, p_now timestamp with time zone, p_claimed public.queue_claim_state, INOUT rounds public.queue_claim_rounds, OUT task_id bigint, OUT task_domain text) RETURNS record
     LANGUAGE plpgsql
