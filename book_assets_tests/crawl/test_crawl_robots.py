@@ -41,6 +41,15 @@ def _enqueue_details(db: Database, config: Any, server: SandboxServer, paths: li
         queue.enqueue(DETAIL, {"url": server.url_for(path), "category": "Poetry"}, priority=DETAIL_PRIORITY)
 
 
+def _one_book_queued(db: Database, sandbox_factory: Any, interval: float) -> tuple[SandboxServer, Any]:
+    """A sandbox behind a politeness interval, and a crawl of it prepared with one Poetry book's detail queued."""
+    server = sandbox_factory()
+    config = sandbox_config(server.url, min_interval_s=interval, allowed_domains=["127.0.0.1"])
+    prepare(db, config)
+    _enqueue_details(db, config, server, _books_of(server, "Poetry")[:1])
+    return server, config
+
+
 def test_a_disallowed_category_and_book_are_never_fetched_and_fail_as_robots_disallowed(
     db: Database, database_url: str, sandbox_factory: Any
 ) -> None:
@@ -235,11 +244,8 @@ def test_robots_txt_goes_out_on_the_first_tasks_slot_and_the_task_waits_for_the_
     # A host's robots.txt is the first request its first claimed slot allows. The task then goes back to the queue
     # (no attempt spent) and is claimed again within its window of the host's next slot: it is never held for the
     # intervals between, which at a crawl's start would keep one task a new host out of the worker's room.
-    server = sandbox_factory()
     interval = 2.0
-    config = sandbox_config(server.url, min_interval_s=interval, allowed_domains=["127.0.0.1"])
-    prepare(db, config)
-    _enqueue_details(db, config, server, _books_of(server, "Poetry")[:1])
+    server, config = _one_book_queued(db, sandbox_factory, interval)
     stats = drain(database_url, config, task_types=(DETAIL,), workers=1)
 
     assert WorkerFigures.read(make_queue(db, config), stats).books == 1
@@ -259,14 +265,10 @@ def test_robots_txt_goes_out_at_once_for_a_task_that_arrives_late_for_its_slot(
     # A claim hands a new domain's slot out a moment ahead of the claim's start; a claim that waits on a lock (or a
     # busy worker) delivers the task after that slot. robots.txt then goes out on a fresh slot of the task's, at
     # once, not on the domain's next (an interval later), and the page comes one interval after robots.txt.
-    server = sandbox_factory()
     interval = 2.0
-    config = sandbox_config(server.url, min_interval_s=interval, allowed_domains=["127.0.0.1"])
-    prepare(db, config)
-    _enqueue_details(db, config, server, _books_of(server, "Poetry")[:1])
+    server, config = _one_book_queued(db, sandbox_factory, interval)
     domain = urlsplit(server.url).netloc
-    holder = Database(database_url, application_name="book-pipeline-tests-lock")
-    with ThreadPoolExecutor(1) as pool:
+    with Database(database_url, application_name="book-pipeline-tests-lock") as holder, ThreadPoolExecutor(1) as pool:
         with holder.transaction() as cur:
             # The claim takes its moment, then waits for the domain's row: its slot is past when it returns.
             cur.execute("SELECT 1 FROM domains WHERE domain = %s FOR UPDATE", (domain,))
@@ -280,7 +282,6 @@ def test_robots_txt_goes_out_at_once_for_a_task_that_arrives_late_for_its_slot(
             time.sleep(0.3)
             released_at = time.time()
         stats = draining.result()
-    holder.close()
 
     assert WorkerFigures.read(make_queue(db, config), stats).books == 1
     seen = server.stats()
