@@ -264,8 +264,9 @@ def test_robots_txt_goes_out_at_once_for_a_task_that_arrives_late_for_its_slot(
 ) -> None:
     # A claim hands a new domain's slot out a moment ahead of the claim's start; a claim that waits on a lock (or a
     # busy worker) delivers the task after that slot. robots.txt then goes out on a fresh slot of the task's, at
-    # once, not on the domain's next (an interval later), and the page comes one interval after robots.txt.
-    interval = 2.0
+    # once, not on the domain's next (an interval later), and the page comes one interval after robots.txt. The
+    # interval leaves a busy machine seconds between the two.
+    interval = 4.0
     server, config = _one_book_queued(db, sandbox_factory, interval)
     domain = urlsplit(server.url).netloc
     with Database(database_url, application_name="book-pipeline-tests-lock") as holder, ThreadPoolExecutor(1) as pool:
