@@ -2,17 +2,51 @@
 
 The claim runs inside the plpgsql function ``queue_claim_v3``, whose inner plans EXPLAIN cannot show, so the
 test reads PostgreSQL's own counters (pg_stat_user_tables / pg_stat_user_indexes) around real claims:
-no sequential scan of ``tasks`` may happen, and the pending-task indexes must be used.
+no sequential scan of ``tasks`` may happen, and the pending-task indexes must be used. The counters sum every
+session's scans of the database, so these tests run in a database of their own (``plan_url``), and a count
+fails if another session is connected to it.
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+
 import pytest
 
 from book_assets.db.connection import Database
+from book_assets.db.migrations import migrate
 from book_assets.queue import TaskQueue
+from book_assets_tests.conftest import _admin, _admin_and_name, _with_database, truncate_all
+from book_assets_tests.queue.helpers import make_queue
 
 PENDING = 100_000
+
+
+@pytest.fixture(scope="module")
+def plan_url() -> Iterator[str]:
+    """A migrated database only this module's tests connect to."""
+    admin, name = _admin_and_name()
+    name = f"{name}_plan_{os.getpid()}"
+    _admin(admin, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)', f'CREATE DATABASE "{name}"')
+    url = _with_database(admin, name)
+    with Database(url) as database:
+        migrate(database)
+    yield url
+    _admin(admin, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def db(plan_url: str) -> Iterator[Database]:
+    """This module's database, every table empty (the suite's ``db``, in the module's own database)."""
+    with Database(plan_url, application_name="book-pipeline-tests") as database:
+        truncate_all(database)
+        yield database
+
+
+@pytest.fixture
+def queue(db: Database) -> TaskQueue:
+    return make_queue(db)
 
 
 def _fill(db: Database, n: int) -> None:
@@ -37,6 +71,10 @@ def _fill(db: Database, n: int) -> None:
 
 
 def _scans(db: Database) -> tuple[int, dict[str, int]]:
+    others = db.query(
+        "SELECT application_name FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+    )
+    assert not others, f"another session is connected to the plan tests' database: {others}"
     db.query("SELECT pg_stat_force_next_flush()")
     table = db.query(
         "SELECT pg_stat_clear_snapshot(); SELECT seq_scan FROM pg_stat_user_tables WHERE relname = 'tasks'"
