@@ -125,7 +125,8 @@ class GroupScheduling:
         return int(self.db.query(named_queries()["outstanding"], {"types": types})[0]["n"])
 
     def drained(self, task_types: Collection[str]) -> bool:
-        """Whether nothing of these types is leased or can still be handed out (:meth:`outstanding` is 0).
+        """Whether nothing of these types is leased or can still be handed out (:meth:`outstanding` would be 0;
+        this asks only whether there is one task).
 
         When so, every idle worker is notified: a worker that found nothing to claim while another still held
         the last task sleeps on :data:`~book_assets.queue.waiting.CHANNEL`, and the end of that task enqueues
@@ -133,7 +134,8 @@ class GroupScheduling:
         lease expiry. The last worker to finish always sees 0 (every other completion committed before its
         check), so one of the finishing workers' checks is the one that wakes the sleepers.
         """
-        if self.outstanding(task_types):
+        types = [self.ctx.check_type(t) for t in task_types]
+        if self.db.query(named_queries()["any_outstanding"], {"types": types})[0]["any"]:
             return False
         self.db.query(named_queries()["wake_idle_workers"])
         return True

@@ -304,23 +304,12 @@ GROUP BY m.member, m.budget_total ORDER BY m.member;
 SELECT pg_notify('book_pipeline_tasks', '') AS sent;
 
 -- outstanding --
--- Work these task types can still be handed: in progress, or pending in a group that is neither out of
--- budget nor weighted 0 (weight-0 groups are skipped on purpose and stay pending).
-WITH exhausted AS (
-    SELECT b.scope, b.member FROM queue_budget_left_v1(ARRAY(SELECT 'groups:' || x FROM unnest(%(types)s::TEXT[]) x)) b
-    WHERE b.budget_left = 0
-)
-SELECT count(*) AS n FROM tasks t
-WHERE t.task_type = ANY(%(types)s)
-  AND (t.status = 'in_progress'
-       OR (t.status = 'pending'
-           AND NOT EXISTS (SELECT 1 FROM exhausted e WHERE e.scope = 'groups:' || t.task_type
-                                                     AND e.member = t.task_group)
-           AND NOT EXISTS (
-             SELECT 1 FROM queue_scopes s LEFT JOIN queue_members m
-                    ON m.scope = s.scope AND m.member = t.task_group
-             WHERE s.scope = 'groups:' || t.task_type
-               AND coalesce(m.weight, s.default_weight) = 0)));
+-- How many tasks of these types a worker may still be handed (queue_outstanding_v1).
+SELECT count(*) AS n FROM queue_outstanding_v1(%(types)s::TEXT[]);
+
+-- any_outstanding --
+-- Whether a worker may still be handed a task of these types: the first outstanding task ends the question.
+SELECT EXISTS (SELECT 1 FROM queue_outstanding_v1(%(types)s::TEXT[])) AS any;
 
 -- scope_state --
 -- The round-robin state of a scope (for inspection and tests).

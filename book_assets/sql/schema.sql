@@ -1151,6 +1151,30 @@ quarter interval), so that the worker is asleep when its slot comes instead of r
 and request starts stay an interval apart even under load. Used by the claim, reslot and take_domain_slot
 (queue.sql).';
 
+CREATE FUNCTION public.queue_outstanding_v1(p_types text[]) RETURNS SETOF bigint
+    LANGUAGE sql STABLE
+    AS $$
+    WITH exhausted AS (
+        SELECT b.scope, b.member FROM queue_budget_left_v1(ARRAY(SELECT 'groups:' || x FROM unnest(p_types) x)) b
+        WHERE b.budget_left = 0
+    )
+    SELECT t.id FROM tasks t
+    WHERE t.task_type = ANY(p_types)
+      AND (t.status = 'in_progress'
+           OR (t.status = 'pending'
+               AND NOT EXISTS (SELECT 1 FROM exhausted e WHERE e.scope = 'groups:' || t.task_type
+                                                         AND e.member = t.task_group)
+               AND NOT EXISTS (
+                 SELECT 1 FROM queue_scopes s LEFT JOIN queue_members m
+                        ON m.scope = s.scope AND m.member = t.task_group
+                 WHERE s.scope = 'groups:' || t.task_type
+                   AND coalesce(m.weight, s.default_weight) = 0)))
+$$;
+
+COMMENT ON FUNCTION public.queue_outstanding_v1(p_types text[]) IS 'The tasks of these types that a worker may still be handed: in progress, or pending in a group that is neither out
+of budget nor weighted 0 (weight-0 groups are skipped on purpose and stay pending). Inlined into the query that
+calls it, so a question of whether there is one stops at the first.';
+
 CREATE FUNCTION public.queue_reclaim_expired_v1(p_types text[], p_now timestamp with time zone) RETURNS void
     LANGUAGE sql
     AS $$

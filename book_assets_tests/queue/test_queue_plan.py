@@ -132,3 +132,24 @@ def test_a_claim_wakes_idle_members_by_index_with_100000_pending_tasks(queue: Ta
     assert seq_after == seq_before, "waking the idle members scanned the whole tasks table"
     idle = {(r["scope"], r["member"]) for r in db.query("SELECT scope, member FROM queue_members WHERE idle")}
     assert idle == {("groups:detail", "no-work"), ("interleave", "no-work")}
+
+
+def _tuples_read(db: Database) -> int:
+    """Rows of ``tasks`` read so far, by sequential scans and through its indexes."""
+    db.query("SELECT pg_stat_force_next_flush()")
+    table = db.query(
+        "SELECT pg_stat_clear_snapshot(); SELECT seq_tup_read FROM pg_stat_user_tables WHERE relname = 'tasks'"
+    )
+    indexes = db.query("SELECT sum(idx_tup_read) AS n FROM pg_stat_user_indexes WHERE relname = 'tasks'")
+    return int(table[0]["seq_tup_read"]) + int(indexes[0]["n"])
+
+
+@pytest.mark.slow
+def test_whether_the_queue_is_drained_reads_a_task_not_every_pending_one(queue: TaskQueue, db: Database) -> None:
+    """An idle worker asks whether it may stop each time it has nothing in flight, which a polite crawl of many
+    hosts does between most slots: the question is whether any task is left, not how many."""
+    _fill(db, PENDING)
+    before = _tuples_read(db)
+    assert not queue.drained(["listing", "detail"])
+    read = _tuples_read(db) - before
+    assert read < 100, f"deciding the queue is not drained read {read} rows of tasks"
