@@ -137,6 +137,85 @@ def _postgres_cpu_s(postmaster: psutil.Process) -> float:
     return total
 
 
+def _postgres_kind(process: psutil.Process) -> str:
+    """A server process's kind from its title: ``backend`` for a client's, else the auxiliary process's name
+    (``checkpointer``, ``walwriter``, ``autovacuum worker``, ...)."""
+    title = " ".join(process.cmdline())
+    name = title.removeprefix("postgres: ").strip()
+    for kind in (
+        "autovacuum worker",
+        "autovacuum launcher",
+        "checkpointer",
+        "background writer",
+        "walwriter",
+        "logical replication launcher",
+        "stats collector",
+        "parallel worker",
+    ):
+        if name.startswith(kind):
+            return kind
+    return "backend"
+
+
+class PostgresCpuByKind:
+    """CPU seconds of PostgreSQL's processes by kind over a span, sampled every ``every`` seconds.
+
+    A process that exits between samples is counted up to its last sample; what the postmaster reaped beyond
+    that (and its own CPU) is ``other``, so the kinds sum to ``_postgres_cpu_s``'s figure."""
+
+    def __init__(self, postmaster: psutil.Process, url: str, every: float = 0.25) -> None:
+        self.postmaster = postmaster
+        self.conn = psycopg2.connect(url, application_name="growth-bench sampler")
+        self.conn.autocommit = True
+        self.every = every
+        self.first: dict[int, float] = {}
+        self.last: dict[int, float] = {}
+        self.kinds: dict[int, str] = {}
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.total0 = _postgres_cpu_s(postmaster)
+
+    def _sample(self, initial: bool) -> None:
+        for child in self.postmaster.children():
+            with contextlib.suppress(psutil.Error):
+                times = child.cpu_times()
+                if child.pid not in self.kinds:
+                    kind = _postgres_kind(child)
+                    self.kinds[child.pid] = f"backend: {self._application(child.pid)}" if kind == "backend" else kind
+                    self.first[child.pid] = times.user + times.system if initial else 0.0
+                self.last[child.pid] = times.user + times.system
+
+    def _application(self, pid: int) -> str:
+        """A backend's application name without its instance (``book-pipeline worker``, not its worker id)."""
+        with self.conn.cursor() as cur:
+            cur.execute("SELECT application_name FROM pg_stat_activity WHERE pid = %s", (pid,))
+            row = cur.fetchone()
+        return " ".join(str(row[0]).split()[:2]) if row and row[0] else "unnamed"
+
+    def _run(self) -> None:
+        while not self.stop.wait(self.every):
+            self._sample(initial=False)
+
+    def __enter__(self) -> PostgresCpuByKind:
+        self._sample(initial=True)
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join()
+        self._sample(initial=False)
+        self.total = _postgres_cpu_s(self.postmaster) - self.total0
+        self.conn.close()
+
+    def seconds(self) -> dict[str, float]:
+        by_kind: dict[str, float] = {}
+        for pid, kind in self.kinds.items():
+            by_kind[kind] = by_kind.get(kind, 0.0) + self.last[pid] - self.first[pid]
+        by_kind["other"] = self.total - sum(by_kind.values())
+        return by_kind
+
+
 # --- one crawl in its own process --------------------------------------------------------------------------
 
 
@@ -311,15 +390,16 @@ def measure(url: str, sandbox: Sandbox, settings: dict[str, Any], extra_starts: 
     statements_unavailable = _statements_reset(url)
     ctx = multiprocessing.get_context("spawn")
     receive, send = ctx.Pipe(duplex=False)
-    pg0, sb0 = _postgres_cpu_s(postmaster), sandbox.cpu_s()
+    sb0 = sandbox.cpu_s()
     started = time.monotonic()
-    proc = ctx.Process(target=_crawl, args=(url, settings, extra_starts, send))
-    proc.start()
-    send.close()
-    result: dict[str, Any] = receive.recv()
-    proc.join()
+    with PostgresCpuByKind(postmaster, url) as postgres_cpu:
+        proc = ctx.Process(target=_crawl, args=(url, settings, extra_starts, send))
+        proc.start()
+        send.close()
+        result: dict[str, Any] = receive.recv()
+        proc.join()
     wall = time.monotonic() - started
-    pg, sb = _postgres_cpu_s(postmaster) - pg0, sandbox.cpu_s() - sb0
+    pg, sb = postgres_cpu.total, sandbox.cpu_s() - sb0
     pages = max(1, result["pages"])
     result["pages_per_s"] = round(result["pages"] / result["work_s"], 1) if result["work_s"] else 0.0
     result["wall_s"] = round(wall, 2)
@@ -333,6 +413,9 @@ def measure(url: str, sandbox: Sandbox, settings: dict[str, Any], extra_starts: 
     result["cpu_ms_per_page"]["crawl_total"] = round(
         1000 * (cpu["coordinator"] + cpu["workers"] + cpu["postgres"]) / pages, 3
     )
+    result["postgres_cpu_ms_per_page_by_kind"] = {
+        kind: round(1000 * s / pages, 3) for kind, s in sorted(postgres_cpu.seconds().items())
+    }
     result["sandbox_peak_rss_mb"] = sandbox.peak_rss_mb()
     result["postgres_statements"] = statements_unavailable or _statements(url, pages)
     return result
