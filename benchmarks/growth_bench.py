@@ -14,9 +14,9 @@ validators are sent). Cases:
 For each crawl: pages/s and its share of the politeness bound; CPU ms per page of the crawl's coordinator,
 its workers (summed, as each worker reports its own), the sandbox and PostgreSQL (the postmaster and every
 backend, those that exited included; ``postgres_cpu_ms_per_page_by_kind`` splits PostgreSQL's by process kind,
-client backends by application name, sampled every 0.25 s); the peak RSS of the largest worker, of the largest worker's process
-tree (with its browser in browser mode; sampled each second, with its value at each quarter of the crawl)
-and of the sandbox; the workers' claims and their p50/p99 latency as the workers saw them; the time of the
+client backends by application name, sampled every 0.25 s); the peak RSS of the largest worker, of the largest
+worker's process tree (with its browser in browser mode; sampled each second, with its value at each quarter of
+the crawl) and of the sandbox; the workers' claims and their p50/p99 latency as the workers saw them; the time of the
 crawl's start, its work and its end (``report``), and within the end the steps it runs (book counts, run
 figures, removals, robots, task pruning, WARC index); the database's size per 1,000 books (over the
 migrated empty database's). ``ratios`` gives each single-host http case's per-page figures over the
