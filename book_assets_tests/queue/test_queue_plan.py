@@ -16,9 +16,9 @@ import pytest
 
 from book_assets.db.connection import Database
 from book_assets.db.migrations import migrate
-from book_assets.queue import TaskQueue
+from book_assets.queue import NewTask, TaskQueue
 from book_assets_tests.conftest import _admin, _admin_and_name, _with_database, truncate_all
-from book_assets_tests.queue.helpers import make_queue
+from book_assets_tests.queue.helpers import make_queue, url
 
 PENDING = 100_000
 
@@ -153,3 +153,34 @@ def test_whether_the_queue_is_drained_reads_a_task_not_every_pending_one(queue: 
     assert not queue.drained(["listing", "detail"])
     read = _tuples_read(db) - before
     assert read < 100, f"deciding the queue is not drained read {read} rows of tasks"
+
+
+def _calls(db: Database, function: str) -> int:
+    """Calls of a function so far (the session's ``track_functions`` must count it)."""
+    db.query("SELECT pg_stat_force_next_flush()")
+    rows = db.query(
+        "SELECT pg_stat_clear_snapshot(); SELECT calls FROM pg_stat_user_functions WHERE funcname = %s", (function,)
+    )
+    return int(rows[0]["calls"]) if rows else 0
+
+
+def test_a_claim_asks_a_group_with_no_task_in_an_open_domain_once(queue: TaskQueue, db: Database) -> None:
+    """At many politely limited hosts most groups have no task in the few domains a claim may serve. A claim
+    fetches its planned groups' tasks once and knows which found all they have: the round-robin passes over
+    those with none left without asking again (each question is a query of the group's tasks)."""
+    db.query("SET track_functions = 'all'")
+    open_domain, closed_domain = "open.example", "closed.example"
+    for domain in (open_domain, closed_domain):
+        queue.set_domain_policy(domain, min_interval_s=30.0)
+    groups = [f"g{i}" for i in range(10)]
+    queue.enqueue_many(
+        [NewTask("detail", {"url": url(f"{g}-{i}", host=closed_domain)}, group=g) for g in groups for i in range(3)]
+        + [NewTask("detail", {"url": url(f"g9-open-{i}", host=open_domain)}, group="g9") for i in range(3)]
+    )
+    queue.set_group_weights("detail", dict.fromkeys(groups, 1.0))
+    db.query("UPDATE domains SET next_slot_at = now() + interval '1 hour' WHERE domain = %s", (closed_domain,))
+    before = _calls(db, "queue_claim_group_tasks_v1")
+    claimed = queue.claim("w", 10, task_types=["detail"], scheduled=True).tasks
+    asked = _calls(db, "queue_claim_group_tasks_v1") - before
+    assert [(t.group, t.domain) for t in claimed] == [("g9", open_domain)]
+    assert asked <= len(groups) + 1, f"{asked} queries of a group's tasks for {len(groups)} groups"
