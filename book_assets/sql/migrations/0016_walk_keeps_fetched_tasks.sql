@@ -1,11 +1,15 @@
 -- A scheduled claim walks its plan of picks and, where a planned group has no task to give, falls back to the
 -- reference pick and plans again; each walk fetched every planned group's tasks anew, and the reference pick
--- asked each group without a task in turn. At many politely limited hosts most groups have no task in the few
--- domains a claim may serve, so a claim walked 3.4 times against 1.2 at one host (0.86 ms of PostgreSQL's time a
--- page at 100 hosts). A claim now keeps each group's fetched tasks across its plans and fetches only the groups
--- short of their planned picks. A group whose fetch found fewer tasks than it asked for has none past them: where
--- the round-robin reaches it with none left, it leaves the rounds as the reference pick's query would have it
--- leave, without the query.
+-- asked each group without a task in turn. At many politely limited hosts a claim walked 3.4 times against 1.2
+-- at one host (0.86 ms of PostgreSQL's time a page at 100 hosts): most groups have no task in the few domains a
+-- claim may serve, and a group's fetch took several tasks of one domain that has one slot to give, so the walk
+-- passed over the rest and fell short.
+-- - A group's fetch takes no more of a throttled domain's tasks than the domain's allowance left.
+-- - A claim keeps each group's fetched tasks across its plans and fetches only the groups short of their
+--   planned picks.
+-- - A group whose fetch found fewer tasks than it asked for has none past them that the claim could take: where
+--   the round-robin reaches it with none left, it leaves the rounds as the reference pick's query would have it
+--   leave, without the query.
 
 CREATE TYPE queue_claim_fetched AS (
     ids     BIGINT[],   -- the fetched tasks, each group's in a run of its own, in the group's order
@@ -24,6 +28,11 @@ CREATE FUNCTION queue_claim_fetch_short_v1(p_rounds queue_claim_rounds, p_groups
     AS $$
 DECLARE
     v_off   INTEGER := cardinality(fetched.ids);
+    -- among pickable domains, a group is asked for as many more tasks as those domains have slots left: then a
+    -- fetch that finds fewer than it asked for found every task of the group the claim could take
+    v_room  INTEGER := CASE WHEN p_claimed.pickable IS NOT NULL THEN
+        (SELECT coalesce(sum(u.allowance), 0) FROM unnest(p_claimed.domains, p_claimed.allowance) u(name, allowance)
+         WHERE u.name = ANY(p_claimed.pickable) AND u.allowance > 0) ELSE 0 END;
     v_short INTEGER[];
     v_picks INTEGER[];
     r       RECORD;
@@ -41,13 +50,15 @@ BEGIN
     END IF;
     -- fetched again whole: a group's first tasks include those it still has fetched (this claim holds their locks)
     SELECT * INTO r FROM queue_claim_fetch_plan_v2(
-        p_rounds, ARRAY(SELECT w.j FROM unnest(p_groups) w(j) WHERE w.j = ANY(v_short)), p_now, p_claimed);
+        p_rounds, ARRAY(SELECT u.j FROM unnest(v_short, v_picks) u(j, picks), generate_series(1, u.picks + v_room)),
+        p_now, p_claimed);
     fetched.ids := fetched.ids || r.task_ids;
     fetched.domains := fetched.domains || r.task_domains;
     FOR q IN 1..cardinality(v_short) LOOP
         fetched.next[v_short[q]] := v_off + r.member_next[v_short[q]];
         fetched.last[v_short[q]] := v_off + r.member_last[v_short[q]];
-        fetched.whole[v_short[q]] := coalesce(r.member_last[v_short[q]] - r.member_next[v_short[q]] + 1, 0) < v_picks[q];
+        fetched.whole[v_short[q]] :=
+            coalesce(r.member_last[v_short[q]] - r.member_next[v_short[q]] + 1, 0) < v_picks[q] + v_room;
     END LOOP;
 END $$;
 
@@ -115,12 +126,20 @@ BEGIN
                                                               claimed.ids);
                 j := queue_swrr_pick_v1(rounds.member, rounds.weight, rounds.cur, rounds.live, rounds.lo[g], rounds.hi[g]);
             END LOOP;
-            SELECT * INTO r FROM queue_claim_pick_fair_v2(p_types, true, k IS NOT NULL, p_now, claimed, rounds);
-            rounds := r.rounds;
-            v_id := r.task_id;
-            v_domain := r.task_domain;
-            done := v_id IS NULL;  -- nothing more can be picked
-            EXIT WHEN done;
+            p := queue_claim_fetched_next_v1(fetched, j, claimed);
+            IF p IS NOT NULL THEN  -- the winner's next task is fetched: the pick the reference would make
+                rounds := queue_fair_rounds_plan_v2(rounds, k, p_types_plan[s + 1:s + 1], ARRAY[j]);
+                fetched.next[j] := p + 1;
+                v_id := fetched.ids[p];
+                v_domain := fetched.domains[p];
+            ELSE
+                SELECT * INTO r FROM queue_claim_pick_fair_v2(p_types, true, k IS NOT NULL, p_now, claimed, rounds);
+                rounds := r.rounds;
+                v_id := r.task_id;
+                v_domain := r.task_domain;
+                done := v_id IS NULL;  -- nothing more can be picked
+                EXIT WHEN done;
+            END IF;
         END IF;
         -- the pick left blocked domains out, so its domain has a slot to give
         claimed := queue_claim_take_v1(claimed, v_id, v_domain);
@@ -196,3 +215,40 @@ more can be picked or every domain is out of slots. The picks are those of the r
 type is that type: the claim is the interleaved one without type rounds.';
 
 DROP FUNCTION queue_claim_walk_v2(text[], integer, timestamp with time zone, integer[], integer[], queue_claim_state, queue_claim_rounds);
+
+CREATE OR REPLACE FUNCTION queue_claim_group_tasks_v1(p_type text, p_group text, p_now timestamp with time zone,
+                                                      p_claimed queue_claim_state, p_limit integer)
+    RETURNS TABLE(id bigint, domain text, priority integer)
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF p_claimed.pickable IS NULL THEN  -- the group's tasks in order, past the blocked domains'
+        RETURN QUERY
+        SELECT t.id, t.domain, t.priority FROM tasks t
+        WHERE t.status = 'pending' AND t.task_type = p_type AND t.task_group = p_group AND t.run_at <= p_now
+          AND NOT (t.domain = ANY(p_claimed.blocked)) AND NOT (t.id = ANY(p_claimed.ids))
+        ORDER BY t.priority DESC, t.id LIMIT p_limit FOR UPDATE SKIP LOCKED;
+        RETURN;
+    END IF;
+    -- each pickable domain's first tasks of the group (idx_tasks_pending_domain_group), as many as the domain
+    -- has allowance left (a throttled one) or the limit, then the first of them
+    RETURN QUERY
+    SELECT t.id, t.domain, t.priority FROM tasks t
+    WHERE t.id = ANY(ARRAY(
+              SELECT c.id FROM unnest(p_claimed.pickable) AS u(name)
+              CROSS JOIN LATERAL (SELECT t.id FROM tasks t
+                                  WHERE t.status = 'pending' AND t.domain = u.name AND t.task_type = p_type
+                                    AND t.task_group = p_group AND t.run_at <= p_now
+                                    AND NOT (t.id = ANY(p_claimed.ids))
+                                  ORDER BY t.priority DESC, t.id
+                                  LIMIT least(p_limit, p_claimed.allowance[array_position(p_claimed.domains, u.name)])) c))
+      AND t.status = 'pending'
+    ORDER BY t.priority DESC, t.id LIMIT p_limit FOR UPDATE SKIP LOCKED;
+END $$;
+
+COMMENT ON FUNCTION queue_claim_group_tasks_v1(p_type text, p_group text, p_now timestamp with time zone, p_claimed queue_claim_state, p_limit integer) IS 'The first p_limit pending tasks of a group due at p_now by priority then age, outside the claim''s blocked domains
+and the tasks it took, locked (SKIP LOCKED). With pickable domains (queue_claim_pickable_v1), the first of each
+one''s first tasks (idx_tasks_pending_domain_group), no more of a throttled domain than its allowance left (the
+claim can take no more of it), locked as they are chosen: a throttled one''s tasks are the claim''s alone (it
+holds its domain''s lock), and a task of an unthrottled one that another claim holds is left out, not replaced.
+Else the group''s tasks in order, past the blocked domains'' and those another claim holds.';
