@@ -277,7 +277,8 @@ END $$;
 COMMENT ON FUNCTION public.queue_claim_fetch_short_v1(p_rounds public.queue_claim_rounds, p_groups integer[], p_now timestamp with time zone, p_claimed public.queue_claim_state, INOUT fetched public.queue_claim_fetched) IS 'Fetch the tasks of the planned groups (p_groups, a group once a pick) that the claim has not fetched enough of:
 those whose fetched tasks, past those taken and those in blocked domains, are fewer than their picks, unless their
 last fetch found fewer than it asked for (whole: no task is past them). Each is fetched again from its first
-task (queue_claim_fetch_plan_v2), as many as its picks, and its run of fetched tasks replaced.';
+task (queue_claim_fetch_plan_v2), as many as its picks and, among pickable domains, as many more as those
+domains have slots left, and its run of fetched tasks replaced.';
 
 CREATE FUNCTION public.queue_claim_fetched_next_v1(p_fetched public.queue_claim_fetched, p_j integer, p_claimed public.queue_claim_state) RETURNS integer
     LANGUAGE plpgsql IMMUTABLE
@@ -939,11 +940,12 @@ END $$;
 COMMENT ON FUNCTION public.queue_claim_walk_v3(p_types text[], p_now timestamp with time zone, p_types_plan integer[], p_groups_plan integer[], INOUT claimed public.queue_claim_state, INOUT rounds public.queue_claim_rounds, INOUT fetched public.queue_claim_fetched, OUT done boolean) IS 'Take a scheduled claim''s planned picks (types p_types_plan, groups p_groups_plan), fetching first what the
 claim''s fetched tasks lack (queue_claim_fetch_short_v1), and walk the plan, taking each group''s next fetched
 task (queue_claim_fetched_next_v1). Where a group has none left, or the plan ends before n, the rounds so far
-are applied and the reference pick (queue_claim_pick_fair_v2) made instead, and the walk ends: the caller
-plans again. Before it, the round-robin winners known to have no task left (their fetch found all they have)
-leave the rounds, marked idle if they have no work at all, as the reference pick''s queries would find them
-one after another. Each pick''s domain hands out a slot (queue_claim_take_v1). done: nothing more can be
-picked, or every domain is out of slots.';
+are applied and the pick the reference (queue_claim_pick_fair_v2) would make is made instead, and the walk
+ends: the caller plans again. The round-robin winners known to have no task left (their fetch found all they
+have) leave the rounds, marked idle if they have no work at all, as the reference pick''s queries would find
+them one after another; the next winner''s fetched task is taken with its rounds applied, or, when it has none
+fetched, the reference pick is made. Each pick''s domain hands out a slot (queue_claim_take_v1). done: nothing
+more can be picked, or every domain is out of slots.';
 
 CREATE FUNCTION public.queue_claim_window_closed_v1(p_next_slot_at timestamp with time zone, p_interval_s double precision, p_now timestamp with time zone, p_horizon_s double precision) RETURNS boolean
     LANGUAGE sql STABLE
