@@ -7,6 +7,7 @@ migrated, and every test that asks for ``db`` starts from empty tables.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -119,19 +120,27 @@ def child_env(**variables: str) -> dict[str, str]:
     return env
 
 
+@contextlib.contextmanager
+def migrated_database(label: str = "") -> Iterator[str]:
+    """URL of a freshly created and migrated database, dropped after. Named for the pytest process (and
+    ``label``): concurrent sessions (developers, CI) never drop each other's."""
+    admin, name = _admin_and_name()
+    name = f"{name}{label}_{os.getpid()}"
+    _admin(admin, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)', f'CREATE DATABASE "{name}"')
+    try:
+        url = _with_database(admin, name)
+        with Database(url) as database:
+            migrate(database)
+        yield url
+    finally:
+        _admin(admin, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
 @pytest.fixture(scope="session")
 def database_url() -> Iterator[str]:
     """URL of a freshly created and migrated test database, dropped at the end of the session."""
-    admin, name = _admin_and_name()
-    # One database per pytest process: concurrent sessions (developers, CI) never drop each other's.
-    name = f"{name}_{os.getpid()}"
-    _admin(admin, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)', f'CREATE DATABASE "{name}"')
-    url = _with_database(admin, name)
-    database = Database(url)
-    migrate(database)
-    database.close()
-    yield url
-    _admin(admin, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with migrated_database() as url:
+        yield url
 
 
 def truncate_all(database: Database) -> None:

@@ -9,15 +9,14 @@ fails if another session is connected to it.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from book_assets.db.connection import Database
-from book_assets.db.migrations import migrate
 from book_assets.queue import NewTask, TaskQueue
-from book_assets_tests.conftest import _admin, _admin_and_name, _with_database, truncate_all
+from book_assets_tests.conftest import migrated_database, truncate_all
 from book_assets_tests.queue.helpers import make_queue, url
 
 PENDING = 100_000
@@ -26,14 +25,8 @@ PENDING = 100_000
 @pytest.fixture(scope="module")
 def plan_url() -> Iterator[str]:
     """A migrated database only this module's tests connect to."""
-    admin, name = _admin_and_name()
-    name = f"{name}_plan_{os.getpid()}"
-    _admin(admin, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)', f'CREATE DATABASE "{name}"')
-    url = _with_database(admin, name)
-    with Database(url) as database:
-        migrate(database)
-    yield url
-    _admin(admin, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with migrated_database("_plan") as url:
+        yield url
 
 
 @pytest.fixture
@@ -70,15 +63,20 @@ def _fill(db: Database, n: int) -> None:
     db.query("ANALYZE tasks")
 
 
-def _scans(db: Database) -> tuple[int, dict[str, int]]:
+def _counters(db: Database, query: str, params: tuple[object, ...] | None = None) -> list[dict[str, Any]]:
+    """The server's statistics, as ``query`` reads them: this session's flushed, from a fresh snapshot, with no
+    other session connected to the database to add its own."""
     others = db.query(
         "SELECT application_name FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
     )
     assert not others, f"another session is connected to the plan tests' database: {others}"
     db.query("SELECT pg_stat_force_next_flush()")
-    table = db.query(
-        "SELECT pg_stat_clear_snapshot(); SELECT seq_scan FROM pg_stat_user_tables WHERE relname = 'tasks'"
-    )
+    db.query("SELECT pg_stat_clear_snapshot()")
+    return db.query(query, params)
+
+
+def _scans(db: Database) -> tuple[int, dict[str, int]]:
+    table = _counters(db, "SELECT seq_scan FROM pg_stat_user_tables WHERE relname = 'tasks'")
     indexes = db.query("SELECT indexrelname, idx_scan FROM pg_stat_user_indexes WHERE relname = 'tasks'")
     return int(table[0]["seq_scan"]), {r["indexrelname"]: int(r["idx_scan"]) for r in indexes}
 
@@ -136,10 +134,7 @@ def test_a_claim_wakes_idle_members_by_index_with_100000_pending_tasks(queue: Ta
 
 def _tuples_read(db: Database) -> int:
     """Rows of ``tasks`` read so far, by sequential scans and through its indexes."""
-    db.query("SELECT pg_stat_force_next_flush()")
-    table = db.query(
-        "SELECT pg_stat_clear_snapshot(); SELECT seq_tup_read FROM pg_stat_user_tables WHERE relname = 'tasks'"
-    )
+    table = _counters(db, "SELECT seq_tup_read FROM pg_stat_user_tables WHERE relname = 'tasks'")
     indexes = db.query("SELECT sum(idx_tup_read) AS n FROM pg_stat_user_indexes WHERE relname = 'tasks'")
     return int(table[0]["seq_tup_read"]) + int(indexes[0]["n"])
 
@@ -157,10 +152,7 @@ def test_whether_the_queue_is_drained_reads_a_task_not_every_pending_one(queue: 
 
 def _calls(db: Database, function: str) -> int:
     """Calls of a function so far (the session's ``track_functions`` must count it)."""
-    db.query("SELECT pg_stat_force_next_flush()")
-    rows = db.query(
-        "SELECT pg_stat_clear_snapshot(); SELECT calls FROM pg_stat_user_functions WHERE funcname = %s", (function,)
-    )
+    rows = _counters(db, "SELECT calls FROM pg_stat_user_functions WHERE funcname = %s", (function,))
     return int(rows[0]["calls"]) if rows else 0
 
 
