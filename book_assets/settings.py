@@ -25,6 +25,13 @@ LIVE_SITE_URL = "https://books.toscrape.com/"
 #: dearest statement; ``benchmarks/queue_bench.py``): an http crawl of the sandbox ran 4.4 s at 4 per worker, 3.3 s
 #: at 16, where autoscaling (a step every 5 s) never got there.
 BROWSER_MIN_CONCURRENCY = 4
+#: Worker processes a crawl runs unless ``workers`` is set. An http or adaptive crawl's cost is its Python process
+#: (fetch, parse, store), so it runs one worker per core of a 2-core machine. A browser crawl's is Chromium's
+#: processes (nine tenths of its CPU a page, ``benchmarks/browser_cpu.py``), which one worker's autoscaled tabs
+#: keep as busy as two workers': one worker crawled the sandbox as fast as two at two thirds of the memory (one
+#: Chromium and one Playwright driver instead of two; docs/benchmarks.md).
+WORKERS = 2
+BROWSER_WORKERS = 1
 
 
 class ConfigError(ValueError):
@@ -152,7 +159,13 @@ class Settings(BaseSettings):
     adaptive_sample_rate: float = Field(
         default=0.02, ge=0, le=1, description="Adaptive: share of plain-fetched pages re-checked in the browser."
     )
-    workers: int = Field(default=2, ge=1, le=64, description="Worker processes for a crawl (one per core).")
+    workers: int | None = Field(
+        default=None,
+        ge=1,
+        le=64,
+        description=f"Worker processes for a crawl. Unset: {WORKERS} in http and adaptive mode (one per core), "
+        f"{BROWSER_WORKERS} in browser mode (Chromium's own processes use the cores).",
+    )
     concurrency: int | None = Field(
         default=None,
         ge=1,

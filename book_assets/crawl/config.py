@@ -14,7 +14,15 @@ from book_assets.scheduling.weights import CategoryWeights
 from book_assets.scraper.errors import ErrorKind
 from book_assets.scraper.fetching import FetchSettings
 from book_assets.scraper.targets import with_start_port
-from book_assets.settings import BROWSER_MIN_CONCURRENCY, ConfigError, Settings, default, load_settings
+from book_assets.settings import (
+    BROWSER_MIN_CONCURRENCY,
+    BROWSER_WORKERS,
+    WORKERS,
+    ConfigError,
+    Settings,
+    default,
+    load_settings,
+)
 from book_assets.sites.registry import site_named
 from book_assets.sites.site import Categories, Role, Site, default_kind, kinds_of
 
@@ -153,6 +161,7 @@ class CrawlConfig:
                 "fetch": fetch,
                 "weights": resolve_weights(settings),
                 "min_interval_s": interval,
+                "workers": _workers(settings),
                 "min_concurrency": settings.concurrency
                 or min(_starting_concurrency(settings), settings.max_concurrency),
                 "archive_dir": settings.archive_dir if settings.warc else None,
@@ -201,6 +210,13 @@ def _json_ready(value: object) -> object:
     if isinstance(value, tuple):
         return list(value)
     return value
+
+
+def _workers(settings: Settings) -> int:
+    """Worker processes the crawl runs (see ``WORKERS``)."""
+    if settings.workers is not None:
+        return settings.workers
+    return BROWSER_WORKERS if settings.fetch_mode == "browser" else WORKERS
 
 
 def _starting_concurrency(settings: Settings) -> int:

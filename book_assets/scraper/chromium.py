@@ -49,7 +49,9 @@ SYSTEM_CANDIDATES: tuple[str, ...] = (
 )
 # Flags for headless Chromium in containers: no GPU, /tmp instead of a small /dev/shm, and none of the
 # background traffic a crawler should not generate. The sandbox is Playwright's ``chromium_sandbox`` option
-# (:func:`sandbox_available`), not a flag here.
+# (:func:`sandbox_available`), not a flag here. Each tab keeps a renderer process of its own (Chromium's default;
+# no ``--process-per-site``): it ends when the tab is recycled (``recycle_page_after``), which bounds what the
+# renderers hold, where one renderer for the whole site kept every tab's heap for the browser's life.
 CHROMIUM_ARGS: tuple[str, ...] = (
     "--disable-gpu",
     "--disable-dev-shm-usage",
@@ -57,8 +59,6 @@ CHROMIUM_ARGS: tuple[str, ...] = (
     "--disable-component-update",
     "--disable-sync",
     "--no-first-run",
-    # A crawler's tabs all show one site: one renderer process for the site instead of one per tab.
-    "--process-per-site",
     # Chromium's memory settings for small devices (smaller caches, earlier purges): a smaller peak PSS of the
     # renderer and of the whole process tree at a throughput within the noise
     # (benchmarks/browser_messages.py; docs/benchmarks.md).

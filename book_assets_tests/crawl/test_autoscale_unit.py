@@ -1,4 +1,5 @@
-"""The autoscaler's decisions (pure): Crawlee's AutoscaledPool rules on CPU, memory and event-loop samples."""
+"""The autoscaler's decisions (pure): Crawlee's AutoscaledPool rules on CPU, memory and event-loop samples; and the
+workers and pages in flight a crawl starts with."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import pytest
 
 from book_assets.crawl.autoscale import Autoscaler, LoadSample
 from book_assets.crawl.config import CrawlConfig
-from book_assets.settings import BROWSER_MIN_CONCURRENCY, load_settings
+from book_assets.settings import BROWSER_MIN_CONCURRENCY, BROWSER_WORKERS, WORKERS, load_settings
 
 CALM = LoadSample(cpu=0.5, memory=0.5, loop_lag_s=0.001)
 HOT_CPU = LoadSample(cpu=0.99, memory=0.5, loop_lag_s=0.001)
@@ -65,3 +66,14 @@ def test_an_http_crawl_starts_at_its_ceiling_and_a_browser_crawl_at_a_few_tabs()
         assert (browser.min_concurrency, browser.fetch.concurrency) == (BROWSER_MIN_CONCURRENCY, 12)
     chosen = CrawlConfig.from_settings(load_settings(fetch_mode="http", min_concurrency=3))
     assert chosen.min_concurrency == 3
+
+
+def test_a_browser_crawl_runs_one_chromium_and_the_other_modes_a_worker_per_core_unless_workers_is_set() -> None:
+    by_mode = {
+        mode: CrawlConfig.from_settings(load_settings(fetch_mode=mode)).workers
+        for mode in ("browser", "http", "adaptive")
+    }
+    assert by_mode == {"browser": BROWSER_WORKERS, "http": WORKERS, "adaptive": WORKERS}
+    assert (BROWSER_WORKERS, WORKERS) == (1, 2)
+    for mode in ("browser", "http"):
+        assert CrawlConfig.from_settings(load_settings(fetch_mode=mode, workers=3)).workers == 3

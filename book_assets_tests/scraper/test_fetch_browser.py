@@ -496,6 +496,45 @@ def test_the_browser_runs_its_network_service_in_process_not_as_a_utility_proces
     assert "network.mojom.NetworkService" not in types, types
 
 
+def our_renderer_pids() -> set[int]:
+    """Renderer processes descended from this test process."""
+    found: set[int] = set()
+    stack = [os.getpid()]
+    while stack:
+        for child in _children(stack.pop()):
+            stack.append(child)
+            with contextlib.suppress(OSError):
+                if b"--type=renderer" in (Path("/proc") / str(child) / "cmdline").read_bytes():
+                    found.add(child)
+    return found
+
+
+@pytest.mark.browser
+@needs_chromium
+@pytest.mark.timeout(120)
+def test_a_recycled_tab_takes_its_renderer_process_and_its_memory_with_it(local_site: LocalSite) -> None:
+    """Tabs are recycled to bound the renderers' memory, so a recycled tab's renderer must end with it while the
+    crawl's other tabs stay open: a renderer shared by the site's tabs lives as long as any of them and keeps
+    what every tab left behind."""
+
+    async def action(fetcher: BrowserFetcher) -> tuple[set[int], set[int]]:
+        async def fetch(times: int) -> None:
+            results = await asyncio.gather(*(fetcher.fetch(local_site.url("/ok")) for _ in range(times)))
+            assert all(r.body == POUND_PAGE for r in results)
+
+        await fetch(2)  # two tabs, one fetch each; both stay open
+        both_tabs = our_renderer_pids()
+        await fetch(1)  # the first tab's second fetch: it is recycled, the other stays open
+        deadline = time.monotonic() + 30
+        while our_renderer_pids() == both_tabs and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        return both_tabs, our_renderer_pids()
+
+    both_tabs, after = run_with(settings(recycle_page_after=2, concurrency=2), action)
+    assert len(both_tabs) == 2, f"two open tabs, renderers {both_tabs}"
+    assert len(after) == 1 and after < both_tabs, f"renderers {both_tabs} before the recycle, {after} after it"
+
+
 @pytest.mark.browser
 @needs_chromium
 @pytest.mark.timeout(180)
