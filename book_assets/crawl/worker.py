@@ -122,6 +122,8 @@ def refill_batch(capacity: int) -> int:
 
 #: Tasks a worker may hold waiting for their politeness slots, per page slot (see :func:`claim_room`).
 SLOT_WAITERS_PER_PAGE = 8
+#: How long a finished page may wait for the next ones to share its transaction (:meth:`Worker._commit_linger_s`).
+COMMIT_LINGER_S = 0.1
 
 
 def claim_room(capacity: int, held: int, waiting: int) -> int:
@@ -172,7 +174,7 @@ class Worker:
         self.stats = WorkerStats(worker_id=self.worker_id, worker_ids=[self.worker_id])
         self._db_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="db")
         # Pages finished while a completion commits go together in the next transaction.
-        self._commits = GroupCommit(self.queue, self._db)
+        self._commits = GroupCommit(self.queue, self._db, linger=self._commit_linger_s)
         self._stopping = asyncio.Event()
         self._in_flight: dict[int, Task] = {}
         #: No claim before this ``time.monotonic()`` reading: the last claim left work that waits for politeness
@@ -259,7 +261,7 @@ class Worker:
         while not self._stopping.is_set():
             wait_s, retry_in_s = 0.5, None
             capacity = self._scaler.desired
-            free = claim_room(capacity, len(running), self._waiting_for_slot())
+            free = claim_room(capacity, len(running), self._holding_no_page())
             remaining = None if self.max_tasks is None else self.max_tasks - self._claimed
             if remaining is not None:
                 free = min(free, remaining)
@@ -284,7 +286,7 @@ class Worker:
                         # The rest of the claimable work waits for politeness slots: a claim before the queue's
                         # moment would find one domain at a time, a claim per page (_claim_after).
                         self._claim_after = time.monotonic() + result.retry_in_s
-                if result.tasks and claim_room(capacity, len(running), self._waiting_for_slot()) > 0:
+                if result.tasks and claim_room(capacity, len(running), self._holding_no_page()) > 0:
                     continue  # there may be more claimable right now
             if not running:
                 if self.max_tasks is not None and self._claimed >= self.max_tasks:
@@ -311,6 +313,24 @@ class Worker:
         return sum(
             1 for task in self._in_flight.values() if task.id in self._at_robots or task.seconds_until_slot(now) > 0
         )
+
+    def _holding_no_page(self) -> int:
+        """Tasks held that take no page slot (:func:`claim_room`): waiting for their politeness slot or robots.txt
+        (:meth:`_waiting_for_slot`), or finished and waiting for others to share their commit (``GroupCommit``'s
+        linger), which holds back no claim."""
+        return self._waiting_for_slot() + self._commits.lingering
+
+    def _commit_linger_s(self) -> float:
+        """How long a finished page waits for others to commit with it: ``COMMIT_LINGER_S`` in a worker bound by
+        politeness, with other tasks in flight to share it; else none.
+
+        Such a worker holds tasks waiting for their slots and finishes its pages tens of milliseconds apart, so
+        each would take a transaction of its own (BEGIN, the completion, COMMIT and its WAL flush). A waiting page
+        holds no page slot, so the wait holds back no claim; it costs the page's commit that much latency. A worker
+        with nothing waiting for a slot is bound by its page slots: it commits at once, and batches what piles up
+        meanwhile."""
+        others = len(self._in_flight) - self._commits.pending
+        return COMMIT_LINGER_S if others and self._waiting_for_slot() else 0.0
 
     def _role(self, task_type: str) -> Role:
         return kind_named(self.site, task_type).role
@@ -342,14 +362,8 @@ class Worker:
         return self.queue.drained(self.task_types)
 
     def _heartbeat(self, tasks: list[Task]) -> list[int]:
-        """Extend every in-flight lease; returns the tasks whose lease is gone."""
-        lost = []
-        for task in tasks:
-            try:
-                self.queue.heartbeat(task)
-            except LeaseLost:
-                lost.append(task.id)
-        return lost
+        """Extend every in-flight lease (one statement); returns the tasks whose lease is gone."""
+        return sorted(self.queue.heartbeat_all(tasks))
 
     def _drop(self, task_ids: list[int]) -> None:
         """Abandon tasks whose lease is gone: another worker owns them now, so this one stops working on them."""

@@ -222,6 +222,10 @@ class QueueCore:
         """Extend the lease to now + ``extend_s`` (default: the lease length); :class:`LeaseLost` if it is gone."""
         extend_lease(self.ctx, task, self.ctx.lease_s if extend_s is None else extend_s)
 
+    def heartbeat_all(self, tasks: Sequence[Task], extend_s: float | None = None) -> set[int]:
+        """:meth:`heartbeat` of every one of ``tasks`` in one statement; the ids of those whose lease is gone."""
+        return extend_leases(self.ctx, tasks, self.ctx.lease_s if extend_s is None else extend_s)
+
     def complete_with(self, task: Task, work: Callable[[Cursor], T]) -> T:
         """Run ``work(cursor)`` and complete the task in one transaction, only under the caller's lease.
 
@@ -353,13 +357,19 @@ class QueueCore:
 
 def extend_lease(ctx: QueueContext, task: Task, extend_s: float) -> None:
     """Extend ``task``'s lease to now + ``extend_s`` (never shortened); :class:`LeaseLost` if it is gone."""
-    params = {
-        "id": task.id,
-        "token": task.lease_token,
-        "extend_s": check_number("extend_s", extend_s, allow_zero=False),
-    }
-    if not ctx.db.query(named_queries()["heartbeat"], params):
+    if extend_leases(ctx, [task], extend_s):
         raise _lost(task)
+
+
+def extend_leases(ctx: QueueContext, tasks: Sequence[Task], extend_s: float) -> set[int]:
+    """Extend each of ``tasks``' leases to now + ``extend_s`` (never shortened), in one statement; the ids of
+    the tasks whose lease is gone."""
+    extend_s = check_number("extend_s", extend_s, allow_zero=False)
+    if not tasks:
+        return set()
+    params = {"ids": [t.id for t in tasks], "tokens": [t.lease_token for t in tasks], "extend_s": extend_s}
+    kept = {int(row["id"]) for row in ctx.db.query(named_queries()["heartbeat_many"], params)}
+    return {t.id for t in tasks} - kept
 
 
 def _lost(task: Task) -> LeaseLost:

@@ -155,6 +155,7 @@ class TaskQueue:
     enqueue_many = _by("core", QueueCore.enqueue_many)
     claim = _by("core", QueueCore.claim)
     heartbeat = _by("core", QueueCore.heartbeat)
+    heartbeat_all = _by("core", QueueCore.heartbeat_all)
     complete_with = _by("core", QueueCore.complete_with)
     complete_all_with = _by("core", QueueCore.complete_all_with)
     complete_many = _by("core", QueueCore.complete_many)

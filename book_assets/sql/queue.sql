@@ -60,14 +60,17 @@ SELECT * FROM queue_claim_v3(%(request)s::UUID, %(worker)s, %(n)s, %(types)s::TE
                              %(lease_s)s::DOUBLE PRECISION, %(horizon_s)s::DOUBLE PRECISION, %(scheduled)s,
                              %(interleave)s::JSONB);
 
--- heartbeat --
--- Extend a lease the caller still holds (fenced by its token); never shortens it. Like a claim, a heartbeat
--- lost in a crash only risks an early reclaim that fencing makes safe, so it skips the WAL flush wait.
+-- heartbeat_many --
+-- Extend the leases the caller still holds (each fenced by its token); never shortens one. One statement for all
+-- of a worker's tasks: a worker at many politely limited hosts holds many, most of them waiting for a slot. Like
+-- a claim, a heartbeat lost in a crash only risks an early reclaim that fencing makes safe, so it skips the WAL
+-- flush wait.
 WITH async AS (SELECT set_config('synchronous_commit', 'off', true))
-UPDATE tasks
-SET lease_expires_at = greatest(lease_expires_at, clock_timestamp() + make_interval(secs => %(extend_s)s))
-WHERE id = %(id)s AND lease_token = %(token)s AND status = 'in_progress' AND (SELECT 1 FROM async) = 1
-RETURNING lease_expires_at;
+UPDATE tasks t
+SET lease_expires_at = greatest(t.lease_expires_at, clock_timestamp() + make_interval(secs => %(extend_s)s))
+FROM unnest(%(ids)s::BIGINT[], %(tokens)s::BIGINT[]) AS h(id, token)
+WHERE t.id = h.id AND t.lease_token = h.token AND t.status = 'in_progress' AND (SELECT 1 FROM async) = 1
+RETURNING t.id;
 
 -- complete_many --
 -- Mark tasks done, each only if its lease token still matches (a worker that lost its lease is refused).

@@ -94,6 +94,23 @@ def test_heartbeat_keeps_the_lease_alive(db: Database) -> None:
     complete(queue, task)
 
 
+def test_one_heartbeat_extends_every_lease_still_held_and_names_the_ones_gone(db: Database) -> None:
+    queue = make_queue(db, lease_s=30)
+    queue.enqueue_many([NewTask("detail", {"url": url(i)}) for i in range(4)])
+    tasks = queue.claim("w", 4).tasks
+    stolen = tasks[0]
+    db.query("UPDATE tasks SET lease_expires_at = now() - interval '1 second' WHERE id = %s", (stolen.id,))
+    (thief,) = queue.claim("thief").tasks
+    db.query("UPDATE tasks SET lease_expires_at = now() + interval '1 second'")  # every lease about to run out
+    assert queue.heartbeat_all(tasks) == {stolen.id}
+    left = {
+        r["id"]: r["s"] for r in db.query("SELECT id, extract(epoch FROM lease_expires_at - now()) AS s FROM tasks")
+    }
+    assert all(left[t.id] > 25 for t in tasks[1:]), left  # extended to a whole lease again
+    assert left[thief.id] < 2, left  # the thief's lease is its own: the old token extends nothing
+    assert queue.heartbeat_all([]) == set()
+
+
 def test_a_heartbeat_never_shortens_a_lease(db: Database) -> None:
     queue = make_queue(db, lease_s=30)
     queue.enqueue("detail", {"url": url(1)})

@@ -142,3 +142,33 @@ def test_a_lone_completion_commits_at_once(queue: TaskQueue, db: Database) -> No
 
     assert isinstance(asyncio.run(main()), int)
     assert _status(db) == {task.id: "completed"}
+
+
+def test_a_lingering_completion_shares_its_transaction_with_those_that_come_meanwhile(
+    queue: TaskQueue, db: Database
+) -> None:
+    """The worker's ``linger`` lets a group's first completion wait for the next ones; a full group ends the wait
+    (the linger here, 30 s, is far beyond the test's own timeout)."""
+    _effects_table(db)
+    tasks = _claimed(queue, 3)
+
+    async def main() -> list[Any]:
+        db_thread = ThreadPoolExecutor(max_workers=1)
+        loop = asyncio.get_running_loop()
+
+        async def run(fn: Any, *args: Any) -> Any:
+            return await loop.run_in_executor(db_thread, lambda: fn(*args))
+
+        commits = GroupCommit(queue, run, max_batch=3, linger=lambda: 30.0)
+        try:
+            first = asyncio.ensure_future(commits.complete_with(tasks[0], _work(tasks[0])))
+            await asyncio.sleep(0.2)  # the first completion waits; nothing is committed yet
+            assert _status(db) == {t.id: "in_progress" for t in tasks}
+            rest = [asyncio.ensure_future(commits.complete_with(t, _work(t))) for t in tasks[1:]]
+            return await asyncio.wait_for(asyncio.gather(first, *rest), 10)
+        finally:
+            db_thread.shutdown()
+
+    txids = asyncio.run(main())
+    assert len(set(txids)) == 1, txids
+    assert set(_status(db).values()) == {"completed"}
