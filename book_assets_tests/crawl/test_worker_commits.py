@@ -1,9 +1,10 @@
 """A worker bound by politeness commits several finished pages in one transaction.
 
 At many politely limited hosts a worker's pages finish tens of milliseconds apart, so committing each as it
-finishes costs a transaction a page. Here twelve sites at intervals from 0.2 to 0.475 s (about 40 pages a second
-in all, far below what one worker fetches on one core) and one worker: which completions shared a transaction is read from
-the completed rows' ``xmin`` (the transaction that wrote them last), so no duration is measured.
+finishes costs a transaction a page. Here twelve sites at intervals from 0.2 to 0.475 s (about 40 pages a
+second in all, far below what one worker fetches on one core) and one worker: which completions shared a
+transaction is read from the completed rows' ``xmin`` (the transaction that wrote them last), so no duration
+is measured.
 """
 
 from __future__ import annotations
