@@ -5,8 +5,9 @@ transaction (BEGIN, the completion, COMMIT and its WAL flush) and a hop to the d
 the first completion is sent at once; those that arrive while it runs wait and go together, up to
 ``max_batch``, in one :meth:`TaskQueue.complete_all_with`. A busy worker batches exactly as much as piled up
 meanwhile. A worker whose pages finish tens of milliseconds apart (a crawl bound by politeness) would commit
-each alone; its ``linger`` lets the first completion of a group wait a moment for the next ones, only when the
-worker says the wait costs it nothing.
+each alone; its ``linger`` lets the first completion of a group wait a moment for the next ones, when the worker
+says a wait costs it latency, not throughput (``Worker._commit_linger_s``). A page lost in a crash while it
+waits is fetched again when its lease runs out, like one lost before its commit.
 """
 
 from __future__ import annotations
