@@ -86,21 +86,24 @@ def _children(pid: int) -> list[int]:
     return kids
 
 
-def our_chromium_main_pids() -> list[int]:
-    """Browser (not renderer/GPU) processes descended from this test process: the ones we started."""
-    found: list[int] = []
+def our_processes() -> list[tuple[int, bytes]]:
+    """Each process descended from this test process, with its raw command line (NUL-separated arguments;
+    Chromium rewrites its helpers' argv into one string)."""
+    found: list[tuple[int, bytes]] = []
     stack = [os.getpid()]
     while stack:
         for child in _children(stack.pop()):
             stack.append(child)
-            try:
-                cmdline = (Path("/proc") / str(child) / "cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            # Chromium rewrites its helpers' argv into one string, so search the raw bytes for --type=.
-            if cmdline and b"chrom" in cmdline[0] and b"--type=" not in b" ".join(cmdline):
-                found.append(child)
+            with contextlib.suppress(OSError):
+                found.append((child, (Path("/proc") / str(child) / "cmdline").read_bytes()))
     return found
+
+
+def our_chromium_main_pids() -> list[int]:
+    """Browser (not renderer/GPU) processes descended from this test process: the ones we started."""
+    return [
+        pid for pid, cmdline in our_processes() if b"chrom" in cmdline.split(b"\0")[0] and b"--type=" not in cmdline
+    ]
 
 
 def test_the_browser_environment_keeps_paths_locale_and_time_zone_and_drops_everything_else() -> None:
@@ -476,15 +479,8 @@ def test_a_fetch_that_opens_a_tab_on_a_browser_killed_a_moment_ago_fails_as_brow
 @pytest.mark.timeout(120)
 def test_the_browser_runs_its_network_service_in_process_not_as_a_utility_process(local_site: LocalSite) -> None:
     def helper_types() -> list[str]:
-        found = []
-        stack = [os.getpid()]
-        while stack:
-            for child in _children(stack.pop()):
-                stack.append(child)
-                with contextlib.suppress(OSError):
-                    args = (Path("/proc") / str(child) / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-                    found += re.findall(r"--(?:type|utility-sub-type)=(\S+)", args)
-        return found
+        args = [cmdline.replace(b"\0", b" ").decode() for _, cmdline in our_processes()]
+        return [found for arg in args for found in re.findall(r"--(?:type|utility-sub-type)=(\S+)", arg)]
 
     async def action(fetcher: BrowserFetcher) -> list[str]:
         result = await fetcher.fetch(local_site.url("/ok"))
@@ -498,15 +494,7 @@ def test_the_browser_runs_its_network_service_in_process_not_as_a_utility_proces
 
 def our_renderer_pids() -> set[int]:
     """Renderer processes descended from this test process."""
-    found: set[int] = set()
-    stack = [os.getpid()]
-    while stack:
-        for child in _children(stack.pop()):
-            stack.append(child)
-            with contextlib.suppress(OSError):
-                if b"--type=renderer" in (Path("/proc") / str(child) / "cmdline").read_bytes():
-                    found.add(child)
-    return found
+    return {pid for pid, cmdline in our_processes() if b"--type=renderer" in cmdline}
 
 
 @pytest.mark.browser
