@@ -28,8 +28,7 @@ BROWSER_MIN_CONCURRENCY = 4
 #: Worker processes a crawl runs unless ``workers`` is set. An http or adaptive crawl's cost is its Python process
 #: (fetch, parse, store), so it runs one worker per core of a 2-core machine. A browser crawl's is Chromium's
 #: processes (nine tenths of its CPU a page, ``benchmarks/browser_cpu.py``), which one worker's autoscaled tabs
-#: keep as busy as two workers': one worker crawled the sandbox as fast as two at two thirds of the memory (one
-#: Chromium and one Playwright driver instead of two; docs/benchmarks.md).
+#: keep as busy as two workers', with one Chromium and one Playwright driver instead of two (docs/benchmarks.md).
 WORKERS = 2
 BROWSER_WORKERS = 1
 
