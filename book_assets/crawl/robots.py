@@ -324,7 +324,7 @@ class RobotsGate:
     async def _load(self, origin: str, offer: _SlotOffer | None) -> RobotsFile:
         """The shared file: fetched by this worker if nobody else holds the fetch, else read when stored."""
         while True:
-            taken, row = await self._run(functools.partial(self._take_or_read, origin))
+            taken, row = await self._run(functools.partial(self._read_or_take, origin))
             if taken:
                 file = await self._fetch_holding(origin, offer)
                 if file is not None:
@@ -334,7 +334,14 @@ class RobotsGate:
                 return _from_row(row, self._user_agent)
             await asyncio.sleep(POLL_S)
 
-    def _take_or_read(self, origin: str) -> tuple[bool, dict[str, Any] | None]:
+    def _read_or_take(self, origin: str) -> tuple[bool, dict[str, Any] | None]:
+        """The origin's row when it stands (a stored outcome, or a fetch another worker holds); else this worker
+        takes the fetch: ``(True, None)``. A read comes first, as most looks find the row standing: the take is an
+        upsert, which locks the row even when its condition fails. ``(False, None)``: another worker took the
+        fetch between the two."""
+        rows = self.db.query(Q["read_robots"], {"origin": origin, "max_age_s": MAX_AGE_S})
+        if rows and not rows[0]["open"]:
+            return False, rows[0]
         params = {
             "origin": origin,
             "host": urlsplit(origin).hostname or "",
@@ -342,10 +349,7 @@ class RobotsGate:
             "hold_s": step_hold_s(self.config.fetch.timeout_s),
             "max_age_s": MAX_AGE_S,
         }
-        if self.db.query(Q["take_robots_fetch"], params):
-            return True, None
-        rows = self.db.query(Q["read_robots"], {"origin": origin})
-        return False, rows[0] if rows else None
+        return bool(self.db.query(Q["take_robots_fetch"], params)), None
 
     async def _fetch_holding(self, origin: str, offer: _SlotOffer | None) -> RobotsFile | None:
         """Fetch and share the file while holding its fetch; None when the hold was lost to another worker.

@@ -1,18 +1,15 @@
 -- robots.txt files shared by every worker on every host (book_assets/crawl/robots.py; table: robots_txt).
 
 -- take_robots_fetch --
--- Take the fetch of an origin's robots.txt: no row yet, a fetch whose hold ended (released, or its holder
--- died and the hold ran out), an unreachable file whose retry time has come, or a stored file older than
--- max_age_s. The hold lasts hold_s (the holder extends it step by step, extend_robots_fetch). No row
--- returned: another worker holds the fetch or a stored outcome stands (read it with read_robots).
+-- Take the fetch of an origin's robots.txt: no row yet, or one whose fetch is open (robots_fetch_open_v1). The
+-- hold lasts hold_s (the holder extends it step by step, extend_robots_fetch). No row returned: another worker
+-- took it first. Run it only when read_robots found no row or an open one: an upsert whose condition fails
+-- still locks the row.
 INSERT INTO robots_txt AS r (origin, host, state, holder, held_until)
 VALUES (%(origin)s, %(host)s, 'fetching', %(holder)s, clock_timestamp() + make_interval(secs => %(hold_s)s))
 ON CONFLICT (origin) DO UPDATE
 SET state = 'fetching', holder = excluded.holder, held_until = excluded.held_until
-WHERE (r.state = 'fetching' AND r.held_until <= clock_timestamp())
-   OR (r.state = 'unreachable' AND r.retry_at <= clock_timestamp())
-   OR (r.state IN ('fetched', 'unavailable')
-       AND r.fetched_at < clock_timestamp() - make_interval(secs => %(max_age_s)s::DOUBLE PRECISION))
+WHERE robots_fetch_open_v1(r.state, r.held_until, r.retry_at, r.fetched_at, %(max_age_s)s)
 RETURNING origin;
 
 -- extend_robots_fetch --
@@ -29,9 +26,11 @@ WHERE origin = %(origin)s AND holder = %(holder)s AND state = 'fetching'
 RETURNING origin;
 
 -- read_robots --
--- An origin's robots.txt row, with the seconds until an unreachable file is fetched again.
+-- An origin's robots.txt row, with the seconds until an unreachable file is fetched again, and whether a worker
+-- may take its fetch (open: take_robots_fetch).
 SELECT origin, state, http_status, body, crawl_delay_s, error, fetched_at,
-       greatest(0, extract(epoch FROM retry_at - clock_timestamp()))::DOUBLE PRECISION AS retry_in_s
+       greatest(0, extract(epoch FROM retry_at - clock_timestamp()))::DOUBLE PRECISION AS retry_in_s,
+       robots_fetch_open_v1(state, held_until, retry_at, fetched_at, %(max_age_s)s) AS open
 FROM robots_txt WHERE origin = %(origin)s;
 
 -- store_robots --

@@ -1345,6 +1345,19 @@ double (at least p_min_step_s: 0 cannot double), never below latency / target; o
 AutoThrottle, target = latency / target_concurrency, new = max(target, (old + target) / 2), and an observation
 that is not ok may raise the interval but never lower it; then clamped to [floor, max(floor, cap)].';
 
+CREATE FUNCTION public.robots_fetch_open_v1(p_state text, p_held_until timestamp with time zone, p_retry_at timestamp with time zone, p_fetched_at timestamp with time zone, p_max_age_s double precision) RETURNS boolean
+    LANGUAGE sql
+    AS $$
+    SELECT (p_state = 'fetching' AND p_held_until <= clock_timestamp())
+        OR (p_state = 'unreachable' AND p_retry_at <= clock_timestamp())
+        OR (p_state IN ('fetched', 'unavailable')
+            AND p_fetched_at < clock_timestamp() - make_interval(secs => p_max_age_s))
+$$;
+
+COMMENT ON FUNCTION public.robots_fetch_open_v1(p_state text, p_held_until timestamp with time zone, p_retry_at timestamp with time zone, p_fetched_at timestamp with time zone, p_max_age_s double precision) IS 'Whether a worker may take the fetch of an origin''s robots.txt whose row stands so: a fetch whose hold ended
+(released, or its holder died and the hold ran out), an unreachable file whose retry time has come, or a stored
+file older than p_max_age_s. Volatile: it reads the clock.';
+
 CREATE FUNCTION public.snapshot_books_as_of_v1(p_until timestamp with time zone) RETURNS TABLE(book_id bigint, url text, title text, category text, price numeric, rating smallint, stock integer, recorded_at timestamp with time zone)
     LANGUAGE sql STABLE
     AS $$

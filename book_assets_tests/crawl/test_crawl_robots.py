@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import itertools
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import urlsplit
@@ -14,6 +15,8 @@ import pytest
 
 from book_assets.crawl.config import DETAIL, DETAIL_PRIORITY, make_queue
 from book_assets.crawl.pipeline import crawl, drain, finish, join, prepare
+from book_assets.crawl.robots import Q as ROBOTS_SQL
+from book_assets.crawl.robots import RobotsGate, Verdict, origin_of
 from book_assets.crawl.stats import WorkerFigures
 from book_assets.crawl.worker import Worker
 from book_assets.db.connection import Database
@@ -313,3 +316,52 @@ def test_a_worker_claims_politely_limited_work_when_the_queue_says_it_is_in_reac
     assert WorkerFigures.read(queue, stats).books == 48
     claims = sum(stats.claim_ms.values())
     assert claims < 48 / 2, f"{claims} claims for 48 pages"  # one a page and more when claiming after each page
+
+
+def test_a_worker_that_waits_for_or_rereads_a_shared_robots_txt_only_reads_its_row(
+    db: Database, database_url: str, sandbox_factory: Any
+) -> None:
+    # A worker waiting for the fetch another worker holds looks at the row every POLL_S, and each worker reads a
+    # stored file again every REFRESH_S; at a thousand hosts those reads outnumber the fetches five to one. A read
+    # that tries to take the fetch first locks the row (an upsert whose condition fails still locks it) and
+    # costs a transaction id and a WAL record; a plain read leaves the row's xmax at 0.
+    server = sandbox_factory()
+    config = sandbox_config(server.url)
+    prepare(db, config)
+    url = server.url_for("/private/page.html")
+    origin = origin_of(url)
+    body = "User-agent: *\nDisallow: /private/\n"
+    locked = "SELECT xmax::text <> '0' AS locked FROM robots_txt"
+    held = {"origin": origin, "host": urlsplit(origin).hostname, "holder": "other", "hold_s": 600, "max_age_s": 60}
+    assert db.query(ROBOTS_SQL["take_robots_fetch"], held) == [{"origin": origin}]
+    reads = itertools.count()
+
+    async def run(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        next(reads)
+        return await asyncio.to_thread(fn, *args, **kwargs)
+
+    async def check(holder: str, until_stored: bool) -> tuple[Verdict, bool]:
+        worker_db = Database(database_url, application_name="book-pipeline-tests-robots")
+        gate = RobotsGate(config, make_queue(worker_db, config), holder, run)
+        try:
+            checking = asyncio.create_task(gate.check(url, claimed_at=0.0))
+            if not until_stored:
+                return (await checking).verdict, db.query(locked)[0]["locked"]
+            deadline = time.monotonic() + 60  # a broken set-up fails instead of hanging; never a verdict
+            while next(reads) < 8:  # a few looks at the held row (this count is one of them)
+                assert time.monotonic() < deadline and not checking.done(), "the waiter did not look at the row"
+                await asyncio.sleep(0.02)
+            locked_while_held = db.query(locked)[0]["locked"]
+            stored = {"origin": origin, "holder": "other", "state": "fetched", "http_status": 200, "body": body}
+            db.query(ROBOTS_SQL["store_robots"], {**stored, "crawl_delay_s": None, "error": None, "retry_s": 1})
+            return (await checking).verdict, locked_while_held
+        finally:
+            await gate.close()
+            worker_db.close()
+
+    verdict, locked_while_held = asyncio.run(check("waiter", until_stored=True))
+    assert verdict is Verdict.DISALLOWED
+    assert not locked_while_held, "the waiting worker locked the row another worker holds"
+    verdict, locked_by_reread = asyncio.run(check("later", until_stored=False))
+    assert verdict is Verdict.DISALLOWED
+    assert not locked_by_reread, "reading the stored file locked its row"
