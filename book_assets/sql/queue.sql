@@ -44,8 +44,12 @@ WITH input AS (
 SELECT x.ord, coalesce(i.id, e.id) AS id, i.id IS NOT NULL AS created
 FROM input x
 LEFT JOIN ins i ON i.url = x.payload->>'url'
-LEFT JOIN tasks e ON i.id IS NULL AND e.payload->>'url' = x.payload->>'url'
-                 AND e.status IN ('pending', 'in_progress')
+-- the URL's live task (at most one, idx_tasks_payload_url), probed per input row: LIMIT keeps the probe a
+-- subquery, where a join would let the planner hash every live task for a batch of one link
+LEFT JOIN LATERAL (SELECT e.id FROM tasks e
+                   WHERE i.id IS NULL AND e.payload->>'url' = x.payload->>'url'
+                     AND e.status IN ('pending', 'in_progress')
+                   LIMIT 1) e ON true
 LEFT JOIN wake ON true
 ORDER BY x.ord;
 

@@ -337,15 +337,21 @@ CREATE FUNCTION public.queue_claim_has_work_v1(p_type text, p_group text, p_now 
     AS $$
 BEGIN
     IF p_group IS NULL THEN  -- two statements, so that each reads its own index
-        RETURN EXISTS (SELECT 1 FROM tasks t WHERE t.status = 'pending' AND t.task_type = p_type
-                         AND t.run_at <= p_now AND NOT (t.id = ANY(p_taken)));
+        RETURN (SELECT t.id FROM tasks t
+                WHERE t.status = 'pending' AND t.task_type = p_type AND t.run_at <= p_now
+                  AND NOT (t.id = ANY(p_taken))
+                ORDER BY t.priority DESC, t.id LIMIT 1) IS NOT NULL;
     END IF;
-    RETURN EXISTS (SELECT 1 FROM tasks t WHERE t.status = 'pending' AND t.task_type = p_type
-                     AND t.task_group = p_group AND t.run_at <= p_now AND NOT (t.id = ANY(p_taken)));
+    RETURN (SELECT t.id FROM tasks t
+            WHERE t.status = 'pending' AND t.task_type = p_type AND t.task_group = p_group AND t.run_at <= p_now
+              AND NOT (t.id = ANY(p_taken))
+            ORDER BY t.priority DESC, t.id LIMIT 1) IS NOT NULL;
 END $$;
 
 COMMENT ON FUNCTION public.queue_claim_has_work_v1(p_type text, p_group text, p_now timestamp with time zone, p_taken bigint[]) IS 'Whether a task type (p_group NULL) or one of its groups has claimable work besides the tasks taken: a member
-without any is idle, one whose work only waits behind a politeness slot is not.';
+without any is idle, one whose work only waits behind a politeness slot is not. Asked as the first such task in
+the order of idx_tasks_pending_type or idx_tasks_pending_group, which only that index answers without a sort:
+an EXISTS lets the planner pick a sequential scan that expects a match soon and reads every finished task first.';
 
 CREATE FUNCTION public.queue_claim_interleaved_v2(p_n integer, p_types text[], p_now timestamp with time zone, INOUT claimed public.queue_claim_state, INOUT rounds public.queue_claim_rounds) RETURNS record
     LANGUAGE plpgsql
@@ -859,19 +865,15 @@ CREATE FUNCTION public.queue_claim_wake_members_v1(p_scopes text[], p_now timest
     AS $$
     UPDATE queue_members m SET idle = false, current = 0
     WHERE m.scope = 'interleave' AND 'interleave' = ANY(p_scopes) AND m.idle
-      AND EXISTS (SELECT 1 FROM tasks t
-                  WHERE t.status = 'pending' AND t.task_type = m.member AND t.run_at <= p_now);
+      AND queue_claim_has_work_v1(m.member, NULL, p_now, '{}');
     UPDATE queue_members m SET idle = false, current = 0
     WHERE m.scope = ANY(p_scopes) AND m.scope LIKE 'groups:%' AND m.idle
-      AND EXISTS (SELECT 1 FROM tasks t
-                  WHERE t.status = 'pending' AND t.task_type = substr(m.scope, 8) AND t.task_group = m.member
-                    AND t.run_at <= p_now);
+      AND queue_claim_has_work_v1(substr(m.scope, 8), m.member, p_now, '{}');
 $$;
 
 COMMENT ON FUNCTION public.queue_claim_wake_members_v1(p_scopes text[], p_now timestamp with time zone) IS 'Members last seen without work (idle) that have claimable work again re-enter the rounds at current 0: no
-burst of saved credit, no old debt. The others stay out of the rounds until they do. Each kind of scope is asked
-apart, so each member''s question is one probe of an index (a task type''s, or a type''s group''s), never a read of
-the pending tasks.';
+burst of saved credit, no old debt. The others stay out of the rounds until they do. Each idle member is asked
+apart (queue_claim_has_work_v1), one probe of an index each, never a read of the pending tasks.';
 
 CREATE FUNCTION public.queue_claim_walk_v3(p_types text[], p_now timestamp with time zone, p_types_plan integer[], p_groups_plan integer[], INOUT claimed public.queue_claim_state, INOUT rounds public.queue_claim_rounds, INOUT fetched public.queue_claim_fetched, OUT done boolean) RETURNS record
     LANGUAGE plpgsql

@@ -113,21 +113,23 @@ def test_candidate_query_plan_is_an_ordered_index_scan(db: Database) -> None:
     assert "Seq Scan" not in plan and "Sort" not in plan
 
 
-@pytest.mark.slow
-def test_a_claim_wakes_idle_members_by_index_with_100000_pending_tasks(queue: TaskQueue, db: Database) -> None:
+def test_a_claim_wakes_idle_members_by_index_with_10000_pending_tasks(queue: TaskQueue, db: Database) -> None:
     """Every fair claim asks each idle member whether it has due work again; that question reads an index,
     one entry a member, never the pending tasks (at a thousand hosts most members go idle between claims)."""
-    _fill(db, PENDING)
+    _fill(db, 10_000)
     db.query(
         "INSERT INTO queue_members (scope, member) VALUES ('groups:detail', 'no-work'),"
         " ('interleave', 'listing'), ('interleave', 'detail'), ('interleave', 'no-work')"
     )
-    seq_before, _ = _scans(db)
+    scopes = ["interleave", "groups:detail", "groups:listing"]
     for _ in range(10):  # past plpgsql's five custom plans, into the cached generic plan
         db.query("UPDATE queue_members SET idle = true")
-        assert len(queue.claim("w", 4, type_weights={"listing": 1, "detail": 3}, scheduled=True)) == 4
-    seq_after, _ = _scans(db)
-    assert seq_after == seq_before, "waking the idle members scanned the whole tasks table"
+        before = _tuples_read(db)
+        db.query("SELECT queue_claim_wake_members_v1(%s, now())", (scopes,))
+        read = _tuples_read(db) - before
+        assert read < 100, f"waking the idle members read {read} rows of tasks"
+    db.query("UPDATE queue_members SET idle = true")
+    assert len(queue.claim("w", 4, type_weights={"listing": 1, "detail": 3}, scheduled=True)) == 4
     idle = {(r["scope"], r["member"]) for r in db.query("SELECT scope, member FROM queue_members WHERE idle")}
     assert idle == {("groups:detail", "no-work"), ("interleave", "no-work")}
 
@@ -198,3 +200,38 @@ def test_a_heartbeat_of_a_workers_fifty_tasks_is_one_transaction(queue: TaskQueu
     before = commits()
     assert queue.heartbeat_all(tasks) == set()
     assert commits() - before - baseline <= 1
+
+
+def test_enqueueing_a_link_reads_its_own_url_not_every_live_task(queue: TaskQueue, db: Database) -> None:
+    """A listing page of a polite crawl of many hosts enqueues a link or two at a time. Whether each link already
+    has a live task is one probe of idx_tasks_payload_url, whatever the number of live tasks: a plan that hashes
+    the live tasks reads them all on every page (10,000 at 10,000 pending, at a thousand hosts)."""
+    _fill(db, 10_000)
+    for i in range(10):  # a link already queued, then a new one, past any plan the first calls made
+        before = _tuples_read(db)
+        known, new = queue.enqueue_many(
+            [NewTask("detail", {"url": f"http://books.example/p/{i + 1}"}), NewTask("detail", {"url": url(f"n{i}")})]
+        )
+        read = _tuples_read(db) - before
+        assert known.id is not None and not known.created and new.created
+        assert read < 100, f"enqueueing two links read {read} rows of tasks"
+
+
+def test_whether_a_group_has_work_is_one_index_probe_wherever_its_tasks_lie(db: Database) -> None:
+    """A claim asks whether a round-robin member with no task left to take has any work at all (it leaves the
+    rounds idle if not). The group's pending tasks may lie behind every other task of the table (the groups a
+    crawl reaches last): a scan that expects to meet one soon reads the table to them, on every question."""
+    db.query(
+        """INSERT INTO tasks (task_type, payload, domain, task_group)
+           SELECT 'detail', jsonb_build_object('url', 'http://books.example/p/' || i), 'books.example',
+                  CASE WHEN i > 10000 THEN 'late' ELSE 'early' END
+           FROM generate_series(1, 10010) AS i"""
+    )
+    db.query("ANALYZE tasks")
+    for group in (None, "late"):
+        for _ in range(10):  # past plpgsql's five custom plans, into the cached generic plan
+            before = _tuples_read(db)
+            asked = db.query("SELECT queue_claim_has_work_v1('detail', %s, now(), '{}') AS yes", (group,))
+            read = _tuples_read(db) - before
+            assert asked == [{"yes": True}]
+            assert read < 100, f"asking whether {group or 'the type'} has work read {read} rows of tasks"
