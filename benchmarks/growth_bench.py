@@ -80,7 +80,7 @@ from book_assets.sites.books import BooksSite
 BENCH_DB = "bookpipeline_bench_growth"
 #: The steps of ``pipeline.finish`` timed one by one (module attributes of ``book_assets.crawl.pipeline``; the
 #: books' counts, ``book_counts``, are the site's ``record_counts``).
-END_STEPS = ("settle", "list_robots", "index_days", "list_decisions")
+END_STEPS = ("settle", "list_robots", "index_days", "list_decisions", "judge_fields")
 
 
 # --- the sandbox -------------------------------------------------------------------------------------------
