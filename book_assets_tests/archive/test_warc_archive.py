@@ -8,6 +8,8 @@ import multiprocessing
 import os
 import subprocess
 import sys
+import zlib
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -206,8 +208,28 @@ def test_workers_in_two_processes_writing_at_once_write_separate_whole_files(tmp
     assert len(set(one.files + two.files)) == 2
 
 
+def test_each_record_is_one_gzip_member_compressed_at_zlibs_default_level(tmp_path: Path) -> None:
+    """Level 9 (warcio's own) takes twice the CPU of zlib's default for files under 1 % smaller: a record's
+    member says its level in the gzip header's XFL byte (RFC 1952: 2 for the slowest, 0 for the default)."""
+    page = b"<html><body>" + b"".join(b"<p>A Light in the Attic %d</p>" % n for n in range(2000)) + b"</body></html>"
+    with ArchiveWriter(tmp_path) as archive:
+        archive.write_now(replace(_fetch("http://example.test/big"), body=page))
+    data = archive.files[0].read_bytes()
+    members, offset = [], 0
+    while offset < len(data):
+        assert data[offset : offset + 2] == b"\x1f\x8b", f"no gzip member at {offset}"
+        inflate = zlib.decompressobj(zlib.MAX_WBITS | 16)
+        inflate.decompress(data[offset:])
+        members.append((data[offset + 8], len(data) - offset - len(inflate.unused_data)))
+        offset = len(data) - len(inflate.unused_data)
+    assert [xfl for xfl, _ in members] == [0, 0, 0]  # warcinfo, response, request: none at level 9 (XFL 2)
+    response_member = members[1][1]
+    assert response_member < len(page) / 5  # still compressed: the page repeats itself
+    types = [record.rec_type for record in ArchiveIterator(archive.files[0].open("rb"))]
+    assert types == ["warcinfo", "response", "request"]
+
+
 def test_a_writer_past_midnight_or_its_size_limit_moves_to_a_new_file(tmp_path: Path) -> None:
-    from dataclasses import replace
     from datetime import timedelta
 
     with ArchiveWriter(tmp_path, max_file_bytes=1000) as archive:
