@@ -11,7 +11,7 @@ tools (pywb) read. One module per job:
 - :mod:`.rebuild` parses the archived pages into books and compares or stores them.
 """
 
-from book_assets.archive.index import ArchiveSummary, index_day, index_days, load_indexer_meanwhile, summarize_day
+from book_assets.archive.index import ArchiveSummary, index_day, index_days, summarize_day
 from book_assets.archive.reader import ArchiveDamage, archive_files
 from book_assets.archive.writer import ArchiveWriter, day_folder
 
@@ -23,6 +23,5 @@ __all__ = [
     "day_folder",
     "index_day",
     "index_days",
-    "load_indexer_meanwhile",
     "summarize_day",
 ]

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-from book_assets.archive import ArchiveSummary, index_days, load_indexer_meanwhile
+from book_assets.archive import ArchiveSummary, index_days
 from book_assets.crawl.adaptive import Decision, forget_decisions, list_decisions
 from book_assets.crawl.config import CrawlConfig, make_queue
 from book_assets.crawl.discovery import start_tasks
@@ -448,8 +448,6 @@ def work(
 ) -> tuple[CrawlRun, WorkerStats]:
     """Drain the queue's ``task_types`` (None: every page kind of the site) with this process's workers
     (:func:`split_before_details` first)."""
-    if run.config.archive_dir:  # the report that follows indexes the day's archive
-        load_indexer_meanwhile()
     task_types = run.config.task_types if task_types is None else task_types
     run, stats, left = split_before_details(database_url, run, task_types, workers=workers, progress=progress)
     stats.merge(drain(database_url, run.config, task_types=left, workers=workers, progress=progress))

@@ -101,6 +101,27 @@ def test_crawl_archives_one_response_per_fetched_page_checked_and_indexed_one_fi
     assert sorted(index) == index
 
 
+def test_a_crawl_whose_journals_cover_its_files_indexes_the_day_without_loading_the_indexer(
+    db: Database, database_url: str, sandbox: Any, tmp_path: Path
+) -> None:
+    """cdxj-indexer (with requests, rich and tldextract: about 20 MB and 0.16 s of CPU) reads only what no journal
+    holds, the records of a worker killed before journaling them: a crawl's process loads it for that alone."""
+    script = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from book_assets_tests.archive.test_warc_archive import _crawl\n"
+        "class Site: url = sys.argv[2]\n"
+        "report = _crawl(sys.argv[1], Site, Path(sys.argv[3]), workers=2)\n"
+        "[day] = report.archive\n"
+        "assert day.index_lines == report.run.pages > 0, (day.index_lines, report.run.pages)\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'cdxj_indexer'))\n"
+    )
+    args = [sys.executable, "-c", script, database_url, sandbox.url, str(tmp_path)]
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=300, cwd=Path(__file__).parents[2])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.splitlines()[-1] == "[]", proc.stdout[-500:]
+
+
 def test_reextract_from_warc_equals_the_books_table_and_rebuilds_it(
     db: Database, database_url: str, sandbox: Any, tmp_path: Path
 ) -> None:
