@@ -34,7 +34,10 @@ from book_assets.observe import metrics, tracing
 #: What the fork server imports before it forks a worker: the process's main module (so no worker runs it
 #: again, as a spawned one would) and everything a worker runs. The drain's own process does not import the
 #: worker (its HTTP client, browser driver, parsers): that is the fork server's work, done beside the drain's.
-PRELOAD = ("__main__", "book_assets.crawl.drain", "book_assets.crawl.worker")
+#: ``surt`` is the archive writer's index key (``archive/journal.py``), which imports it on first use because other
+#: processes that import the archive never write: imported here, its modules (tldextract, requests) are loaded
+#: once and shared, not again in each worker at its first page.
+PRELOAD = ("__main__", "book_assets.crawl.drain", "book_assets.crawl.worker", "surt")
 
 
 def worker_context(metrics_port: int | None) -> multiprocessing.context.ForkServerContext:
