@@ -42,7 +42,8 @@ RETURNING b.url, h.field, h.value;
 -- Of the books whose page was fetched since the crawl began (and, judged again, by its end), per category and
 -- contract field and in the whole crawl (whole = true): the pages, those that showed the field, and the shape of
 -- the values shown: the most common one and how many showed it, the median length of their text. A held value
--- counts as the one the page showed (a held loss as none).
+-- counts as the one the page showed (a held loss as none). Each value is counted once, by hashing, and every
+-- figure is read from those counts: sorting every value the crawl stored by its text was most of the cost.
 WITH shown AS (
     SELECT coalesce(b.category, '') AS category, f.field,
            CASE WHEN h.book_id IS NULL THEN f.value ELSE h.value ->> f.col END AS value
@@ -59,23 +60,40 @@ WITH shown AS (
     LEFT JOIN held_losses h ON h.book_id = b.id AND h.field = f.col
     WHERE b.fetched_at >= %(since)s AND (%(until)s::timestamptz IS NULL OR b.fetched_at <= %(until)s)
 ),
-measured AS (
-    SELECT GROUPING(category) = 1 AS whole, coalesce(category, '') AS category, field, count(*)::int AS pages,
-           count(value)::int AS filled,
-           (percentile_disc(0.5) WITHIN GROUP (ORDER BY length(value)))::int AS median_length
-    FROM shown GROUP BY GROUPING SETS ((category, field), (field))
+counted AS (  -- how many pages of a category showed each value of a field (NULL: none)
+    SELECT category, field, value, count(*)::int AS n FROM shown GROUP BY category, field, value
 ),
-tops AS (
-    SELECT DISTINCT ON (whole, category, field) whole, category, field, value AS top_value, n AS top_count
+per_set AS (  -- the same per category and, whole = true, in the whole crawl
+    SELECT false AS whole, category, field, value, n FROM counted
+    UNION ALL
+    SELECT true, '', field, value, sum(n)::int FROM counted GROUP BY field, value
+),
+measured AS (
+    SELECT whole, category, field, sum(n)::int AS pages,
+           coalesce(sum(n) FILTER (WHERE value IS NOT NULL), 0)::int AS filled,
+           max(n) FILTER (WHERE value IS NOT NULL) AS top_count
+    FROM per_set GROUP BY whole, category, field
+),
+tops AS (  -- of the values shown most often, the first in the text's order
+    SELECT s.whole, s.category, s.field, min(s.value) AS top_value
+    FROM per_set s JOIN measured m USING (whole, category, field)
+    WHERE s.value IS NOT NULL AND s.n = m.top_count
+    GROUP BY s.whole, s.category, s.field
+),
+medians AS (  -- percentile_disc(0.5) of the lengths shown: the first length at or past half the values
+    SELECT whole, category, field, min(len)::int AS median_length
     FROM (
-        SELECT GROUPING(category) = 1 AS whole, coalesce(category, '') AS category, field, value, count(*)::int AS n
-        FROM shown WHERE value IS NOT NULL GROUP BY GROUPING SETS ((category, field, value), (field, value))
-    ) counted
-    ORDER BY whole, category, field, n DESC, value
+        SELECT whole, category, field, len, sum(n) OVER (PARTITION BY whole, category, field ORDER BY len) AS upto
+        FROM (SELECT whole, category, field, length(value) AS len, sum(n) AS n FROM per_set
+              WHERE value IS NOT NULL GROUP BY whole, category, field, length(value)) lengths
+    ) c
+    JOIN measured m USING (whole, category, field)
+    WHERE c.upto >= 0.5 * m.filled
+    GROUP BY whole, category, field
 )
-SELECT m.whole, m.category, m.field, m.pages, m.filled, coalesce(t.top_count, 0) AS top_count,
-       left(t.top_value, 80) AS top_value, m.median_length
-FROM measured m LEFT JOIN tops t USING (whole, category, field);
+SELECT m.whole, m.category, m.field, m.pages, m.filled, coalesce(m.top_count, 0) AS top_count,
+       left(t.top_value, 80) AS top_value, d.median_length
+FROM measured m LEFT JOIN tops t USING (whole, category, field) LEFT JOIN medians d USING (whole, category, field);
 
 -- last_good_crawl --
 -- The latest crawl before this one whose fields were judged and whose every drifted field was accepted.
