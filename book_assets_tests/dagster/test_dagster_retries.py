@@ -64,7 +64,7 @@ def test_a_transient_error_of_a_run_being_terminated_is_not_retried(
     @dg.asset(retry_policy=FAST_RETRY)
     def terminated(context: dg.AssetExecutionContext) -> None:
         attempts.append(1)
-        run = context.instance.get_run_by_id(context.run_id)
+        run = context.instance.get_run_by_id(context.run.run_id)
         assert run is not None
         context.instance.report_run_canceling(run)  # what a run launcher's terminate does first
         with transient_only(context.op_execution_context):
