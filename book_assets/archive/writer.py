@@ -197,7 +197,8 @@ class ArchiveWriter:
         self._record.truncate()
         self._warc.write_record(record)
         deflate = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, zlib.MAX_WBITS | 16)
-        member = deflate.compress(self._record.getbuffer()) + deflate.flush()
+        with self._record.getbuffer() as written:  # released before the next record resizes the buffer
+            member = deflate.compress(written) + deflate.flush()
         offset = self._file.tell()
         self._file.write(member)
         return record, offset, len(member)
