@@ -207,6 +207,11 @@ class Settings(BaseSettings):
     recycle_page_after: int = Field(
         default=25, ge=1, description="Replace a browser tab after this many fetches (bounds renderer memory)."
     )
+    recycle_scripted_page_after: int = Field(
+        default=12,
+        ge=1,
+        description="Replace a browser tab that runs scripts after this many fetches (its scripts' heap grows faster).",
+    )
     max_body_bytes: int = Field(
         default=10 * 1024 * 1024, ge=1024, description="Pages larger than this fail permanently (real ones: ~50 KB)."
     )

@@ -467,8 +467,10 @@ class BrowserFetcher:
         current = self._alive and slot.generation == self._generation
         # A renderer that navigated many times holds on to garbage (V8 collects lazily): one
         # page's renderer grows from ~60 MB to ~500 MB over 300 book pages. A fresh page every
-        # ``recycle_page_after`` fetches keeps each renderer small for the cost of a new tab (milliseconds).
-        worn_out = slot.uses >= self.settings.recycle_page_after
+        # ``recycle_page_after`` fetches (``recycle_scripted_page_after`` for a tab whose scripts run, their heap
+        # grows faster) keeps each renderer small for the cost of a new tab (milliseconds).
+        limit = self.settings.recycle_scripted_page_after if slot.javascript else self.settings.recycle_page_after
+        worn_out = slot.uses >= limit
         if reusable and current and not worn_out and not slot.crashed and not slot.page.is_closed():
             self._idle[slot.javascript].put_nowait(slot)
             return

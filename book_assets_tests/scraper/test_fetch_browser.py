@@ -518,9 +518,34 @@ def test_a_recycled_tab_takes_its_renderer_process_and_its_memory_with_it(local_
             await asyncio.sleep(0.1)
         return both_tabs, our_renderer_pids()
 
-    both_tabs, after = run_with(settings(recycle_page_after=2, concurrency=2), action)
+    both_tabs, after = run_with(settings(recycle_page_after=2, recycle_scripted_page_after=2, concurrency=2), action)
     assert len(both_tabs) == 2, f"two open tabs, renderers {both_tabs}"
     assert len(after) == 1 and after < both_tabs, f"renderers {both_tabs} before the recycle, {after} after it"
+
+
+@pytest.mark.browser
+@needs_chromium
+@pytest.mark.timeout(120)
+def test_a_tab_that_runs_scripts_is_replaced_sooner_than_one_that_does_not(local_site: LocalSite) -> None:
+    """A renderer whose page runs scripts grows faster (the scripts' heap), so its tab has a bound of its own:
+    three fetches without scripts share one tab's renderer, three with scripts each get a new one."""
+
+    async def renderers_of(fetcher: BrowserFetcher, javascript: bool, before: set[int]) -> set[int]:
+        seen: set[int] = set()
+        fetching = asyncio.gather(*(fetcher.fetch(local_site.url("/ok"), javascript=javascript) for _ in range(3)))
+        while not fetching.done():
+            seen |= our_renderer_pids() - before
+            await asyncio.sleep(0.01)
+        assert all(r.body == POUND_PAGE for r in await fetching)
+        return seen
+
+    async def action(fetcher: BrowserFetcher) -> tuple[set[int], set[int]]:
+        plain = await renderers_of(fetcher, False, set())
+        return plain, await renderers_of(fetcher, True, plain)
+
+    plain, scripted = run_with(settings(recycle_page_after=4, recycle_scripted_page_after=1, concurrency=1), action)
+    assert len(plain) == 1, f"one tab without scripts, renderers {plain}"
+    assert len(scripted) == 3, f"a new tab for each scripted fetch, renderers {scripted}"
 
 
 @pytest.mark.browser
