@@ -11,24 +11,13 @@ from typing import Any
 from book_assets.db.connection import Database
 from book_assets.sql import load_queries
 
-#: The figures by their definitions: a sort of every value by its text, which the judgement does not run.
-REFERENCE = """
-WITH shown AS (
-    SELECT coalesce(b.category, '') AS category, f.field,
-           CASE WHEN h.book_id IS NULL THEN f.value ELSE h.value ->> f.col END AS value
-    FROM books b
-    CROSS JOIN LATERAL (VALUES
-        ('title', 'title', b.title), ('category', 'category', b.category), ('upc', 'upc', b.upc),
-        ('product_type', 'product_type', b.product_type), ('price', 'price_amount', b.price_amount::text),
-        ('price_excl_tax', 'price_excl_tax', b.price_excl_tax::text),
-        ('price_incl_tax', 'price_incl_tax', b.price_incl_tax::text), ('tax', 'tax', b.tax::text),
-        ('availability', 'availability', b.availability), ('num_reviews', 'num_reviews', b.num_reviews::text),
-        ('rating', 'rating_value', b.rating_value::text), ('description', 'description', b.description),
-        ('stock', 'stock', b.stock::text)
-    ) AS f(field, col, value)
-    LEFT JOIN held_losses h ON h.book_id = b.id AND h.field = f.col
-    WHERE b.fetched_at >= %(since)s AND (%(until)s::timestamptz IS NULL OR b.fetched_at <= %(until)s)
-),
+#: The judgement's statement: what each book page showed (``shown``), then its figures from one count of each value.
+COVERAGE = load_queries("drift")["stored_coverage"]
+#: The figures by their definitions over the same ``shown``: a sort of every value by its text, which the
+#: judgement does not run.
+REFERENCE = (
+    COVERAGE[: COVERAGE.index("counted AS (")]
+    + """
 measured AS (
     SELECT GROUPING(category) = 1 AS whole, coalesce(category, '') AS category, field, count(*)::int AS pages,
            count(value)::int AS filled,
@@ -47,6 +36,7 @@ SELECT m.whole, m.category, m.field, m.pages, m.filled, coalesce(t.top_count, 0)
        left(t.top_value, 80) AS top_value, m.median_length
 FROM measured m LEFT JOIN tops t USING (whole, category, field)
 """
+)
 
 
 WORDS = ["Poetry", "Travel", "Mystery", "Zebra", "apple", "Ångström", "éclair", "a b", "", "Z"]
@@ -112,11 +102,10 @@ def _books(db: Database, rng: random.Random, start: datetime) -> None:
 def test_the_judgements_figures_are_those_of_their_definitions_per_category_and_crawl(db: Database) -> None:
     start = datetime(2026, 12, 1, tzinfo=UTC)
     _books(db, random.Random(48), start)
-    coverage = load_queries("drift")["stored_coverage"]
     windows = [(start, None), (start + timedelta(seconds=100), start + timedelta(seconds=400))]
     for since, until in windows:
         params = {"since": since, "until": until}
-        got = sorted((tuple(row.values()) for row in db.query(coverage, params)), key=repr)
+        got = sorted((tuple(row.values()) for row in db.query(COVERAGE, params)), key=repr)
         want = sorted((tuple(row.values()) for row in db.query(REFERENCE, params)), key=repr)
         assert len(want) == 6 * 13  # four categories and none, and the whole crawl
         assert got == want
