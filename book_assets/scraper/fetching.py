@@ -72,8 +72,8 @@ class FetchSettings:
         recycle_page_after: Browser only: a pooled page (tab) is replaced after this many fetches, bounding
             its renderer's memory, which otherwise grows with every navigation.
         recycle_scripted_page_after: The same for a tab that runs scripts, whose renderer grows faster (the
-            scripts' heap): on the sandbox, 12 against 25 cut a scripted crawl's peak memory by 13 % for 3 % of
-            its speed; without scripts 12 cost 12 % of the speed (``docs/benchmarks.md``).
+            scripts' heap); a bound of its own, since a tighter one costs a tab without scripts more of its
+            speed than it saves in memory (``docs/benchmarks.md``).
         relaunch_after_pages: The browser is restarted after this many pages, bounding Chromium's memory
             growth over a long crawl.
         user_agent: Sent by both fetchers; identifies the project to the site's operators.
